@@ -1,0 +1,34 @@
+"""The `uedp` command. Each sub-command lives in its own module under uedp/commands/ and provides
+`add_parser(subparsers)` (which sets `func`) ; errors of bad input (UedpError) print one line and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from uedp.errors import UedpError
+
+COMMANDS = ("uedp.commands.corpus_stats", "uedp.commands.epsilon")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="uedp", description="User-entity DP for federated language models")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for module in COMMANDS:
+        importlib.import_module(module).add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UedpError as exc:
+        print(f"uedp {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""The run configuration: one typed tree shared by the Flower apps, the Hydra entry point and the CLI.
+
+Flower passes configuration as a flat dict with dotted keys (`privacy.q_u = 0.1`, from
+`[tool.flwr.app.config]` in pyproject.toml and `flwr run --run-config`); Hydra composes a nested one from
+conf/. `RunConfig.from_flat` and `RunConfig.from_nested` accept both, reject unknown keys and wrong types
+with a ConfigError naming the key, and `to_flat()` goes back. Options specific to one dataset or model
+travel as a JSON object string (`dataset.options = '{"num_users": 50}'`) and are checked by that
+component's registry (a misspelt option is an error there).
+
+Sentinels (TOML has no null): `privacy.k_cap = 0` (entity cap off), `privacy.target_epsilon = 0`
+(use `privacy.noise_multiplier` as given), `privacy.seed = -1` (cryptographically seeded noise),
+`federation.num_nodes = 0` (one node per corpus user), `train.local_steps = 0` (use local_epochs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from uedp.errors import ConfigError
+
+
+@dataclass
+class DatasetConfig:
+    name: str = "synthetic"
+    options: str = "{}"  # JSON object: the loader's keyword options
+
+    def option_dict(self) -> dict[str, Any]:
+        return _json_object("dataset.options", self.options)
+
+
+@dataclass
+class EntityConfig:
+    detector: str = "gold"  # gold | spacy | spacy+rules | rules
+    protected: str = "all"  # group or comma-separated categories (uedp.entities.categories)
+
+
+@dataclass
+class TaskConfig:
+    name: str = "next_word"  # next_word | classification
+    max_len: int = 32
+
+
+@dataclass
+class TokenizerConfig:
+    kind: str = "bpe"  # bpe | wordpiece (trained on the training split); ignored by pretrained models
+    vocab_size: int = 2000
+
+
+@dataclass
+class ModelConfig:
+    name: str = "lstm"
+    options: str = "{}"  # JSON object: the model factory's keyword options
+
+    def option_dict(self) -> dict[str, Any]:
+        return _json_object("model.options", self.options)
+
+
+@dataclass
+class StrategyConfig:
+    name: str = "uedp"  # uedp | user_dp | fedavg
+    estimator: str = "f_E+"  # uedp only: f_E+ (extended entities used) | f_E (naive, q_s = 0)
+
+
+@dataclass
+class PrivacyConfig:
+    q_u: float = 0.1
+    q_e: float = 0.5
+    q_s: float = 0.5
+    m_max: int = 40
+    k_cap: int = 0
+    beta: float = 0.5
+    w_max: float = 1.0
+    noise_multiplier: float = 1.0
+    target_epsilon: float = 0.0
+    delta: float = 1e-5
+    paper_z: bool = False
+    seed: int = -1
+
+
+@dataclass
+class ClientTrainConfig:
+    optimizer: str = "sgd"  # sgd | adam
+    lr: float = 0.5
+    momentum: float = 0.0
+    local_epochs: int = 1
+    local_steps: int = 0
+    batch_size: int = 32
+
+
+@dataclass
+class ServerConfig:
+    optimizer: str = "sgd"  # sgd | adam
+    lr: float = 1.0
+    momentum: float = 0.0
+
+
+@dataclass
+class FederationConfig:
+    num_nodes: int = 0
+    rounds: int = 20
+    eval_every: int = 5
+    round_timeout: float = 600.0
+    wait_timeout: float = 300.0
+    out_dir: str = "outputs/run"
+    checkpoint_every: int = 5
+    resume: bool = False
+
+
+@dataclass
+class RunConfig:
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    entities: EntityConfig = field(default_factory=EntityConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
+    train: ClientTrainConfig = field(default_factory=ClientTrainConfig)
+    server: ServerConfig = field(default_factory=ServerConfig)
+    federation: FederationConfig = field(default_factory=FederationConfig)
+
+    # -- conversions ---------------------------------------------------------------------------------
+    def to_flat(self) -> dict[str, Any]:
+        return {
+            f"{group.name}.{f.name}": getattr(getattr(self, group.name), f.name)
+            for group in fields(self)
+            for f in fields(getattr(self, group.name))
+        }
+
+    def to_nested(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_flat(cls, flat: dict[str, Any]) -> RunConfig:
+        nested: dict[str, dict[str, Any]] = {}
+        for key, value in flat.items():
+            group, _, name = key.partition(".")
+            if not name:
+                raise ConfigError(f"config key {key!r} is not of the form group.option")
+            nested.setdefault(group, {})[name] = value
+        return cls.from_nested(nested)
+
+    @classmethod
+    def from_nested(cls, nested: dict[str, Any]) -> RunConfig:
+        cfg = cls()
+        groups = {f.name: f for f in fields(cls)}
+        for group, values in nested.items():
+            if group not in groups:
+                raise ConfigError(f"unknown config group {group!r}; known: {', '.join(groups)}")
+            if not isinstance(values, dict):
+                raise ConfigError(f"config group {group!r} must be a mapping, got {values!r}")
+            target = getattr(cfg, group)
+            known = {f.name: f for f in fields(target)}
+            for name, value in values.items():
+                if name not in known:
+                    raise ConfigError(
+                        f"unknown config key {group}.{name}; {group} has: {', '.join(known)}"
+                    )
+                if isinstance(value, dict) and name == "options":
+                    value = json.dumps(value, sort_keys=True)
+                setattr(target, name, _coerce(f"{group}.{name}", value, getattr(target, name)))
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        p = self.privacy
+        for name in ("q_u", "q_e", "q_s"):
+            if not 0.0 <= getattr(p, name) <= 1.0:
+                raise ConfigError(f"privacy.{name} must lie in [0, 1], got {getattr(p, name)}")
+        if p.m_max < 1:
+            raise ConfigError(f"privacy.m_max must be >= 1, got {p.m_max}")
+        if p.k_cap < 0:
+            raise ConfigError(f"privacy.k_cap must be >= 0 (0 = off), got {p.k_cap}")
+        if p.beta <= 0 or not 0 < p.w_max <= 1:
+            raise ConfigError(f"privacy.beta must be > 0 and privacy.w_max in (0, 1]; got {p.beta}, {p.w_max}")
+        if p.noise_multiplier < 0 or p.target_epsilon < 0:
+            raise ConfigError("privacy.noise_multiplier and privacy.target_epsilon must be >= 0")
+        if not 0 < p.delta < 1:
+            raise ConfigError(f"privacy.delta must lie in (0, 1), got {p.delta}")
+        if self.strategy.name not in ("uedp", "user_dp", "fedavg"):
+            raise ConfigError(f"strategy.name must be uedp, user_dp or fedavg, got {self.strategy.name!r}")
+        if self.strategy.estimator not in ("f_E+", "f_E"):
+            raise ConfigError(f"strategy.estimator must be f_E+ or f_E, got {self.strategy.estimator!r}")
+        if self.task.name not in ("next_word", "classification"):
+            raise ConfigError(f"task.name must be next_word or classification, got {self.task.name!r}")
+        if self.federation.rounds < 1 or self.federation.eval_every < 1:
+            raise ConfigError("federation.rounds and federation.eval_every must be >= 1")
+        self.dataset.option_dict()
+        self.model.option_dict()
+
+
+def _json_object(key: str, text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{key} must be a JSON object, got {text!r}: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ConfigError(f"{key} must be a JSON object, got {text!r}")
+    return value
+
+
+def _coerce(key: str, value: Any, default: Any) -> Any:
+    """Check `value` against the default's type (int -> float is allowed; bool is never a number)."""
+    kind = type(default)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind is bool and not isinstance(value, bool):
+        raise ConfigError(f"config key {key} must be true or false, got {value!r}")
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ConfigError(f"config key {key} must be of type {kind.__name__}, got {value!r}")
+    return value

@@ -1,0 +1,60 @@
+"""Name -> factory registries, so that components are chosen by name from config.
+
+    LOADERS = Registry("dataset")
+
+    @LOADERS.register("synthetic")
+    def load_synthetic(*, num_users: int = 200, ...) -> Corpus: ...
+
+    LOADERS.create("synthetic", num_users=10)
+
+Factories take keyword-only arguments; a misspelt option raises ConfigError naming the component
+(no **kwargs swallows typos).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from uedp.errors import ConfigError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._factories: dict[str, Callable[..., T]] = {}
+
+    def register(self, name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        def deco(factory: Callable[..., T]) -> Callable[..., T]:
+            if name in self._factories:
+                raise ValueError(f"{self.kind} {name!r} is registered twice")
+            self._factories[name] = factory
+            return factory
+
+        return deco
+
+    def names(self) -> list[str]:
+        return sorted(self._factories)
+
+    def get(self, name: str) -> Callable[..., T]:
+        try:
+            return self._factories[name]
+        except KeyError:
+            raise ConfigError(
+                f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}"
+            ) from None
+
+    def create(self, name: str, /, **params: Any) -> T:
+        factory = self.get(name)
+        accepted = inspect.signature(factory).parameters
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
+            unknown = sorted(set(params) - set(accepted))
+            if unknown:
+                raise ConfigError(
+                    f"{self.kind} {name!r} has no option(s) {', '.join(unknown)}; "
+                    f"it accepts: {', '.join(accepted) or 'none'}"
+                )
+        return factory(**params)
