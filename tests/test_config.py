@@ -1,0 +1,48 @@
+"""RunConfig: flat (Flower) and nested (Hydra) forms, unknown keys, types, and pyproject's app config."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from uedp.config import RunConfig
+from uedp.errors import ConfigError
+
+
+def test_flat_round_trip():
+    cfg = RunConfig.from_nested({"privacy": {"q_u": 0.2, "k_cap": 2}, "dataset": {"options": {"num_users": 9}}})
+    assert RunConfig.from_flat(cfg.to_flat()) == cfg
+    assert cfg.dataset.option_dict() == {"num_users": 9}
+
+
+@pytest.mark.parametrize(
+    "flat, message",
+    [
+        ({"privacy.q_x": 1.0}, "unknown config key privacy.q_x"),
+        ({"privcy.q_u": 1.0}, "unknown config group 'privcy'"),
+        ({"privacy.q_u": "high"}, "privacy.q_u must be of type float"),
+        ({"privacy.q_u": 1.5}, r"privacy.q_u must lie in \[0, 1\]"),
+        ({"privacy.m_max": True}, "privacy.m_max must be of type int"),
+        ({"federation.resume": 1}, "federation.resume must be true or false"),
+        ({"dataset.options": "[1, 2]"}, "dataset.options must be a JSON object"),
+        ({"strategy.name": "dpsgd"}, "strategy.name"),
+    ],
+)
+def test_bad_values_name_the_key(flat, message):
+    with pytest.raises(ConfigError, match=message):
+        RunConfig.from_flat(flat)
+
+
+def test_int_is_accepted_for_float():
+    assert RunConfig.from_flat({"privacy.beta": 1}).privacy.beta == 1.0
+
+
+def test_pyproject_app_config_lists_every_key():
+    """`flwr run --run-config` can only override keys present in [tool.flwr.app.config]."""
+    data = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    app_cfg = data["tool"]["flwr"]["app"]["config"]
+    flat = {f"{g}.{k}": v for g, values in app_cfg.items() for k, v in values.items()}
+    assert set(flat) == set(RunConfig().to_flat())
+    RunConfig.from_flat(flat)  # and they validate
