@@ -1,0 +1,1 @@
+"""The ClientApp: each Flower node is one data owner (node config `partition-id` -> user)."""

@@ -1,0 +1,1 @@
+"""Entry points: the main job, the Hydra runner, sweeps, benchmarks, audits."""

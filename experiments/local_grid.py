@@ -1,0 +1,80 @@
+"""An in-process stand-in for Flower's Grid: messages are handled by calling the client's update function
+directly, one after the other, in this process. Same strategy, same server loop, same client code as a
+Flower run, without Ray or gRPC: used to tune defaults quickly and, side by side with a Flower
+simulation, to measure Flower's round overhead (experiments/benchmark.py).
+
+Node ids are partition ids. A node listed in `failing` raises (like a crashing client) and comes back as
+an error reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
+
+from client.app import client_update
+from uedp.config import RunConfig
+from uedp.protocol import TrainInstructions
+
+
+@dataclass
+class LocalReply:
+    content: RecordDict
+    error: str | None = None
+
+    def has_error(self) -> bool:
+        return self.error is not None
+
+
+@dataclass
+class LocalGrid:
+    cfg: RunConfig
+    num_nodes: int
+    failing: frozenset[int] = frozenset()
+    calls: int = 0
+    client_seconds: list[float] = field(default_factory=list)
+
+    def get_node_ids(self) -> Iterable[int]:
+        return range(self.num_nodes)
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[LocalReply]:
+        import time
+
+        replies = []
+        for msg in messages:
+            node = msg.metadata.dst_node_id
+            self.calls += 1
+            if node in self.failing:
+                replies.append(LocalReply(RecordDict(), error="client raised"))
+                continue
+            t0 = time.perf_counter()
+            ins = TrainInstructions.from_record(msg.content["config"])
+            update, metrics = client_update(self.cfg, node, msg.content["arrays"].to_numpy_ndarrays(), ins)
+            self.client_seconds.append(time.perf_counter() - t0)
+            content = RecordDict({"update": ArrayRecord(update)})
+            if metrics:
+                content["metrics"] = MetricRecord(metrics)
+            replies.append(LocalReply(content))
+        return replies
+
+
+def set_local_task_identity() -> None:
+    """Building a flwr Message outside a running app needs a task identity (run 0, server node 0)."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    if TaskIdentity._run_id is None:
+        TaskIdentity.run_id = 0
+        TaskIdentity.node_id = 0
+        TaskIdentity.task_id = 0
+
+
+def run_local(cfg: RunConfig, **grid_options) -> dict:
+    """run_server over a LocalGrid with one node per participating user."""
+    from server.app import run_server
+    from uedp.pipeline import prepare
+
+    set_local_task_identity()
+    manifest = prepare(cfg)
+    return run_server(LocalGrid(cfg, len(manifest.users), **grid_options), cfg)

@@ -1,0 +1,1 @@
+"""The ServerApp: builds strategy, model and accountant from config and runs the rounds."""

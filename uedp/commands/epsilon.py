@@ -1,0 +1,113 @@
+"""`uedp epsilon`: the four epsilons of T identical UeDP rounds, or the noise multiplier for a target.
+
+    uedp epsilon --q-u 0.05 --q-e 0.5 --q-s 0.1 --noise-multiplier 2 --m-max 100 --rounds 500
+    uedp epsilon --q-u 0.05 --q-e 0.5 --q-s 0.1 --target-epsilon 8 --m-max 100 --k-cap 4 --rounds 500 --json
+
+Prints eps_uedp, eps_user, eps_undetected and eps_rdp_bound (uedp.privacy.accounting) as a table, or with
+--json one JSON object (keys eps_uedp, eps_user, eps_undetected, eps_rdp_bound, noise_multiplier, delta,
+sigma and the inputs; an infinite epsilon is written as null). With --target-epsilon the noise multiplier
+is calibrated first (smallest z with eps_uedp <= target). Bad values raise ConfigError (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+
+from uedp.errors import ConfigError
+from uedp.privacy.accounting import (
+    DEFAULT_DELTA,
+    calibrate_noise_multiplier,
+    check_delta,
+    epsilons,
+    mechanism,
+)
+from uedp.privacy.ledger import RoundRecord
+
+KEYS = ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound")
+LABELS = {
+    "eps_uedp": "user-entity DP (UeDP)",
+    "eps_user": "user-level DP only",
+    "eps_undetected": "undetected entities (S)",
+    "eps_rdp_bound": "RDP cross-check (>= UeDP)",
+}
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("epsilon", help="privacy accounting of UeDP rounds", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--q-u", type=float, required=True, help="user sampling probability")
+    p.add_argument("--q-e", type=float, required=True, help="entity sampling probability")
+    p.add_argument("--q-s", type=float, required=True, help="extended-entity sampling probability")
+    noise = p.add_mutually_exclusive_group(required=True)
+    noise.add_argument("--noise-multiplier", type=float, help="z: sigma = z * (s_u + s_e)")
+    noise.add_argument("--target-epsilon", type=float, help="calibrate z to reach this eps_uedp")
+    p.add_argument("--m-max", type=int, required=True, help="maximal number of users per round")
+    p.add_argument("--k-cap", type=int, default=None, help="entity cap (clients per entity); default off")
+    p.add_argument("--rounds", type=int, required=True, help="number of rounds T")
+    p.add_argument("--delta", type=float, default=DEFAULT_DELTA, help=f"delta (default {DEFAULT_DELTA})")
+    p.add_argument("--beta", type=float, default=1.0, help="clip bound (only scales sigma; default 1)")
+    p.add_argument("--w-max", type=float, default=1.0, help="maximal user weight (default 1)")
+    p.add_argument("--num-users", type=int, default=None, help="number of users (delta must be < 1/N)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+    return p
+
+
+def _finite_or_none(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def run(args: argparse.Namespace) -> int:
+    # Validation first (ConfigError names the option), then the work.
+    check_delta(args.delta, args.num_users)
+    if args.rounds < 1:
+        raise ConfigError(f"--rounds must be a positive integer, got {args.rounds}")
+    # A record with z = 1 checks every mechanism option (and beta, w_max) before any calibration.
+    RoundRecord(
+        round=1, method="uedp", q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=args.m_max,
+        k_cap=args.k_cap, beta=args.beta, w_max=args.w_max, z=1.0, Z=1.0,
+    )  # fmt: skip
+    z = args.noise_multiplier
+    if args.target_epsilon is not None:
+        z = calibrate_noise_multiplier(
+            args.target_epsilon, q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=args.m_max,
+            k_cap=args.k_cap, rounds=args.rounds, delta=args.delta, num_users=args.num_users,
+        )  # fmt: skip
+    mech = mechanism(
+        "uedp", z=z, q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=args.m_max, k_cap=args.k_cap
+    )
+    record = RoundRecord(
+        round=1, method="uedp", q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=args.m_max,
+        k_cap=args.k_cap, beta=args.beta, w_max=args.w_max, z=z, Z=1.0,
+    )  # fmt: skip
+    start = time.perf_counter()
+    eps = epsilons(mech, rounds=args.rounds, delta=args.delta, num_users=args.num_users)
+    seconds = time.perf_counter() - start
+    values = {k: getattr(eps, k) for k in KEYS}
+    sens = mech.sensitivities
+    if args.json:
+        out = {k: _finite_or_none(v) for k, v in values.items()}
+        out.update(
+            noise_multiplier=z, delta=args.delta, sigma=record.sigma, q_u=args.q_u, q_e=args.q_e,
+            q_s=args.q_s, m_max=args.m_max, k_cap=args.k_cap, rounds=args.rounds, beta=args.beta,
+            w_max=args.w_max, num_users=args.num_users, target_epsilon=args.target_epsilon,
+            sensitivities={"s_u": sens.s_u * args.w_max * args.beta, "s_e": sens.s_e * args.w_max * args.beta,
+                           "s_s": sens.s_s * args.w_max * args.beta},
+        )  # fmt: skip
+        print(json.dumps(out, sort_keys=False))
+        return 0
+    cap = "off" if args.k_cap is None else str(args.k_cap)
+    print(f"UeDP accounting: T={args.rounds} rounds, q_u={args.q_u}, q_e={args.q_e}, q_s={args.q_s}, "
+          f"m_max={args.m_max}, k_cap={cap}, delta={args.delta:g}")  # fmt: skip
+    how = f"calibrated to eps_uedp <= {args.target_epsilon:g}" if args.target_epsilon is not None else "given"
+    print(f"noise multiplier z = {z:.6g} ({how}); sigma = {record.sigma:.6g} "
+          f"(s_u + s_e = {(sens.s_u + sens.s_e) * args.w_max * args.beta:g})")  # fmt: skip
+    width = max(len(v) for v in LABELS.values())
+    print(f"  {'':{width}}  {'epsilon':>12}")
+    for k in KEYS:
+        print(f"  {LABELS[k]:{width}}  {values[k]:12.6g}   ({k})")
+    print(f"(computed in {seconds:.2f} s)")
+    return 0

@@ -1,0 +1,195 @@
+"""From a RunConfig to what the server and the clients train on.
+
+`prepare(cfg)` runs once on the server side before round 1: it materializes the corpus (Parquet), detects
+entities (cached annotations), builds the tokenizer (trained on the training split, cached) and writes a
+small manifest naming these files. Clients then read only their own user's rows and annotations
+(`load_user_data`), so no client ever loads other users' text. A client that finds no manifest (a data
+owner on another machine) prepares its own copy from the same config.
+
+Node `partition-id` i is user `users[i]` (users in storage order). With `federation.num_nodes` N > 0, only
+the first N users take part.
+
+Note on the tokenizer: a tokenizer trained on the training split is a non-private preprocessing step (its
+vocabulary is a function of every user's text). For a formal guarantee covering the vocabulary, use a
+pretrained tokenizer (models `minilm`, or `gpt2`/`bert` with `pretrained=<local path>`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import torch
+from tokenizers import Tokenizer
+
+from uedp.config import RunConfig
+from uedp.data.loaders import materialize
+from uedp.data.store import read_user_rows
+from uedp.entities.annotations import annotate_path, read_user_annotations
+from uedp.entities.categories import resolve_categories
+from uedp.entities.detectors import entity_sets
+from uedp.errors import ConfigError
+from uedp.models.base import CLASSIFICATION, UedpModel
+from uedp.models.registry import build_model, build_tokenizer
+from uedp.paths import cache_root
+from uedp.tasks import get_task
+from uedp.tokenization import TextTokenizer, TokenizerConfig
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Files and facts of a prepared run (JSON-serializable, no private content)."""
+
+    corpus_dir: str
+    annotations: str
+    tokenizer: str
+    users: list[str]
+    label_names: list[str] | None
+    vocab_size: int
+    pad_id: int
+
+    @property
+    def num_labels(self) -> int | None:
+        return None if self.label_names is None else len(self.label_names)
+
+
+def data_key(cfg: RunConfig) -> str:
+    """Digest of every option that changes the prepared data (not privacy or training options)."""
+    payload = json.dumps(
+        {
+            "dataset": [cfg.dataset.name, cfg.dataset.option_dict()],
+            "entities": cfg.entities.detector,
+            "tokenizer": [cfg.tokenizer.kind, cfg.tokenizer.vocab_size],
+            "model": [cfg.model.name, cfg.model.option_dict().get("pretrained")],
+            "task": cfg.task.name,
+        },
+        sort_keys=True,
+    )
+    return hashlib.blake2b(payload.encode(), digest_size=8).hexdigest()
+
+
+def manifest_path(cfg: RunConfig) -> Path:
+    return cache_root() / "manifests" / f"{data_key(cfg)}.json"
+
+
+def prepare(cfg: RunConfig) -> Manifest:
+    """Materialize corpus, annotations and tokenizer for `cfg` (all cached) and write the manifest."""
+    corpus_dir, corpus = materialize(cfg.dataset.name, **cfg.dataset.option_dict())
+    if cfg.task.name == CLASSIFICATION:
+        corpus.require_labels()
+    ann_path = annotate_path(corpus, cfg.entities.detector)
+    tok_cfg = TokenizerConfig(kind=cfg.tokenizer.kind, vocab_size=cfg.tokenizer.vocab_size)
+    tokenizer = build_tokenizer(cfg.model.name, corpus, config=tok_cfg,
+                                pretrained=cfg.model.option_dict().get("pretrained"))
+    tok_path = cache_root() / "tokenizers" / f"run-{data_key(cfg)}.json"
+    tokenizer.save(tok_path)
+    users = corpus.users()
+    if cfg.federation.num_nodes > len(users):
+        raise ConfigError(
+            f"federation.num_nodes = {cfg.federation.num_nodes} but corpus {corpus.name!r} has only "
+            f"{len(users)} users"
+        )
+    if cfg.federation.num_nodes:
+        users = users[: cfg.federation.num_nodes]
+    manifest = Manifest(
+        corpus_dir=str(corpus_dir), annotations=str(ann_path), tokenizer=str(tok_path), users=users,
+        label_names=corpus.label_names if cfg.task.name == CLASSIFICATION else None,
+        vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
+    )
+    path = manifest_path(cfg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(manifest.__dict__, indent=1))
+    os.replace(tmp, path)
+    return manifest
+
+
+def load_manifest(cfg: RunConfig) -> Manifest:
+    path = manifest_path(cfg)
+    if path.is_file():
+        return Manifest(**json.loads(path.read_text()))
+    return prepare(cfg)
+
+
+@functools.lru_cache(maxsize=4)
+def load_tokenizer(path: str) -> TextTokenizer:
+    return TextTokenizer(Tokenizer.from_file(path), source=path)
+
+
+def new_model(cfg: RunConfig, manifest: Manifest, *, seed: int | None = None) -> UedpModel:
+    if seed is not None:
+        torch.manual_seed(seed)
+    return build_model(cfg.model.name, task=cfg.task.name, vocab_size=manifest.vocab_size,
+                       pad_id=manifest.pad_id, num_labels=manifest.num_labels, **cfg.model.option_dict())
+
+
+@dataclass(frozen=True)
+class EncodedSentences:
+    """Sentences as one right-padded id matrix, so a round's batches are tensor slices (no Python loop
+    over sentences). `labels` is None for next-word prediction."""
+
+    ids: torch.Tensor  # [n, L] int64
+    mask: torch.Tensor  # [n, L] int64
+    labels: torch.Tensor | None  # [n] int64
+
+    def __len__(self) -> int:
+        return self.ids.shape[0]
+
+
+def encode_sentences(
+    tokenizer: TextTokenizer, texts: list[str], labels: list[int] | None, *, task: str, max_len: int
+) -> EncodedSentences:
+    mode = get_task(task).mode
+    seqs = [tokenizer.frame(ids, mode=mode, max_len=max_len) for ids in tokenizer.encode_many(texts)]
+    width = max((len(s) for s in seqs), default=1)
+    ids = np.full((len(seqs), width), tokenizer.pad_id, dtype=np.int64)
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    if seqs:
+        ids[np.arange(width)[None, :] < lengths[:, None]] = np.concatenate(seqs)
+    mask = (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64)
+    lab = None if labels is None else torch.as_tensor(labels, dtype=torch.int64)
+    return EncodedSentences(torch.from_numpy(ids), torch.from_numpy(mask), lab)
+
+
+@dataclass(frozen=True)
+class UserData:
+    """One data owner's training sentences, encoded, with their protected entity sets."""
+
+    user: str
+    sids: np.ndarray
+    entities: list[frozenset[str]]
+    encoded: EncodedSentences
+
+
+def load_user_data(cfg: RunConfig, partition_id: int) -> UserData:
+    manifest = load_manifest(cfg)
+    if not 0 <= partition_id < len(manifest.users):
+        raise ConfigError(f"partition-id {partition_id} outside 0..{len(manifest.users) - 1}")
+    user = manifest.users[partition_id]
+    rows = read_user_rows(manifest.corpus_dir, user, split="train")
+    sids = rows.column("sid").to_numpy()
+    ann = read_user_annotations(manifest.annotations, sids)
+    ents = entity_sets(ann, resolve_categories(cfg.entities.protected))
+    labels = rows.column("label").to_pylist() if cfg.task.name == CLASSIFICATION else None
+    enc = encode_sentences(load_tokenizer(manifest.tokenizer), rows.column("text").to_pylist(), labels,
+                           task=cfg.task.name, max_len=cfg.task.max_len)
+    return UserData(user=user, sids=sids, entities=ents, encoded=enc)
+
+
+def load_split(cfg: RunConfig, split: str) -> EncodedSentences:
+    """A whole split (central evaluation on the server), restricted to the participating users."""
+    manifest = load_manifest(cfg)
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(Path(manifest.corpus_dir) / "sentences.parquet",
+                          filters=[("split", "=", split)])
+    table = table.filter(pa.compute.is_in(table.column("user"), value_set=pa.array(manifest.users)))
+    labels = table.column("label").to_pylist() if cfg.task.name == CLASSIFICATION else None
+    return encode_sentences(load_tokenizer(manifest.tokenizer), table.column("text").to_pylist(), labels,
+                            task=cfg.task.name, max_len=cfg.task.max_len)

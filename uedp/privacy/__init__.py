@@ -1,0 +1,48 @@
+"""The privacy core of UeDP: pure, framework-free code, one module per section of the contract
+(shared/docs/uedp-mechanism.md).
+
+    sampling     2.2-2.4  round keys, keyed hash h(k, tag, ...), entity / extended-entity sampling, slots
+    cohort       2.1      server-side user sampling, truncation at m_max, slot assignment
+    selection    2.4-2.5  which sentences a client uses, and their loss weights omega(x)
+    clipping     2.6      whole-update clipping, user weight
+    sensitivity  3        s_u, s_e, s_s and the noise std sigma per method
+    noise        2.8      CSPRNG-seeded Gaussian noise
+    aggregation  2.7-2.8  server re-check, the one noisy aggregation core, the public denominator Z
+    accounting   4        PLD accounting (eps_uedp, eps_user, eps_undetected, RDP bound), calibration
+    ledger       2.9, 4   per-round records, epsilons from the ledger, budget stop, save / resume
+
+Names are re-exported lazily here (so a client importing selection does not load dp-accounting).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "sampling": ("RoundKey", "new_round_key", "h_int", "h", "entity_sampled", "extended_sampled",
+                 "extended_entity", "permitted_slots"),
+    "selection": ("Selection", "SelectionParams", "select_sentences", "select_sentences_reference"),
+    "clipping": ("clip_update", "update_norm", "scale"),
+    "sensitivity": ("METHODS", "Sensitivities", "sensitivities", "noise_std"),
+    "noise": ("GaussianNoise", "NoiseSource"),
+    "aggregation": ("AggregationStats", "recheck", "aggregate", "denominator"),
+    "accounting": ("DEFAULT_DELTA", "Mechanism", "Mixture", "Epsilons", "mechanism", "epsilon",
+                   "compose_epsilons", "epsilons", "eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound",
+                   "calibrate_noise_multiplier", "check_delta"),
+    "ledger": ("RoundRecord", "Ledger", "BudgetCheck"),
+}  # fmt: skip
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

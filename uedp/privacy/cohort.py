@@ -1,0 +1,46 @@
+"""Server-side user sampling for one round (contract section 2, steps 1-2).
+
+Poisson sampling: every registered user is drawn independently with probability q_u. If more than m_max
+are drawn, a uniformly random m_max of them are kept (truncation bounds the sensitivity; the contract's
+s_u accounts for the one user an addition can displace). With the entity cap on, the sampled users are
+placed into distinct slots 0..m_max-1 by a uniformly random injection; a client may only use entity e in
+its slot b if b is one of e's k_cap permitted slots (uedp.privacy.sampling.permitted_slots).
+
+Randomness comes from the caller's `random.Random`: `secrets.SystemRandom()` for private runs, a seeded
+`random.Random(seed)` only for reproduction (which the run reports as "not private: fixed seed").
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Cohort:
+    """The users sampled in one round and (with the entity cap) their slots; never logged per user."""
+
+    nodes: tuple[int, ...]
+    slots: tuple[int, ...] | None  # slots[i] belongs to nodes[i]; None when the entity cap is off
+    drawn: int  # users drawn by Poisson sampling before truncation
+    truncated: bool
+
+    @property
+    def size(self) -> int:
+        return len(self.nodes)
+
+
+def sample_cohort(
+    population: Sequence[int], *, q_u: float, m_max: int, use_slots: bool, rng: random.Random
+) -> Cohort:
+    if not 0.0 <= q_u <= 1.0:
+        raise ValueError(f"q_u must lie in [0, 1], got {q_u}")
+    if m_max < 1:
+        raise ValueError(f"m_max must be >= 1, got {m_max}")
+    drawn = [node for node in population if rng.random() < q_u]
+    truncated = len(drawn) > m_max
+    kept = rng.sample(drawn, m_max) if truncated else list(drawn)
+    rng.shuffle(kept)
+    slots = tuple(rng.sample(range(m_max), len(kept))) if use_slots else None
+    return Cohort(nodes=tuple(kept), slots=slots, drawn=len(drawn), truncated=truncated)

@@ -1,0 +1,238 @@
+"""The privacy ledger: every round's public mechanism parameters, in order (contract 2.9 and 4).
+
+A `RoundRecord` holds one round's mechanism parameters and nothing else: no key, no seed, no per-client
+statistic, no count of sampled users. The `Ledger` is the list of records; epsilons are always computed
+FROM it (consecutive identical rounds grouped, see uedp.privacy.accounting), never accumulated by hand.
+
+`append` validates first (a valid record, a round number strictly above the last one) and only then
+changes state, so a round can never be recorded (or spent) twice. A run records the round BEFORE it releases
+or saves the model; the ledger is saved with each checkpoint (`save`: atomic write) and a resumed run
+continues it (`Ledger.resume`). `check_budget` answers, before a round runs, whether it would take epsilon
+above the target.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from uedp.errors import ConfigError
+from uedp.privacy.accounting import DEFAULT_DELTA, Mechanism, check_delta, compose_epsilons, epsilon
+
+FORMAT = "uedp-ledger"
+VERSION = 1
+
+
+def _positive(name: str, value: float) -> float:
+    v = float(value)
+    if not (v > 0.0 and math.isfinite(v)):
+        raise ConfigError(f"{name} must be a positive finite number, got {value!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One round's public mechanism parameters. `sigma` (the absolute noise std) is derived, not stored."""
+
+    round: int
+    method: str
+    q_u: float
+    q_e: float
+    q_s: float
+    m_max: int | None
+    k_cap: int | None
+    beta: float
+    w_max: float
+    z: float
+    Z: float
+
+    def __post_init__(self) -> None:
+        if isinstance(self.round, bool) or not isinstance(self.round, int) or self.round < 0:
+            raise ConfigError(f"round must be a non-negative integer, got {self.round!r}")
+        object.__setattr__(self, "beta", _positive("beta", self.beta))
+        w_max = _positive("w_max", self.w_max)
+        if w_max > 1.0:
+            raise ConfigError(f"w_max must lie in (0, 1], got {self.w_max!r}")
+        object.__setattr__(self, "w_max", w_max)
+        object.__setattr__(self, "Z", _positive("Z", self.Z))
+        mech = self.mechanism  # validates method, probabilities, z, m_max, k_cap
+        for name in ("q_u", "q_e", "q_s", "z"):
+            object.__setattr__(self, name, getattr(mech, name))
+
+    @property
+    def mechanism(self) -> Mechanism:
+        return Mechanism(
+            method=self.method, z=self.z, q_u=self.q_u, q_e=self.q_e, q_s=self.q_s,
+            m_max=self.m_max, k_cap=self.k_cap,
+        )  # fmt: skip
+
+    @property
+    def sigma(self) -> float:
+        """The noise std added to the sum of updates: mechanism sigma * w_max * beta."""
+        return self.mechanism.sigma * self.w_max * self.beta
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "sigma": self.sigma}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RoundRecord:
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names - {"sigma"})
+        missing = sorted(names - set(data))
+        if unknown or missing:
+            raise ConfigError(f"round record: unknown fields {unknown}, missing fields {missing}")
+        record = cls(**{k: data[k] for k in names})
+        if "sigma" in data and not math.isclose(float(data["sigma"]), record.sigma, rel_tol=1e-9):
+            raise ConfigError(
+                f"round {record.round}: recorded sigma {data['sigma']!r} differs from its parameters' "
+                f"{record.sigma!r}"
+            )
+        return record
+
+
+@dataclass(frozen=True)
+class BudgetCheck:
+    allowed: bool
+    epsilon_after: float
+    target_epsilon: float
+
+
+class Ledger:
+    """The rounds run so far, with the delta (and number of users) the epsilons are reported at."""
+
+    def __init__(
+        self,
+        *,
+        delta: float = DEFAULT_DELTA,
+        num_users: int | None = None,
+        records: Iterable[RoundRecord] = (),
+    ) -> None:
+        self.delta = check_delta(delta, num_users)
+        self.num_users = num_users
+        self._records: list[RoundRecord] = []
+        for record in records:
+            self.append(record)
+
+    @property
+    def records(self) -> tuple[RoundRecord, ...]:
+        return tuple(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @property
+    def last_round(self) -> int | None:
+        return self._records[-1].round if self._records else None
+
+    def _check_next(self, record: RoundRecord) -> None:
+        if not isinstance(record, RoundRecord):
+            raise TypeError(f"expected a RoundRecord, got {type(record).__name__}")
+        if self._records and record.round <= self._records[-1].round:
+            raise ConfigError(
+                f"round {record.round} cannot follow round {self._records[-1].round}: "
+                "rounds must strictly increase (a round is never recorded twice)"
+            )
+
+    def append(self, record: RoundRecord) -> None:
+        self._check_next(record)
+        self._records.append(record)
+
+    def groups(self, extra: Iterable[RoundRecord] = ()) -> list[tuple[Mechanism, int]]:
+        """Runs of consecutive rounds with the same mechanism, as (mechanism, count)."""
+        out: list[tuple[Mechanism, int]] = []
+        for record in (*self._records, *extra):
+            mech = record.mechanism
+            if out and out[-1][0] == mech:
+                out[-1] = (mech, out[-1][1] + 1)
+            else:
+                out.append((mech, 1))
+        return out
+
+    def epsilons(self, delta: float | None = None) -> dict[str, float]:
+        """eps_uedp, eps_user, eps_undetected, eps_rdp_bound (+ delta, rounds), computed from the records."""
+        delta = self.delta if delta is None else check_delta(delta, self.num_users)
+        return compose_epsilons(self.groups(), delta=delta, num_users=self.num_users).as_dict()
+
+    def check_budget(
+        self, next_record: RoundRecord, *, target_epsilon: float, adjacency: str = "uedp"
+    ) -> BudgetCheck:
+        """Would running `next_record` take epsilon ("uedp" or "user" adjacency) above the target?"""
+        target = _positive("target_epsilon", target_epsilon)
+        if adjacency not in ("uedp", "user"):
+            raise ConfigError(f"adjacency must be 'uedp' or 'user', got {adjacency!r}")
+        self._check_next(next_record)
+        after = epsilon(adjacency, self.groups([next_record]), delta=self.delta, num_users=self.num_users)
+        return BudgetCheck(allowed=after <= target, epsilon_after=after, target_epsilon=target)
+
+    # -- persistence -------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "delta": self.delta,
+            "num_users": self.num_users,
+            "rounds": [r.to_dict() for r in self._records],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Ledger:
+        if data.get("format") != FORMAT or data.get("version") != VERSION:
+            raise ConfigError(f"not a {FORMAT} version {VERSION} document")
+        unknown = sorted(set(data) - {"format", "version", "delta", "num_users", "rounds"})
+        if unknown:
+            raise ConfigError(f"ledger: unknown fields {unknown}")
+        records = [RoundRecord.from_dict(r) for r in data["rounds"]]
+        return cls(delta=data["delta"], num_users=data["num_users"], records=records)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the ledger as JSON atomically (temporary file in the same directory, then rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Ledger:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"ledger file {path} does not exist") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"ledger file {path}: invalid JSON ({exc})") from None
+        try:
+            return cls.from_dict(data)
+        except (ConfigError, KeyError, TypeError) as exc:
+            raise ConfigError(f"ledger file {path}: {exc}") from None
+
+    @classmethod
+    def resume(
+        cls, path: str | os.PathLike[str], *, delta: float = DEFAULT_DELTA, num_users: int | None = None
+    ) -> Ledger:
+        """The ledger saved at `path` (a resumed run continues it), or a new empty one if there is none.
+        The saved delta and number of users must match the run's."""
+        if not Path(path).exists():
+            return cls(delta=delta, num_users=num_users)
+        ledger = cls.load(path)
+        if not math.isclose(ledger.delta, float(delta), rel_tol=1e-12) or ledger.num_users != num_users:
+            raise ConfigError(
+                f"ledger file {path} was written with delta={ledger.delta}, num_users={ledger.num_users}; "
+                f"this run has delta={delta}, num_users={num_users}"
+            )
+        return ledger

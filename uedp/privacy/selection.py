@@ -1,0 +1,206 @@
+"""Client-side sentence selection and loss weights for one round (contract 2.4-2.5).
+
+A sentence x with entity set ent(x) is used in the round iff
+  - ent(x) is non-empty and EVERY e in ent(x) is sampled (h(k, "E", e) < q_e) and, with the entity cap on,
+    permitted in the client's slot b (b in permitted_slots(k, e, k_cap, m_max)); or
+  - ent(x) is empty and its extended entity (user, sid) is sampled (h(k, "S", user, sid) < q_s).
+"Every", not "any": a sentence holding an unsampled entity must not influence the round.
+
+Its loss weight is omega(x) = sum of w_e over ent(x) (sensitive) or w_s (extended); each w_e and w_s must
+lie in [0, 1] (default 1; out-of-range weights are refused, not clipped), so omega may exceed 1 for a
+sentence with several entities (clients use a weighted-MEAN loss). Unselected sentences get weight 0.
+
+Modes (`mode`):
+  - "uedp": f_E+ (UeDP-Alg), as above.
+  - "uedp_naive": f_E, the naive estimator: S is never used (q_s is forced to 0, whatever is passed).
+  - "user_dp": user-level DP (DP-FedAvg): every sentence is selected with weight 1; the key is not used.
+
+`select_sentences` hashes each DISTINCT entity of the user once and decides per sentence with numpy;
+`select_sentences_reference` is the slow, obviously-correct version the tests compare it with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from uedp.privacy.sampling import (
+    TAG_ENTITY,
+    TAG_EXTENDED,
+    RoundKey,
+    as_round_key,
+    check_cap,
+    check_probability,
+    entity_sampled,
+    extended_entity,
+    extended_sampled,
+    h_int,
+    permitted_slots,
+    threshold,
+)
+
+MODES = ("uedp", "uedp_naive", "user_dp")
+
+Weights = Mapping[str, float] | None  # entity key -> w_e
+ExtendedWeights = Mapping[int, float] | float | None  # sid -> w_s, or one w_s for every sentence
+
+
+@dataclass(frozen=True)
+class Selection:
+    """`mask[i]`: sentence i is used; `weights[i]`: its loss weight omega (0 where not used)."""
+
+    mask: np.ndarray
+    weights: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return int(self.mask.sum())
+
+
+@dataclass(frozen=True)
+class SelectionParams:
+    """The public per-round selection settings a sampled client receives (besides the round key)."""
+
+    q_e: float
+    q_s: float
+    k_cap: int | None = None
+    m_max: int | None = None
+    slot: int | None = None
+    mode: str = "uedp"
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"selection mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        check_probability("q_e", self.q_e)
+        check_probability("q_s", self.q_s)
+        check_cap(self.k_cap, self.m_max)
+        if self.k_cap is not None and self.mode != "user_dp":
+            slot = self.slot
+            if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < self.m_max:
+                raise ValueError(
+                    f"slot must be an integer in [0, m_max={self.m_max}) with k_cap set, got {slot!r}"
+                )
+
+    @property
+    def effective_q_s(self) -> float:
+        return 0.0 if self.mode == "uedp_naive" else self.q_s
+
+
+def _weight(name: str, value: float) -> float:
+    w = float(value)
+    if not 0.0 <= w <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
+    return w
+
+
+def _entity_weight(weights: Weights, e: str) -> float:
+    return 1.0 if weights is None else _weight(f"entity weight w_e[{e!r}]", weights.get(e, 1.0))
+
+
+def _extended_weight(weights: ExtendedWeights, sid: int) -> float:
+    if weights is None:
+        return 1.0
+    if isinstance(weights, Mapping):
+        return _weight(f"extended weight w_s[{sid}]", weights.get(sid, 1.0))
+    return _weight("extended weight w_s", weights)
+
+
+def _check_inputs(sids: Sequence[int], entities: Sequence[Collection[str]]) -> None:
+    if len(sids) != len(entities):
+        raise ValueError(f"sids and entities differ in length: {len(sids)} != {len(entities)}")
+
+
+def select_sentences(
+    key: RoundKey | bytes | None,
+    *,
+    user: str,
+    sids: Sequence[int],
+    entities: Sequence[Collection[str]],
+    params: SelectionParams,
+    entity_weights: Weights = None,
+    extended_weights: ExtendedWeights = None,
+) -> Selection:
+    """Selection mask and loss weights of one user's sentences (`entities[i]` = ent(x_i), keys as strings)."""
+    _check_inputs(sids, entities)
+    n = len(sids)
+    if params.mode == "user_dp":
+        return Selection(mask=np.ones(n, dtype=bool), weights=np.ones(n, dtype=np.float64))
+    if key is None:
+        raise ValueError("a round key is required in mode " + repr(params.mode))
+    key = as_round_key(key)
+
+    # Distinct entities of the user, and each sentence's (deduplicated) entity indices, flattened.
+    index: dict[str, int] = {}
+    flat: list[int] = []
+    owner: list[int] = []
+    for i, ents in enumerate(entities):
+        if isinstance(ents, str):
+            raise TypeError(f"entities[{i}] must be a collection of entity keys, got a str")
+        for e in set(ents):
+            flat.append(index.setdefault(e, len(index)))
+            owner.append(i)
+
+    # One hash per distinct entity (plus k_cap for the slot rule), one weight lookup per distinct entity.
+    t_e = threshold(params.q_e, name="q_e")
+    ok = np.empty(len(index), dtype=bool)
+    w_e = np.empty(len(index), dtype=np.float64)
+    for e, j in index.items():
+        good = h_int(key, TAG_ENTITY, e) < t_e
+        if good and params.k_cap is not None:
+            good = params.slot in permitted_slots(key, e, params.k_cap, params.m_max)
+        ok[j] = good
+        w_e[j] = _entity_weight(entity_weights, e)
+
+    flat_a = np.asarray(flat, dtype=np.int64)
+    owner_a = np.asarray(owner, dtype=np.int64)
+    sizes = np.bincount(owner_a, minlength=n)
+    bad = np.bincount(owner_a, weights=~ok[flat_a], minlength=n)
+    omega_sensitive = np.bincount(owner_a, weights=w_e[flat_a], minlength=n)
+    sensitive = sizes > 0
+    mask = sensitive & (bad == 0)
+    weights = np.where(mask, omega_sensitive, 0.0)
+
+    # Extended entities: one hash per entity-free sentence (each has its own identity).
+    q_s = params.effective_q_s
+    if q_s > 0.0:
+        t_s = threshold(q_s, name="q_s")
+        for i in np.flatnonzero(~sensitive):
+            s = extended_entity(user, sids[i])
+            if h_int(key, TAG_EXTENDED, *s) < t_s:
+                mask[i] = True
+                weights[i] = _extended_weight(extended_weights, s[1])
+    return Selection(mask=mask, weights=weights)
+
+
+def select_sentences_reference(
+    key: RoundKey | bytes | None,
+    *,
+    user: str,
+    sids: Sequence[int],
+    entities: Sequence[Collection[str]],
+    params: SelectionParams,
+    entity_weights: Weights = None,
+    extended_weights: ExtendedWeights = None,
+) -> Selection:
+    """Slow, obviously-correct reference of `select_sentences` (plain loops; for tests)."""
+    _check_inputs(sids, entities)
+    mask, weights = [], []
+    for sid, ents in zip(sids, entities):
+        ents = set(ents)
+        if params.mode == "user_dp":
+            used, w = True, 1.0
+        elif ents:
+            used = all(entity_sampled(key, e, params.q_e) for e in ents)
+            if params.k_cap is not None:
+                used = used and all(
+                    params.slot in permitted_slots(key, e, params.k_cap, params.m_max) for e in ents
+                )
+            w = sum(_entity_weight(entity_weights, e) for e in ents)
+        else:
+            used = extended_sampled(key, extended_entity(user, sid), params.effective_q_s)
+            w = _extended_weight(extended_weights, sid)
+        mask.append(used)
+        weights.append(w if used else 0.0)
+    return Selection(mask=np.asarray(mask, dtype=bool), weights=np.asarray(weights, dtype=np.float64))

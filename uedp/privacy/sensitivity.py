@@ -1,0 +1,93 @@
+"""Sensitivities of the un-normalized sum of client updates, and the noise standard deviation (contract 3).
+
+With clip bound beta and maximal user weight w_max, one client's contribution has norm <= w_max * beta
+(`unit`). Adding or removing:
+  - a user u' (s_u): its own update plus the one other user it can displace (truncation at m_max drops
+    one, or the slot assignment moves one):  s_u = 3 w_max beta with the entity cap, 2 w_max beta without;
+  - an entity e' (s_e): every sampled user allowed to use e' may change its update by up to 2 w_max beta:
+    s_e = 2 k_cap w_max beta with the cap, 2 m_max w_max beta without;
+  - an undetected entity in one sentence of one user (s_s): s_s = 2 w_max beta.
+
+Methods (`METHODS`):
+  - "uedp" (f_E+) and "uedp_naive" (f_E, q_s = 0): sigma = z * (s_u + s_e).
+  - "user_dp" (DP-FedAvg baseline, contract 2.8): sigma = z * w_max * beta (z relative to `unit`). Its
+    own sensitivities: s_u = w_max beta if the cohort is NOT truncated (m_max=None, plain Poisson sampling),
+    2 w_max beta if it is (one displaced user); every entity is always used (no entity sampling), by up to
+    m_max users: s_e = 2 m_max w_max beta, infinite without truncation; s_s = 2 w_max beta.
+  - "noiseless": sigma = 0 (not private; every epsilon is infinite); m_max may be None.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+METHODS = ("uedp", "uedp_naive", "user_dp", "noiseless")
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _positive(name: str, value: float) -> float:
+    v = float(value)
+    if not (v > 0.0 and math.isfinite(v)):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return v
+
+
+def check_method(method: str) -> str:
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    return method
+
+
+@dataclass(frozen=True)
+class Sensitivities:
+    """L2 sensitivities of the sum of updates, for user (s_u), entity (s_e) and extended entity (s_s)
+    adjacency; `unit` = w_max * beta, the bound on one client's contribution."""
+
+    s_u: float
+    s_e: float
+    s_s: float
+    unit: float
+
+
+def sensitivities(
+    *, beta: float, w_max: float, m_max: int | None, k_cap: int | None, method: str = "uedp"
+) -> Sensitivities:
+    """The contract's sensitivities for `method` (see the module docstring)."""
+    check_method(method)
+    unit = _positive("beta", beta) * _positive("w_max", w_max)
+    if w_max > 1.0:
+        raise ValueError(f"w_max must lie in (0, 1], got {w_max!r}")
+    if k_cap is not None:
+        _positive_int("k_cap", k_cap)
+    if m_max is not None:
+        _positive_int("m_max", m_max)
+    if method == "user_dp":
+        if k_cap is not None:
+            raise ValueError("user_dp has no entity cap: k_cap must be None")
+        if m_max is None:
+            return Sensitivities(s_u=unit, s_e=math.inf, s_s=2.0 * unit, unit=unit)
+        return Sensitivities(s_u=2.0 * unit, s_e=2.0 * m_max * unit, s_s=2.0 * unit, unit=unit)
+    if m_max is None:
+        if method == "noiseless":  # not private anyway: an untruncated cohort has unbounded s_e
+            return Sensitivities(s_u=unit, s_e=math.inf, s_s=2.0 * unit, unit=unit)
+        raise ValueError(f"method {method!r} needs m_max (the cohort truncation), got None")
+    if k_cap is not None:
+        return Sensitivities(s_u=3.0 * unit, s_e=2.0 * k_cap * unit, s_s=2.0 * unit, unit=unit)
+    return Sensitivities(s_u=2.0 * unit, s_e=2.0 * m_max * unit, s_s=2.0 * unit, unit=unit)
+
+
+def noise_std(method: str, z: float, sens: Sensitivities) -> float:
+    """sigma: z * (s_u + s_e) for uedp / uedp_naive, z * w_max * beta for user_dp, 0 for noiseless."""
+    check_method(method)
+    if method == "noiseless":
+        return 0.0
+    z = _positive("noise multiplier z", z)
+    if method == "user_dp":
+        return z * sens.unit
+    return z * (sens.s_u + sens.s_e)

@@ -1,0 +1,103 @@
+"""Local training and evaluation over `EncodedSentences` (tensor slices, no per-sentence Python loop).
+
+`local_train` runs the client's entity-weighted training (contract step 5): minibatches of the selected
+sentences, loss = weighted mean of per-sentence losses with weights omega(x). It returns nothing: the
+caller takes `theta_local - theta_t` and clips the WHOLE update (uedp.privacy.clipping), never gradients
+step by step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from uedp.errors import ConfigError
+from uedp.models.base import UedpModel
+from uedp.pipeline import EncodedSentences
+from uedp.tasks import evaluate, per_sentence_loss, weighted_loss
+from uedp.tokenization import Batch
+
+
+@dataclass(frozen=True)
+class LocalTraining:
+    optimizer: str = "sgd"
+    lr: float = 0.5
+    momentum: float = 0.0
+    local_epochs: int = 1
+    local_steps: int = 0  # > 0: exactly this many minibatch steps (cycling), instead of epochs
+    batch_size: int = 32
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in ("sgd", "adam"):
+            raise ConfigError(f"train.optimizer must be sgd or adam, got {self.optimizer!r}")
+        if self.lr <= 0 or self.batch_size < 1 or self.local_epochs < 1 or self.local_steps < 0:
+            raise ConfigError(f"bad local training settings: {self}")
+
+
+def make_optimizer(params, *, name: str, lr: float, momentum: float = 0.0) -> torch.optim.Optimizer:
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=momentum)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    raise ConfigError(f"unknown optimizer {name!r}; choose sgd or adam")
+
+
+def batch_of(data: EncodedSentences, rows: torch.Tensor) -> Batch:
+    """The rows `rows` of `data` as a Batch, trimmed to the longest selected sentence."""
+    mask = data.mask[rows]
+    width = int(mask.sum(dim=1).max())
+    return Batch(data.ids[rows, :width], mask[:, :width],
+                 None if data.labels is None else data.labels[rows], rows)
+
+
+def _minibatches(n_rows: torch.Tensor, cfg: LocalTraining, gen: torch.Generator) -> Iterator[torch.Tensor]:
+    if cfg.local_steps > 0:
+        steps = 0
+        while True:
+            for chunk in n_rows[torch.randperm(len(n_rows), generator=gen)].split(cfg.batch_size):
+                yield chunk
+                steps += 1
+                if steps == cfg.local_steps:
+                    return
+    for _ in range(cfg.local_epochs):
+        yield from n_rows[torch.randperm(len(n_rows), generator=gen)].split(cfg.batch_size)
+
+
+def local_train(
+    model: UedpModel,
+    data: EncodedSentences,
+    rows: torch.Tensor,
+    weights: torch.Tensor,
+    cfg: LocalTraining,
+    *,
+    generator: torch.Generator | None = None,
+) -> tuple[float, int]:
+    """Train `model` in place on `data[rows]` with per-sentence weights `weights[rows]`.
+
+    Returns (mean training loss over the steps, number of steps); callers in private runs must not send
+    these anywhere."""
+    if len(rows) == 0:
+        return 0.0, 0
+    gen = generator or torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,)).item()))
+    opt = make_optimizer(model.parameters(), name=cfg.optimizer, lr=cfg.lr, momentum=cfg.momentum)
+    model.train()
+    total, steps = 0.0, 0
+    for chunk in _minibatches(rows, cfg, gen):
+        batch = batch_of(data, chunk)
+        loss = weighted_loss(per_sentence_loss(model, batch), weights[chunk])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        total += float(loss.detach())
+        steps += 1
+    return total / max(steps, 1), steps
+
+
+@torch.no_grad()
+def evaluate_encoded(model: UedpModel, data: EncodedSentences, *, batch_size: int = 256) -> dict[str, float]:
+    """Whole-set metrics (perplexity, or error / macro-F1) of `model` on `data`."""
+    model.eval()
+    order = torch.argsort(data.mask.sum(dim=1))  # length-sorted batches: little padding
+    return evaluate(model, (batch_of(data, chunk) for chunk in order.split(batch_size)))
