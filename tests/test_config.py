@@ -45,4 +45,4 @@ def test_pyproject_app_config_lists_every_key():
     app_cfg = data["tool"]["flwr"]["app"]["config"]
     flat = {f"{g}.{k}": v for g, values in app_cfg.items() for k, v in values.items()}
     assert set(flat) == set(RunConfig().to_flat())
-    RunConfig.from_flat(flat)  # and they validate
+    assert RunConfig.from_flat(flat) == RunConfig()  # same defaults: one source of truth, checked

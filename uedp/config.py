@@ -7,6 +7,8 @@ with a ConfigError naming the key, and `to_flat()` goes back. Options specific t
 travel as a JSON object string (`dataset.options = '{"num_users": 50}'`) and are checked by that
 component's registry (a misspelt option is an error there).
 
+Defaults are the main job's (README.md, "Choosing the defaults", gives the measurements behind them).
+
 Sentinels (TOML has no null): `privacy.k_cap = 0` (entity cap off), `privacy.target_epsilon = 0`
 (use `privacy.noise_multiplier` as given), `privacy.seed = -1` (cryptographically seeded noise),
 `federation.num_nodes = 0` (one node per corpus user), `train.local_steps = 0` (use local_epochs).
@@ -25,7 +27,7 @@ from uedp.errors import ConfigError
 @dataclass
 class DatasetConfig:
     name: str = "synthetic"
-    options: str = "{}"  # JSON object: the loader's keyword options
+    options: str = '{"num_users": 200}'  # JSON object: the loader's keyword options
 
     def option_dict(self) -> dict[str, Any]:
         return _json_object("dataset.options", self.options)
@@ -52,7 +54,7 @@ class TokenizerConfig:
 @dataclass
 class ModelConfig:
     name: str = "lstm"
-    options: str = "{}"  # JSON object: the model factory's keyword options
+    options: str = '{"emb_dim": 48, "hidden_dim": 96}'  # JSON object: the model factory's keyword options
 
     def option_dict(self) -> dict[str, Any]:
         return _json_object("model.options", self.options)
@@ -66,15 +68,15 @@ class StrategyConfig:
 
 @dataclass
 class PrivacyConfig:
-    q_u: float = 0.1
-    q_e: float = 0.5
+    q_u: float = 0.25
+    q_e: float = 0.2
     q_s: float = 0.5
-    m_max: int = 40
-    k_cap: int = 0
-    beta: float = 0.5
+    m_max: int = 80
+    k_cap: int = 1
+    beta: float = 0.2
     w_max: float = 1.0
     noise_multiplier: float = 1.0
-    target_epsilon: float = 0.0
+    target_epsilon: float = 8.0
     delta: float = 1e-5
     paper_z: bool = False
     seed: int = -1
@@ -87,7 +89,7 @@ class ClientTrainConfig:
     momentum: float = 0.0
     local_epochs: int = 1
     local_steps: int = 0
-    batch_size: int = 32
+    batch_size: int = 16
 
 
 @dataclass
@@ -100,12 +102,12 @@ class ServerConfig:
 @dataclass
 class FederationConfig:
     num_nodes: int = 0
-    rounds: int = 20
-    eval_every: int = 5
+    rounds: int = 30
+    eval_every: int = 10
     round_timeout: float = 600.0
     wait_timeout: float = 300.0
     out_dir: str = "outputs/run"
-    checkpoint_every: int = 5
+    checkpoint_every: int = 10
     resume: bool = False
 
 

@@ -1,0 +1,67 @@
+"""Hydra entry point: one job per configuration, any override, `-m` for sweeps.
+
+    python -m experiments.run                                   # defaults (conf/config.yaml)
+    python -m experiments.run strategy=user_dp privacy.target_epsilon=4 federation.rounds=10
+    python -m experiments.run -m strategy=uedp,user_dp privacy.target_epsilon=2,8 runner=local
+
+Each job writes config.json, metrics.csv/jsonl, ledger.json, summary.json, model.pt into its Hydra output
+directory (federation.out_dir defaults to it). A job that fails writes error.json there, reports the job
+and the error, and the sweep goes on with the other jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from uedp.config import RunConfig
+
+RUNNERS = ("simulation", "local")
+
+
+def to_run_config(cfg: DictConfig) -> tuple[RunConfig, str]:
+    data: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    data.pop("hydra", None)
+    runner = data.pop("runner", "simulation")
+    if runner not in RUNNERS:
+        raise ValueError(f"runner must be one of {RUNNERS}, got {runner!r}")
+    return RunConfig.from_nested(data), runner
+
+
+def run_job(cfg: DictConfig) -> dict[str, Any] | None:
+    out = Path(str(OmegaConf.select(cfg, "federation.out_dir") or "."))
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        run_cfg, runner = to_run_config(cfg)
+        if runner == "local":
+            from experiments.local_grid import run_local
+
+            summary = run_local(run_cfg)
+        else:
+            from experiments.simulate import simulate
+
+            summary = simulate(run_cfg)
+    except Exception as exc:  # one failed job must not stop a sweep
+        (out / "error.json").write_text(json.dumps({"error": f"{type(exc).__name__}: {exc}",
+                                                    "traceback": traceback.format_exc()}, indent=1))
+        print(f"JOB FAILED in {out}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return None
+    print(f"job done in {out}: {summary['strategy']} rounds={summary['rounds']} eps_uedp={summary['eps_uedp']:.4g} "
+          f"eps_user={summary['eps_user']:.4g} {summary['metric']}={summary['final'][summary['metric']]:.4g}",
+          flush=True)
+    return summary
+
+
+@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    run_job(cfg)
+
+
+if __name__ == "__main__":
+    main()

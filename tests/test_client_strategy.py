@@ -1,0 +1,135 @@
+"""The client's update bound and selection, and the strategy's sampling, entity cap and server re-check."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections import Counter
+
+import numpy as np
+import pytest
+from flwr.app import ArrayRecord, RecordDict
+
+from client.app import client_update, select
+from experiments.local_grid import LocalGrid, LocalReply, set_local_task_identity
+from strategies import build_strategy
+from tests.helpers import tiny_config
+from uedp.models.base import get_weights
+from uedp.pipeline import load_manifest, load_user_data, new_model, prepare
+from uedp.privacy.clipping import update_norm
+from uedp.privacy.noise import GaussianNoise
+from uedp.protocol import TrainInstructions
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    cfg = tiny_config(tmp_path_factory.mktemp("run"))
+    prepare(cfg)
+    return cfg
+
+
+def _ins(**kw) -> TrainInstructions:
+    base = dict(round=1, mode="user_dp", q_e=0.5, q_s=0.5, k_cap=0, m_max=6, slot=-1, beta=0.5, w_u=1.0,
+                private=True, optimizer="sgd", lr=0.5, momentum=0.0, local_epochs=1, local_steps=0, batch_size=8)
+    base.update(kw)
+    return TrainInstructions(**base)
+
+
+@pytest.mark.parametrize(
+    "optimizer, lr, epochs, beta, w_u",
+    [("sgd", 0.01, 1, 0.5, 1.0), ("sgd", 50.0, 3, 0.5, 1.0), ("adam", 1.0, 2, 0.01, 0.3),
+     ("sgd", 5.0, 1, 3.0, 0.7), ("adam", 0.1, 3, 1e-4, 1.0)],
+)
+def test_every_update_leaving_a_client_is_bounded(tiny, optimizer, lr, epochs, beta, w_u):
+    weights = get_weights(new_model(tiny, load_manifest(tiny), seed=0))
+    update, metrics = client_update(tiny, 2, weights, _ins(optimizer=optimizer, lr=lr, local_epochs=epochs,
+                                                          beta=beta, w_u=w_u))
+    assert update_norm(update) <= w_u * beta * (1 + 1e-6)
+    assert metrics == {}  # private: nothing but the update leaves the client
+    assert [u.shape for u in update] == [w.shape for w in weights]
+
+
+def test_large_steps_are_clipped_to_exactly_beta(tiny):
+    weights = get_weights(new_model(tiny, load_manifest(tiny), seed=0))
+    update, _ = client_update(tiny, 1, weights, _ins(lr=50.0, beta=0.5))
+    assert update_norm(update) == pytest.approx(0.5, rel=1e-5)
+
+
+def test_non_private_reply_carries_metrics(tiny):
+    weights = get_weights(new_model(tiny, load_manifest(tiny), seed=0))
+    _, metrics = client_update(tiny, 0, weights, _ins(mode="all", private=False, beta=0.0))
+    assert set(metrics) == {"train_loss", "sentences", "steps"} and metrics["sentences"] > 0
+
+
+def _strategy(cfg, *, k_cap, q_u=1.0, m_max=8, seed=3):
+    from dataclasses import replace
+
+    privacy = replace(cfg.privacy, q_u=q_u, m_max=m_max, k_cap=k_cap, q_e=1.0, q_s=0.0)
+    s = build_strategy("uedp", privacy=privacy, train=cfg.train, noise_multiplier=1.0, population=8,
+                       noise=GaussianNoise(seed=1), rng=random.Random(seed))
+    return s
+
+
+def _entity_use(cfg, strategy, grid) -> Counter:
+    """For one simulated round: how many clients use each entity (instrumented selection)."""
+    set_local_task_identity()
+    weights = get_weights(new_model(cfg, load_manifest(cfg), seed=0))
+    use: Counter = Counter()
+    for msg in strategy.configure_train(1, ArrayRecord(weights), None, grid):
+        ins = TrainInstructions.from_record(msg.content["config"])
+        data = load_user_data(cfg, msg.metadata.dst_node_id)
+        rows, _ = select(data, ins)
+        use.update(set(itertools.chain.from_iterable(data.entities[i] for i in rows)))
+    return use
+
+
+def test_entity_cap_bounds_clients_per_entity(tiny):
+    grid = LocalGrid(tiny, 8)
+    capped = Counter()
+    for seed in range(5):
+        capped |= _entity_use(tiny, _strategy(tiny, k_cap=2, seed=seed), grid)
+    assert capped and max(capped.values()) <= 2
+    # Control: without the cap (q_e = 1: every entity sampled) shared entities reach more clients.
+    uncapped = _entity_use(tiny, _strategy(tiny, k_cap=0), grid)
+    assert max(uncapped.values()) > 2
+
+
+def test_cohort_is_poisson_and_truncated(tiny):
+    grid = LocalGrid(tiny, 8)
+    set_local_task_identity()
+    s = _strategy(tiny, k_cap=2, q_u=0.5, m_max=3)
+    sizes = [len(list(s.configure_train(r, ArrayRecord([np.zeros(1, np.float32)]), None, grid)))
+             for r in range(300)]
+    assert max(sizes) == 3  # truncation at m_max
+    # P(Binomial(8, 0.5) >= 3) = 0.855: the cap binds in most rounds; empty rounds happen (p = 1/256).
+    assert 0.8 < np.mean([x == 3 for x in sizes]) < 0.91
+
+
+def test_server_rechecks_every_reply(tiny):
+    set_local_task_identity()
+    s = _strategy(tiny, k_cap=2)
+    template = [np.zeros((3, 2), np.float32), np.zeros(4, np.float32)]
+    s.set_template(template)
+    s.configure_train(1, ArrayRecord(template), None, LocalGrid(tiny, 8))
+    beta = tiny.privacy.beta
+
+    def reply(arrays):
+        return LocalReply(RecordDict({"update": ArrayRecord(arrays)}))
+
+    ok = [np.full((3, 2), 0.01, np.float32), np.zeros(4, np.float32)]
+    huge = [np.full((3, 2), 100.0, np.float32), np.ones(4, np.float32)]
+    nan = [np.full((3, 2), np.nan, np.float32), np.zeros(4, np.float32)]
+    wrong = [np.zeros((2, 3), np.float32), np.zeros(4, np.float32)]
+    failed = LocalReply(RecordDict(), error="boom")
+    s.noise = GaussianNoise(seed=0)
+    saved_z, s.z = s.z, 1e-12  # (almost) no noise: check the arithmetic of the sum
+    agg, metrics = s.aggregate_train(1, [reply(ok), reply(huge), reply(nan), reply(wrong), failed])
+    s.z = saved_z
+    m = dict(metrics)
+    assert (m["ok"], m["reclipped"], m["dropped_nonfinite"], m["dropped_shape"], m["failed"]) == (1, 1, 1, 1, 1)
+    total = agg.to_numpy_ndarrays()
+    # sum = ok + huge clipped to beta, divided by Z
+    huge_norm = np.sqrt(sum(float((a.astype(np.float64) ** 2).sum()) for a in huge))
+    expected = [(o + h * beta / huge_norm) / s.Z for o, h in zip(ok, huge)]
+    for got, want in zip(total, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
