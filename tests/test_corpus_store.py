@@ -100,3 +100,12 @@ def test_require_labels():
     b.add("u", "x")
     with pytest.raises(CorpusError, match="no labels"):
         b.build().require_labels()
+
+
+def test_fingerprint_survives_the_parquet_round_trip(tmp_path):
+    """Caches (annotations, tokenizers) are keyed by the fingerprint: a corpus read back from disk (other
+    chunking) must hit them."""
+    c = _corpus(n_users=40, per_user=120)  # > one row group
+    back = load_corpus_dir(save_corpus(c, tmp_path / "fp"))
+    assert back.table.column("text").num_chunks > 1
+    assert back.fingerprint() == c.fingerprint()

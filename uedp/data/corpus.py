@@ -65,6 +65,7 @@ class Corpus:
     label_names: list[str] | None = None
     has_gold: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    _fingerprint: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.table.schema.equals(SCHEMA):
@@ -111,15 +112,17 @@ class Corpus:
             )
 
     def fingerprint(self) -> str:
-        """Content hash (sid, user, text, label, split, gold): keys caches of annotations and tokenizers."""
-        h = hashlib.blake2b(digest_size=16)
-        h.update(self.name.encode())
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, SCHEMA) as writer:
-            writer.write_table(self.table)
-        h.update(sink.getvalue().to_pybytes())
-        h.update(json.dumps(self.label_names).encode())
-        return h.hexdigest()
+        """Content hash (sid, user, text, label, split, gold): keys caches of annotations and tokenizers.
+
+        Computed from the values, not from Arrow buffers, so a corpus read back from Parquet (other chunk
+        boundaries, other validity buffers) has the fingerprint of the corpus that was written."""
+        if self._fingerprint is None:
+            h = hashlib.blake2b(digest_size=16)
+            h.update(json.dumps([self.name, self.label_names]).encode())
+            for name in SCHEMA.names:
+                h.update(json.dumps(self.table.column(name).to_pylist(), separators=(",", ":")).encode())
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
 
 
 class CorpusBuilder:

@@ -1,0 +1,58 @@
+"""`flwr run .` (local simulation through a detached SuperLink) runs the same ServerApp and ClientApp, with
+the run config overridden from a TOML file; the SuperLink it starts is stopped by process id."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+
+
+def _superlinks(flwr_home: Path) -> list[int]:
+    """Process ids of the SuperLinks started for this FLWR_HOME (its log file lives under it)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "flower-superlink" in cmd and str(flwr_home) in cmd:
+            pids.append(int(proc.name))
+    return pids
+
+
+@pytest.mark.skipif(shutil.which("flwr") is None, reason="flwr CLI not installed")
+def test_flwr_run_local_simulation(tmp_path):
+    home, out = tmp_path / "flwr-home", tmp_path / "run"
+    overrides = tmp_path / "overrides.toml"
+    overrides.write_text(
+        "dataset.options = '{\"num_users\": 6, \"min_sentences\": 20, \"max_sentences\": 25}'\n"
+        "tokenizer.vocab_size = 300\nmodel.options = '{\"emb_dim\": 16, \"hidden_dim\": 16}'\n"
+        "privacy.q_u = 0.5\nprivacy.m_max = 6\nprivacy.delta = 1e-3\nprivacy.target_epsilon = 6.0\n"
+        f"federation.rounds = 2\nfederation.eval_every = 2\nfederation.out_dir = \"{out}\"\n"
+    )
+    env = {**os.environ, "FLWR_HOME": str(home), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+           "UEDP_CACHE_DIR": str(tmp_path / "cache")}
+    try:
+        proc = subprocess.run(
+            ["flwr", "run", ".", "--stream", "--run-config", str(overrides),
+             "--federation-config", "num-supernodes=6 client-resources-num-cpus=1"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        )
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["rounds"] == 2 and summary["strategy"] == "uedp"
+        assert summary["eps_uedp"] <= 6.0
+    finally:
+        for pid in _superlinks(home):
+            os.kill(pid, signal.SIGTERM)
+    assert (ROOT / "pyproject.toml").read_text().count("[tool.flwr.federations") == 0
