@@ -101,7 +101,8 @@ def run_server(grid: Grid, cfg: RunConfig, *, stream: TextIO | None = None) -> d
     z = noise_multiplier(cfg, method=method, population=population)
     extra = {"estimator": cfg.strategy.estimator} if name == "uedp" else {}
     strategy = build_strategy(name, privacy=p, train=cfg.train, noise_multiplier=z, population=population,
-                              noise=noise, rng=rng, **extra)
+                              noise=noise, rng=rng, num_entities=manifest.num_entities,
+                              num_extended=manifest.num_extended, **extra)
     adjacency = adjacency_of(strategy)
 
     model = new_model(cfg, manifest, seed=p.seed if fixed else None)

@@ -98,3 +98,14 @@ def test_noiseless_fedavg_learns(tmp_path):
     assert s["method"] == "noiseless" and s["final"]["perplexity"] < 0.7 * s["initial"]["perplexity"]
     rows = _rows(tmp_path)
     assert "train_loss" in rows[0] and "eps_uedp" not in rows[0]
+
+
+def test_paper_denominator_option(tmp_path):
+    from uedp.pipeline import load_manifest
+
+    cfg = tiny_config(tmp_path, privacy={"paper_z": True}, federation={"rounds": 1})
+    s = run_local(cfg)
+    m = load_manifest(cfg)
+    assert m.num_entities > 0 and m.num_extended > 0
+    p = cfg.privacy
+    assert s["Z"] == pytest.approx(p.q_u * 8 * (p.q_e * m.num_entities + p.q_s * m.num_extended))

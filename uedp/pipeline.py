@@ -31,7 +31,7 @@ from tokenizers import Tokenizer
 from uedp.config import RunConfig
 from uedp.data.loaders import materialize
 from uedp.data.store import read_user_rows
-from uedp.entities.annotations import annotate_path, read_user_annotations
+from uedp.entities.annotations import annotate_path, load_annotations, read_user_annotations
 from uedp.entities.categories import resolve_categories
 from uedp.entities.detectors import entity_sets
 from uedp.errors import ConfigError
@@ -53,6 +53,9 @@ class Manifest:
     label_names: list[str] | None
     vocab_size: int
     pad_id: int
+    num_entities: int = 0  # W_e: distinct protected entities in the participants' training sentences
+    num_extended: int = 0  # W_s: their training sentences without a protected entity
+
 
     @property
     def num_labels(self) -> int | None:
@@ -97,10 +100,12 @@ def prepare(cfg: RunConfig) -> Manifest:
         )
     if cfg.federation.num_nodes:
         users = users[: cfg.federation.num_nodes]
+    num_entities, num_extended = _entity_totals(corpus, load_annotations(ann_path), users, cfg)
     manifest = Manifest(
         corpus_dir=str(corpus_dir), annotations=str(ann_path), tokenizer=str(tok_path), users=users,
         label_names=corpus.label_names if cfg.task.name == CLASSIFICATION else None,
         vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
+        num_entities=num_entities, num_extended=num_extended,
     )
     path = manifest_path(cfg)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,6 +113,18 @@ def prepare(cfg: RunConfig) -> Manifest:
     tmp.write_text(json.dumps(manifest.__dict__, indent=1))
     os.replace(tmp, path)
     return manifest
+
+
+def _entity_totals(corpus, annotations: pa.Table, users: list[str], cfg: RunConfig) -> tuple[int, int]:
+    """W_e and W_s of the paper's denominator (privacy.paper_z): distinct protected entities, and
+    sentences without one, over the participants' training sentences (unit weights). These totals are
+    computed from the data; the paper treats them as public constants."""
+    table = corpus.table
+    keep = pa.compute.and_(pa.compute.equal(table.column("split"), "train"),
+                           pa.compute.is_in(table.column("user"), value_set=pa.array(users)))
+    sids = table.filter(keep).column("sid").to_numpy()
+    sets = entity_sets(annotations.take(pa.array(sids)), resolve_categories(cfg.entities.protected))
+    return len(set().union(*sets)) if sets else 0, sum(1 for e in sets if not e)
 
 
 def load_manifest(cfg: RunConfig) -> Manifest:
