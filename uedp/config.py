@@ -70,7 +70,7 @@ class StrategyConfig:
 class PrivacyConfig:
     q_u: float = 0.25
     q_e: float = 0.2
-    q_s: float = 0.5
+    q_s: float = 0.2
     m_max: int = 80
     k_cap: int = 1
     beta: float = 0.2
