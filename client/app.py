@@ -29,8 +29,8 @@ from uedp.training import LocalTraining, local_train
 
 
 @functools.lru_cache(maxsize=64)
-def _user_data(cfg_key: tuple, partition_id: int) -> UserData:
-    return load_user_data(RunConfig.from_flat(dict(cfg_key)), partition_id)
+def _user_data(cfg_key: tuple, partition_id: int, deidentified: bool) -> UserData:
+    return load_user_data(RunConfig.from_flat(dict(cfg_key)), partition_id, deidentified=deidentified)
 
 
 @functools.lru_cache(maxsize=2)
@@ -41,7 +41,7 @@ def _model(cfg_key: tuple):
 
 def select(data: UserData, ins: TrainInstructions) -> tuple[np.ndarray, np.ndarray]:
     """Rows used this round and their weights omega(x)."""
-    if ins.mode in ("user_dp", "all"):
+    if ins.mode in ("user_dp", "all", "deid"):
         n = len(data.sids)
         return np.arange(n), np.ones(n)
     params = SelectionParams(
@@ -59,7 +59,7 @@ def client_update(cfg: RunConfig, partition_id: int, weights: list[np.ndarray], 
                   ) -> tuple[list[np.ndarray], dict[str, float]]:
     """The update this user returns for one round, and (non-private runs only) training metrics."""
     key = tuple(sorted(cfg.to_flat().items()))
-    data = _user_data(key, partition_id)
+    data = _user_data(key, partition_id, ins.mode == "deid")
     model = _model(key)
     set_weights(model, weights)
     rows, omega = select(data, ins)

@@ -97,7 +97,7 @@ def run_server(grid: Grid, cfg: RunConfig, *, stream: TextIO | None = None) -> d
 
     name = cfg.strategy.name
     method = {"uedp": "uedp_naive" if cfg.strategy.estimator == "f_E" else "uedp",
-              "user_dp": "user_dp", "fedavg": "noiseless"}[name]
+              "user_dp": "user_dp", "fedavg": "noiseless", "deid": "noiseless"}[name]
     z = noise_multiplier(cfg, method=method, population=population)
     extra = {"estimator": cfg.strategy.estimator} if name == "uedp" else {}
     strategy = build_strategy(name, privacy=p, train=cfg.train, noise_multiplier=z, population=population,

@@ -5,6 +5,8 @@
 - `UserLevelDP` (DP-FedAvg, McMahan et al. 2018, estimator f_f): every sentence of a sampled user,
   Z = q_u W_u, sigma = z * w_max * beta, Poisson sampling without truncation.
 - `FedAvg`: noiseless, unclipped, mean of the replies. No guarantee: the utility reference.
+- `DeIdentification`: FedAvg on text whose detected protected entities the clients replaced by category
+  placeholders before training (the paper's baseline). No formal guarantee either.
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ class FedAvg(PrivateFedStrategy):
     spec = StrategySpec(method="noiseless", client_mode="all", truncate=False, private=False)
 
 
+class DeIdentification(PrivateFedStrategy):
+    spec = StrategySpec(method="noiseless", client_mode="deid", truncate=False, private=False)
+
+
 STRATEGIES.register("uedp")(UeDP)
 STRATEGIES.register("user_dp")(UserLevelDP)
 STRATEGIES.register("fedavg")(FedAvg)
+STRATEGIES.register("deid")(DeIdentification)

@@ -23,6 +23,8 @@ from typing import Any
 
 from uedp.errors import ConfigError
 
+STRATEGY_NAMES = ("uedp", "user_dp", "fedavg", "deid")
+
 
 @dataclass
 class DatasetConfig:
@@ -62,7 +64,7 @@ class ModelConfig:
 
 @dataclass
 class StrategyConfig:
-    name: str = "uedp"  # uedp | user_dp | fedavg
+    name: str = "uedp"  # uedp | user_dp | fedavg | deid
     estimator: str = "f_E+"  # uedp only: f_E+ (extended entities used) | f_E (naive, q_s = 0)
 
 
@@ -182,8 +184,8 @@ class RunConfig:
             raise ConfigError("privacy.noise_multiplier and privacy.target_epsilon must be >= 0")
         if not 0 < p.delta < 1:
             raise ConfigError(f"privacy.delta must lie in (0, 1), got {p.delta}")
-        if self.strategy.name not in ("uedp", "user_dp", "fedavg"):
-            raise ConfigError(f"strategy.name must be uedp, user_dp or fedavg, got {self.strategy.name!r}")
+        if self.strategy.name not in STRATEGY_NAMES:
+            raise ConfigError(f"strategy.name must be one of {', '.join(STRATEGY_NAMES)}, got {self.strategy.name!r}")
         if self.strategy.estimator not in ("f_E+", "f_E"):
             raise ConfigError(f"strategy.estimator must be f_E+ or f_E, got {self.strategy.estimator!r}")
         if self.task.name not in ("next_word", "classification"):

@@ -33,6 +33,7 @@ from uedp.data.loaders import materialize
 from uedp.data.store import read_user_rows
 from uedp.entities.annotations import annotate_path, load_annotations, read_user_annotations
 from uedp.entities.categories import resolve_categories
+from uedp.entities.deid import deidentify_many
 from uedp.entities.detectors import entity_sets
 from uedp.errors import ConfigError
 from uedp.models.base import CLASSIFICATION, UedpModel
@@ -184,7 +185,9 @@ class UserData:
     encoded: EncodedSentences
 
 
-def load_user_data(cfg: RunConfig, partition_id: int) -> UserData:
+def load_user_data(cfg: RunConfig, partition_id: int, *, deidentified: bool = False) -> UserData:
+    """The user's training sentences; with `deidentified`, detected protected entities are replaced by
+    category placeholders (the de-identification baseline) before encoding."""
     manifest = load_manifest(cfg)
     if not 0 <= partition_id < len(manifest.users):
         raise ConfigError(f"partition-id {partition_id} outside 0..{len(manifest.users) - 1}")
@@ -192,9 +195,13 @@ def load_user_data(cfg: RunConfig, partition_id: int) -> UserData:
     rows = read_user_rows(manifest.corpus_dir, user, split="train")
     sids = rows.column("sid").to_numpy()
     ann = read_user_annotations(manifest.annotations, sids)
-    ents = entity_sets(ann, resolve_categories(cfg.entities.protected))
+    protected = resolve_categories(cfg.entities.protected)
+    ents = entity_sets(ann, protected)
     labels = rows.column("label").to_pylist() if cfg.task.name == CLASSIFICATION else None
-    enc = encode_sentences(load_tokenizer(manifest.tokenizer), rows.column("text").to_pylist(), labels,
+    texts = rows.column("text").to_pylist()
+    if deidentified:
+        texts = deidentify_many(texts, ann.column("entities").to_pylist(), protected)
+    enc = encode_sentences(load_tokenizer(manifest.tokenizer), texts, labels,
                            task=cfg.task.name, max_len=cfg.task.max_len)
     return UserData(user=user, sids=sids, entities=ents, encoded=enc)
 

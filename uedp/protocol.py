@@ -10,7 +10,8 @@ nothing else: no loss, no count, no entity statistic. In non-private runs (noise
 MetricRecord "metrics" with the local training loss and number of sentences used.
 
 Modes: "uedp" (f_E+: sampled entities and extended entities), "uedp_naive" (f_E: extended entities
-never used), "user_dp" (every sentence of the sampled user), "all" (every sentence, non-private).
+never used), "user_dp" (every sentence of the sampled user), "all" (every sentence, non-private),
+"deid" (every sentence, with detected protected entities replaced by placeholders, non-private).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from flwr.app import ConfigRecord
 
 from uedp.privacy.sampling import RoundKey
 
-MODES = ("uedp", "uedp_naive", "user_dp", "all")
+MODES = ("uedp", "uedp_naive", "user_dp", "all", "deid")
 KEYED_MODES = ("uedp", "uedp_naive")
 
 
