@@ -8,11 +8,14 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).parents[1]
+# The flwr CLI of this interpreter's environment (CI runs .venv/bin/python without activating the venv).
+FLWR = shutil.which("flwr", path=str(Path(sys.executable).parent)) or shutil.which("flwr")
 
 
 def _superlinks(flwr_home: Path) -> list[int]:
@@ -30,7 +33,7 @@ def _superlinks(flwr_home: Path) -> list[int]:
     return pids
 
 
-@pytest.mark.skipif(shutil.which("flwr") is None, reason="flwr CLI not installed")
+@pytest.mark.skipif(FLWR is None, reason="flwr CLI not installed")
 def test_flwr_run_local_simulation(tmp_path):
     home, out = tmp_path / "flwr-home", tmp_path / "run"
     overrides = tmp_path / "overrides.toml"
@@ -40,11 +43,12 @@ def test_flwr_run_local_simulation(tmp_path):
         "privacy.q_u = 0.5\nprivacy.m_max = 6\nprivacy.delta = 1e-3\nprivacy.target_epsilon = 6.0\n"
         f"federation.rounds = 2\nfederation.eval_every = 2\nfederation.out_dir = \"{out}\"\n"
     )
-    env = {**os.environ, "FLWR_HOME": str(home), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+           "FLWR_HOME": str(home), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
            "UEDP_CACHE_DIR": str(tmp_path / "cache")}
     try:
         proc = subprocess.run(
-            ["flwr", "run", ".", "--stream", "--run-config", str(overrides),
+            [FLWR, "run", ".", "--stream", "--run-config", str(overrides),
              "--federation-config", "num-supernodes=6 client-resources-num-cpus=1"],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
         )
