@@ -1,0 +1,279 @@
+"""Empirical privacy audit: `python -m experiments.audit [--quick] [--out outputs/audit]`.
+
+Trains, in process (the real server loop and client code over a LocalGrid), on the synthetic corpus
+with coin-flipped canaries (`audit_synthetic`, uedp.audit.canaries), one model per variant:
+
+- fedavg: noiseless FedAvg (shows the audit has power);
+- uedp, user_dp: the mechanisms at the run defaults (calibrated to privacy.target_epsilon);
+- control_a (too little noise) and control_b (per-step gradient clipping, no update clip, no server
+  re-check): the broken variants of uedp.audit.controls, applied to user_dp (see docs/audit.md for why).
+
+Then, per variant and canary frequency: exposure of every planted secret among N random candidates,
+a threshold membership attack on member vs non-member canaries with the Clopper-Pearson and one-run
+epsilon lower bounds, and the rank-based bound; each compared with the epsilon the variant claims for
+that canary (user canaries, frequency 1: eps_user; entity canaries, frequency > 1: eps_uedp for UeDP and
+group privacy f * eps_user for user-level DP). Writes `report.md`, `results.json` and `exposure.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import uedp.audit  # noqa: E402,F401 - registers audit_synthetic
+from experiments.local_grid import set_local_task_identity  # noqa: E402
+from uedp.audit.controls import AuditGrid, no_server_recheck, per_step_clip_client_update, too_little_noise  # noqa: E402
+from uedp.audit.exposure import chance_p_value, exposure, rank_epsilon_lower_bound, rank_of, sentence_nll  # noqa: E402
+from uedp.audit.membership import (  # noqa: E402
+    cp_epsilon_lower_bound,
+    median_threshold,
+    one_run_epsilon_lower_bound,
+    one_run_guesses,
+    threshold_attack,
+)
+from uedp.config import RunConfig  # noqa: E402
+from uedp.data.loaders import materialize  # noqa: E402
+from uedp.data.store import load_corpus_dir  # noqa: E402
+from uedp.data.synthetic import canary_candidates  # noqa: E402
+from uedp.models.base import set_weights  # noqa: E402
+from uedp.pipeline import load_manifest, load_tokenizer, new_model, prepare  # noqa: E402
+from uedp.tokenization import TokenizerConfig, tokenizer_cache_path, train_tokenizer  # noqa: E402
+
+VARIANTS = ("fedavg", "uedp", "user_dp", "control_a", "control_b")
+CONFIDENCE = 0.95
+
+
+def audit_config(*, quick: bool, variant: str, out_dir: Path) -> RunConfig:
+    """The run configuration of one variant: the main job's defaults (full) or a small CI version."""
+    strategy = {"fedavg": "fedavg", "uedp": "uedp"}.get(variant, "user_dp")
+    if quick:
+        nested: dict[str, Any] = {
+            "dataset": {"name": "audit_synthetic", "options": {
+                "num_users": 30, "min_sentences": 20, "max_sentences": 40, "frequencies": [1, 4],
+                "per_frequency": 16, "copies": 16}},
+            "tokenizer": {"vocab_size": 400},
+            "task": {"max_len": 32},
+            "model": {"options": {"emb_dim": 24, "hidden_dim": 48}},
+            "privacy": {"q_u": 0.5, "m_max": 20, "delta": 1e-3},
+            "federation": {"rounds": 12, "eval_every": 12, "checkpoint_every": 12},
+        }
+    else:
+        nested = {"dataset": {"name": "audit_synthetic", "options": {
+            "num_users": 200, "frequencies": [1, 2, 4, 8], "per_frequency": 16, "copies": 8}}}
+    nested.setdefault("strategy", {})["name"] = strategy
+    nested.setdefault("federation", {})["out_dir"] = str(out_dir / variant)
+    return RunConfig.from_nested(nested)
+
+
+def canary_free_tokenizer(cfg: RunConfig) -> None:
+    """Train the run's tokenizer on the corpus WITHOUT the audit canaries and put it where the pipeline
+    looks for it. A tokenizer trained on the training split (the pipeline's default, a non-private
+    preprocessing step) learns merges for frequent planted secrets: the first audit runs showed exposure
+    ~7 bits for frequency-4 canaries even for UeDP, from the vocabulary alone. The audit measures the
+    mechanism, so its tokenizer must not depend on membership (as a public tokenizer would not)."""
+    corpus_dir, corpus = materialize(cfg.dataset.name, **cfg.dataset.option_dict())
+    tok_cfg = TokenizerConfig(kind=cfg.tokenizer.kind, vocab_size=cfg.tokenizer.vocab_size)
+    path = tokenizer_cache_path(corpus, tok_cfg)
+    if path.is_file():
+        return
+    planted = {c["text"] for c in corpus.meta["audit_canaries"]}
+    texts = [t for t in corpus.split("train").column("text").to_pylist() if t not in planted]
+    train_tokenizer(texts, tok_cfg).save(path, exclusive=True)
+
+
+def train(variant: str, cfg: RunConfig, log) -> dict[str, Any]:
+    """One training run; returns run_server's summary plus what the control did."""
+    set_local_task_identity()
+    canary_free_tokenizer(cfg)
+    manifest = prepare(cfg)
+    grid = AuditGrid(cfg, len(manifest.users),
+                     client_fn=per_step_clip_client_update if variant == "control_b" else None)
+    from server.app import run_server
+
+    extra: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        if variant == "control_a":
+            made = stack.enter_context(too_little_noise())
+        if variant == "control_b":
+            stack.enter_context(no_server_recheck())
+        summary = run_server(grid, cfg, stream=log)
+    if variant == "control_a":
+        extra = {"sigma_claimed": sorted(made[0].asked), "sigma_used": sorted(made[0].drawn)}
+    if grid.update_norms:
+        extra["update_norm_max"] = max(grid.update_norms)
+        extra["update_norm_median"] = float(np.median(grid.update_norms))
+        extra["beta"] = cfg.privacy.beta
+    return {**summary, **extra}
+
+
+def score(cfg: RunConfig, canaries: list[dict], *, num_candidates: int) -> list[dict]:
+    """Per canary: membership score (mean token loss), and for every canary the rank and exposure."""
+    manifest = load_manifest(cfg)
+    tokenizer = load_tokenizer(manifest.tokenizer)
+    model = new_model(cfg, manifest)
+    set_weights(model, torch.load(Path(cfg.federation.out_dir) / "model.pt", weights_only=False)["weights"])
+    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    rows = []
+    for i, c in enumerate(canaries):
+        cands = canary_candidates(c["space"], num_candidates, 1000 + i, exclude={c["secret"]})
+        texts = [c["text"]] + [c["prefix"] + s + "." for s in cands]
+        nll = sentence_nll(model, tokenizer, texts, max_len=64)
+        ids = tokenizer.encode(c["text"])
+        rank = rank_of(float(nll[0]), nll[1:])
+        rows.append({"id": c["id"], "frequency": c["frequency"], "member": c["member"],
+                     "loss": float(nll[0]) / (len(ids) + 1), "rank": rank,
+                     "exposure": exposure(rank, num_candidates)})
+    return rows
+
+
+def claimed(variant: str, summary: dict, freq: int) -> float:
+    """The epsilon the variant claims for a canary living in `freq` users (one entity)."""
+    if variant == "fedavg":
+        return math.inf
+    if variant == "uedp":
+        return summary["eps_user"] if freq == 1 else summary["eps_uedp"]
+    return freq * summary["eps_user"]  # user-level DP: group privacy over the freq users
+
+
+def analyse(variant: str, summary: dict, rows: list[dict], *, num_candidates: int, delta: float) -> list[dict]:
+    out = []
+    for freq in sorted({r["frequency"] for r in rows}):
+        group = [r for r in rows if r["frequency"] == freq]
+        members = [r for r in group if r["member"]]
+        loss = [r["loss"] for r in group]
+        is_in = [r["member"] for r in group]
+        conf = threshold_attack(loss, is_in, median_threshold(loss))
+        r, v = one_run_guesses(loss, is_in, k=max(1, len(group) // 4))
+        rank_lb = max(rank_epsilon_lower_bound(m["rank"], num_candidates, delta=delta, alpha=1 - CONFIDENCE,
+                                               tests=len(members)) for m in members)
+        lbs = {"eps_lb_cp": cp_epsilon_lower_bound(conf, delta=delta, confidence=CONFIDENCE),
+               "eps_lb_one_run": one_run_epsilon_lower_bound(r, v, confidence=CONFIDENCE),
+               "eps_lb_rank": rank_lb}
+        claim = claimed(variant, summary, freq)
+        out.append({
+            "variant": variant, "frequency": freq, "kind": "user" if freq == 1 else "entity",
+            "members": len(members), "non_members": len(group) - len(members),
+            "exposure_mean": float(np.mean([m["exposure"] for m in members])),
+            "exposure_median": float(np.median([m["exposure"] for m in members])),
+            "exposure_nonmember_mean": float(np.mean([g["exposure"] for g in group if not g["member"]])),
+            "chance_p": chance_p_value([m["rank"] for m in members], num_candidates),
+            "tpr": conf.tpr, "fpr": conf.fpr, "one_run": f"{v}/{r}", **lbs,
+            "claimed_eps": claim, "violation": max(lbs.values()) > claim,
+        })
+    return out
+
+
+def flagged(groups: list[dict]) -> bool:
+    """A variant is flagged if a lower bound exceeds its claim, or its exposure is far above chance."""
+    return any(g["violation"] or (g["chance_p"] < 1e-6 and g["exposure_mean"] > 4) for g in groups)
+
+
+def _fmt(x: float) -> str:
+    return "inf" if x == math.inf else f"{x:.2f}"
+
+
+def write_report(out: Path, results: dict, command: str) -> None:
+    lines = [f"# Privacy audit ({'quick' if results['quick'] else 'full'})", "",
+             f"Command: `{command}`; {results['num_candidates']} candidates per secret; confidence "
+             f"{CONFIDENCE}; delta {results['delta']}; total {results['seconds']:.0f} s.", "",
+             "| variant | freq | kind | in/out | exposure mean (median) | non-member exposure | chance p | "
+             "TPR/FPR | one-run | eps_lb CP | eps_lb one-run | eps_lb rank | claimed eps | flag |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for g in results["groups"]:
+        lines.append(
+            f"| {g['variant']} | {g['frequency']} | {g['kind']} | {g['members']}/{g['non_members']} | "
+            f"{g['exposure_mean']:.2f} ({g['exposure_median']:.2f}) | {g['exposure_nonmember_mean']:.2f} | "
+            f"{g['chance_p']:.1e} | {g['tpr']:.2f}/{g['fpr']:.2f} | {g['one_run']} | {_fmt(g['eps_lb_cp'])} | "
+            f"{_fmt(g['eps_lb_one_run'])} | {_fmt(g['eps_lb_rank'])} | {_fmt(g['claimed_eps'])} | "
+            f"{'VIOLATION' if g['violation'] else ''} |")
+    lines += ["", "| variant | flagged | sigma | eps_uedp | eps_user | test perplexity | control details | "
+              "seconds |", "|---|---|---|---|---|---|---|---|"]
+    for name, run in results["runs"].items():
+        details = {k: run[k] for k in ("sigma_claimed", "sigma_used", "update_norm_max", "update_norm_median",
+                                       "beta") if k in run}
+        lines.append(f"| {name} | {run['flagged']} | {run['sigma']:.4g} | {_fmt(run['eps_uedp'])} | "
+                     f"{_fmt(run['eps_user'])} | {run['final'].get('perplexity', float('nan')):.1f} | "
+                     f"{json.dumps(details)} | {run['seconds']} |")
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+
+
+def plot(out: Path, results: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name in results["runs"]:
+        gs = [g for g in results["groups"] if g["variant"] == name]
+        ax.plot([g["frequency"] for g in gs], [g["exposure_mean"] for g in gs], marker="o", label=name)
+    n = results["num_candidates"]
+    ax.axhline(1 / math.log(2), color="grey", ls="--", label="chance (1.44 bits)")
+    ax.axhline(math.log2(n + 1), color="grey", ls=":", label=f"max (log2 {n + 1})")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("canary frequency (users holding it)")
+    ax.set_ylabel("mean exposure of planted secrets (bits)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "exposure.png", dpi=120)
+    plt.close(fig)
+
+
+def run_audit(*, quick: bool, out: Path, variants: tuple[str, ...] = VARIANTS,
+              num_candidates: int | None = None) -> dict:
+    t0 = time.monotonic()
+    out.mkdir(parents=True, exist_ok=True)
+    n = num_candidates or (1000 if quick else 2000)
+    results: dict[str, Any] = {"quick": quick, "num_candidates": n, "runs": {}, "groups": []}
+    with open(out / "training.log", "w") as log:
+        for variant in variants:
+            cfg = audit_config(quick=quick, variant=variant, out_dir=out)
+            summary = train(variant, cfg, log)
+            canaries = load_corpus_dir(load_manifest(cfg).corpus_dir).meta["audit_canaries"]
+            rows = score(cfg, canaries, num_candidates=n)
+            groups = analyse(variant, summary, rows, num_candidates=n, delta=cfg.privacy.delta)
+            summary["flagged"] = flagged(groups)
+            results["runs"][variant] = summary
+            results["groups"] += groups
+            results["delta"] = cfg.privacy.delta
+            print(f"{variant}: flagged={summary['flagged']} sigma={summary['sigma']:.4g} "
+                  f"({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+    results["seconds"] = time.monotonic() - t0
+    results["broken_std_rule"] = "min(sigma**2, sigma/100)"
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.audit", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small CI version (30 users, tiny model)")
+    parser.add_argument("--out", type=Path, default=Path("outputs/audit"))
+    parser.add_argument("--candidates", type=int, default=None, help="candidates per secret")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    args = parser.parse_args(argv)
+    variants = tuple(v for v in args.variants.split(",") if v)
+    if bad := [v for v in variants if v not in VARIANTS]:
+        parser.error(f"unknown variant(s) {bad}; choose from {', '.join(VARIANTS)}")
+    results = run_audit(quick=args.quick, out=args.out, variants=variants, num_candidates=args.candidates)
+    command = "python -m experiments.audit " + " ".join(argv if argv is not None else sys.argv[1:])
+    write_report(args.out, results, command.strip())
+    plot(args.out, results)
+    print((args.out / "report.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

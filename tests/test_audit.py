@@ -1,0 +1,144 @@
+"""The audit's statistics (hand-computed cases) and its broken controls (uedp.audit)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from uedp.audit.controls import ReducedNoise, broken_std, no_server_recheck, too_little_noise
+from uedp.audit.exposure import chance_p_value, exposure, rank_epsilon_lower_bound, rank_of
+from uedp.audit.membership import (
+    Confusion,
+    clopper_pearson,
+    cp_epsilon_lower_bound,
+    median_threshold,
+    one_run_epsilon_lower_bound,
+    one_run_guesses,
+    threshold_attack,
+)
+from uedp.privacy.noise import GaussianNoise
+
+
+def test_rank_counts_ties_against_the_secret():
+    assert rank_of(1.0, [0.5, 1.0, 2.0, 3.0]) == 3
+    assert rank_of(0.1, [0.5, 1.0]) == 1
+    with pytest.raises(ValueError):
+        rank_of(float("nan"), [1.0])
+
+
+def test_exposure_hand_computed():
+    assert exposure(1, 1023) == pytest.approx(10.0)
+    assert exposure(1024, 1023) == pytest.approx(0.0)
+    assert exposure(32, 1023) == pytest.approx(5.0)
+    with pytest.raises(ValueError):
+        exposure(0, 10)
+
+
+def test_rank_bound_hand_computed():
+    # ln((0.05 - 1e-5) * 10000 / 1) = ln(499.9)
+    assert rank_epsilon_lower_bound(1, 9999, delta=1e-5) == pytest.approx(math.log(499.9))
+    # Bonferroni over 4 tests: ln(0.0125 * 10000 / 5) = ln(25)
+    assert rank_epsilon_lower_bound(5, 9999, delta=0.0, tests=4) == pytest.approx(math.log(25))
+    assert rank_epsilon_lower_bound(5000, 9999, delta=0.0) == 0.0
+
+
+def test_chance_p_value_uniform_ranks_not_significant_and_rank_one_is():
+    rng = np.random.default_rng(0)
+    null = [chance_p_value(rng.integers(1, 1001, 8).tolist(), 1000) for _ in range(400)]
+    assert 0.03 < np.mean(np.array(null) < 0.05) < 0.08  # calibrated (uniform ranks are slightly conservative)
+    assert chance_p_value([1] * 8, 1000) < 1e-10
+
+
+def test_clopper_pearson_hand_computed():
+    # k = 0: upper = 1 - (alpha/2)^(1/n); k = n: lower = (alpha/2)^(1/n)
+    lo, hi = clopper_pearson(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(1 - 0.025 ** (1 / 10))
+    lo, hi = clopper_pearson(10, 10)
+    assert hi == 1.0 and lo == pytest.approx(0.025 ** (1 / 10))
+    lo, hi = clopper_pearson(5, 10)
+    assert lo == pytest.approx(0.18709, abs=1e-4) and hi == pytest.approx(0.81291, abs=1e-4)
+    with pytest.raises(ValueError):
+        clopper_pearson(3, 2)
+
+
+def test_cp_epsilon_bound_hand_computed():
+    # perfect attack on 20 + 20: FPR_hi = FNR_hi = 1 - 0.025^(1/20)
+    u = 1 - 0.025 ** (1 / 20)
+    c = Confusion(tp=20, fn=0, fp=0, tn=20)
+    assert cp_epsilon_lower_bound(c, delta=1e-5) == pytest.approx(math.log((1 - 1e-5 - u) / u))
+    # a coin-flip attack proves nothing
+    assert cp_epsilon_lower_bound(Confusion(tp=10, fn=10, fp=10, tn=10), delta=1e-5) == 0.0
+
+
+def test_threshold_attack_and_median():
+    scores = [0.1, 0.2, 0.9, 1.0]
+    members = [True, False, False, True]
+    assert median_threshold(scores) == pytest.approx(0.55)
+    assert threshold_attack(scores, members, 0.55) == Confusion(tp=1, fn=1, fp=1, tn=1)
+
+
+def test_one_run_bound_hand_computed():
+    assert one_run_guesses([0.1, 0.2, 0.8, 0.9], [True, True, False, False], k=1) == (2, 2)
+    # all 10 guesses right: p_lo = 0.05^(1/10); eps = logit(p_lo)
+    p = 0.05 ** (1 / 10)
+    assert one_run_epsilon_lower_bound(10, 10) == pytest.approx(math.log(p / (1 - p)))
+    assert one_run_epsilon_lower_bound(10, 5) == 0.0
+
+
+def test_control_a_noise_is_at_least_100_times_too_small():
+    assert broken_std(0.92) == pytest.approx(0.0092)
+    assert broken_std(0.005) == pytest.approx(2.5e-5)  # the square, once it is the smaller
+    noise = ReducedNoise(GaussianNoise(seed=0))
+    draw = noise.normal((20000,), 1.0)
+    assert np.std(draw) == pytest.approx(0.01, rel=0.05)
+    assert noise.asked == {1.0} and noise.drawn == {0.01}
+
+
+def test_control_patches_are_undone():
+    import server.app as server_app
+    import strategies.base as base
+
+    before = (server_app.GaussianNoise, base.aggregate)
+    with too_little_noise(), no_server_recheck():
+        assert server_app.GaussianNoise is not before[0] and base.aggregate is not before[1]
+    assert (server_app.GaussianNoise, base.aggregate) == before
+
+
+def test_no_server_recheck_lets_an_oversized_update_through():
+    import strategies.base as base
+
+    tmpl = [np.zeros(4, dtype=np.float32)]
+    big = [np.full(4, 10.0, dtype=np.float32)]  # norm 20 >> beta
+    kw = {"template": tmpl, "w_max": 1.0, "beta": 0.5, "sigma": 0.0, "Z": 1.0, "noise": GaussianNoise(seed=1)}
+    checked, _ = base.aggregate([big], **kw)
+    assert np.linalg.norm(checked[0]) == pytest.approx(0.5, rel=1e-5)
+    with no_server_recheck():
+        unchecked, _ = base.aggregate([big], **kw)
+    assert np.linalg.norm(unchecked[0]) == pytest.approx(20.0, rel=1e-5)
+
+
+def test_control_b_client_update_exceeds_beta(tmp_path):
+    """The per-step-clip control returns updates above beta (the audit's sensitivity is broken); the
+    real client never does."""
+    from client.app import client_update
+    from experiments.local_grid import set_local_task_identity
+    from tests.helpers import tiny_config
+    from uedp.audit.controls import per_step_clip_client_update
+    from uedp.models.base import get_weights
+    from uedp.pipeline import load_manifest, new_model, prepare
+    from uedp.protocol import TrainInstructions
+
+    set_local_task_identity()
+    cfg = tiny_config(tmp_path, train={"lr": 2.0, "local_epochs": 3}, strategy={"name": "user_dp"})
+    weights = get_weights(new_model(cfg, prepare(cfg), seed=0))
+    load_manifest(cfg)
+    ins = TrainInstructions(round=1, mode="user_dp", q_e=1.0, q_s=1.0, k_cap=0, m_max=6, slot=-1, beta=0.1,
+                            w_u=1.0, private=True, optimizer="sgd", lr=2.0, momentum=0.0, local_epochs=3,
+                            local_steps=0, batch_size=8, key=None, seed=-1)
+    broken, metrics = per_step_clip_client_update(cfg, 0, weights, ins)
+    good, _ = client_update(cfg, 0, weights, ins)
+    norm = lambda u: math.sqrt(sum(float((a.astype(np.float64) ** 2).sum()) for a in u))  # noqa: E731
+    assert norm(good) <= 0.1 * (1 + 1e-5)
+    assert norm(broken) > 3 * 0.1 and metrics["update_norm"] == pytest.approx(norm(broken), rel=1e-4)
