@@ -109,3 +109,12 @@ def test_paper_denominator_option(tmp_path):
     assert m.num_entities > 0 and m.num_extended > 0
     p = cfg.privacy
     assert s["Z"] == pytest.approx(p.q_u * 8 * (p.q_e * m.num_entities + p.q_s * m.num_extended))
+
+
+def test_user_level_dp_is_calibrated_on_user_adjacency(tmp_path):
+    s = run_local(tiny_config(tmp_path, strategy={"name": "user_dp"}, privacy={"target_epsilon": 4.0},
+                              federation={"rounds": 2, "eval_every": 2}))
+    assert s["method"] == "user_dp" and not s["stopped_by_budget"]
+    assert 3.9 < s["eps_user"] <= 4.0
+    assert s["eps_uedp"] == float("inf")  # no entity protection: user-level DP claims nothing about entities
+    assert s["sigma"] == pytest.approx(s["noise_multiplier"] * 0.5)  # sigma = z * w_max * beta
