@@ -1,9 +1,12 @@
 """Collect a Hydra sweep directory into one table (Markdown and CSV).
 
-    python -m experiments.collect multirun/2026-11-30_00-30-00 [--out table]
+    python -m experiments.collect multirun/2026-11-30_00-30-00 [--out table] [--plot-vs-epsilon SWEEP ...]
 
 One row per job: the job's overrides (from .hydra/overrides.yaml), rounds, eps_uedp, eps_user,
 eps_undetected, the final metric, and "FAILED: ..." for a job that wrote error.json.
+`--plot-vs-epsilon` also draws the final metric against `privacy.target_epsilon` (OUT.png), one line per
+setting of the other overrides; jobs without a target (noiseless baselines) and any extra sweep
+directories given are drawn as horizontal reference lines.
 """
 
 from __future__ import annotations
@@ -55,10 +58,54 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _setting(overrides: str) -> tuple[float | None, str]:
+    eps, rest = None, []
+    for item in overrides.split():
+        key, _, value = item.partition("=")
+        if key == "privacy.target_epsilon":
+            eps = float(value)
+        else:
+            rest.append(item)
+    return eps, " ".join(rest)
+
+
+def plot_vs_epsilon(rows: list[dict[str, Any]], path: Path, references: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metric = next((k for r in rows + references for k in ("perplexity", "error") if k in r), None)
+    if metric is None:
+        raise SystemExit("no finished job to plot")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    lines: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        eps, setting = _setting(r.get("overrides", ""))
+        if metric in r and eps is not None:
+            lines.setdefault(setting or "default", []).append((eps, r[metric]))
+    for label, pts in lines.items():
+        ax.plot(*zip(*sorted(pts)), marker="o", label=label)
+    for r in [r for r in rows if _setting(r.get("overrides", ""))[0] is None] + references:
+        if metric in r:
+            ax.axhline(r[metric], linestyle="--", color="gray")
+            ax.annotate(f"{_setting(r.get('overrides', ''))[1] or r.get('strategy')} (no DP)",
+                        (0.01, r[metric]), xycoords=("axes fraction", "data"), fontsize=7, va="bottom")
+    ax.set_xlabel("target epsilon (each method calibrated to its own claim)")
+    ax.set_ylabel(f"test {metric}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sweep", type=Path)
     ap.add_argument("--out", type=Path, default=None, help="write OUT.md and OUT.csv (default: in the sweep)")
+    ap.add_argument("--plot-vs-epsilon", nargs="*", type=Path, default=None, metavar="SWEEP",
+                    help="also plot the metric against privacy.target_epsilon (OUT.png)")
     args = ap.parse_args(argv)
     rows = collect(args.sweep)
     out = args.out or args.sweep / "table"
@@ -69,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         w = csv.DictWriter(f, fieldnames=cols)
         w.writeheader()
         w.writerows(rows)
+    if args.plot_vs_epsilon is not None:
+        refs = [r for sweep in args.plot_vs_epsilon for r in collect(sweep)]
+        plot_vs_epsilon(rows, out.with_suffix(".png"), refs)
     print(text)
     return 0
 

@@ -63,3 +63,14 @@ def test_sweep_runs_jobs_and_survives_a_failing_one(tmp_path):
     assert strategies == ["fedavg", "uedp"]
     for j in done:
         assert (j / "ledger.json").is_file() and (j / "metrics.csv").is_file() and (j / "config.json").is_file()
+
+    # The collector turns the sweep into one table (and a plot against epsilon).
+    from experiments.collect import main as collect_main
+
+    assert collect_main([str(tmp_path), "--plot-vs-epsilon"]) == 0
+    table = (tmp_path / "table.md").read_text()
+    rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
+    assert len(rows) == 4 and sum("FAILED" in r for r in rows) == 2
+    uedp_row = next(r for r in rows if "strategy=uedp" in r and "FAILED" not in r)
+    assert "privacy.target_epsilon=4" in uedp_row and "| uedp |" in uedp_row
+    assert (tmp_path / "table.csv").is_file() and (tmp_path / "table.png").stat().st_size > 1000
