@@ -76,5 +76,8 @@ def run_local(cfg: RunConfig, **grid_options) -> dict:
     from uedp.pipeline import prepare
 
     set_local_task_identity()
+    import torch
+
+    torch.set_num_threads(1)  # small per-client models: threads only contend (as in the Flower client)
     manifest = prepare(cfg)
     return run_server(LocalGrid(cfg, len(manifest.users), **grid_options), cfg)
