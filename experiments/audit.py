@@ -8,8 +8,11 @@ with coin-flipped canaries (`audit_synthetic`, uedp.audit.canaries), one model p
 - control_a (too little noise) and control_b (per-step gradient clipping, no update clip, no server
   re-check): the broken variants of uedp.audit.controls, applied to user_dp (see docs/audit.md for why).
 
-Then, per variant and canary frequency: exposure of every planted secret among N random candidates,
-a threshold membership attack on member vs non-member canaries with the Clopper-Pearson and one-run
+Then, per variant and canary frequency: exposure of every planted secret among N random candidates (the
+whole rest of the space when it is that small: the quick audit's 3-digit secrets),
+a threshold membership attack on member vs non-member canaries (score: the secret's rank
+among its candidates, i.e. its log-likelihood given the prefix calibrated against the space; uniform
+for a non-member) with the Clopper-Pearson and one-run
 epsilon lower bounds, and the rank-based bound; each compared with the epsilon the variant claims for
 that canary (user canaries, frequency 1: eps_user; entity canaries, frequency > 1: eps_uedp for UeDP and
 group privacy f * eps_user for user-level DP). Writes `report.md`, `results.json` and `exposure.png`.
@@ -54,25 +57,32 @@ from uedp.tokenization import TokenizerConfig, tokenizer_cache_path, train_token
 
 VARIANTS = ("fedavg", "uedp", "user_dp", "control_a", "control_b")
 CONFIDENCE = 0.95
+CHANCE_P = 1e-3  # exposure flag: members' ranks beat chance at this p-value ...
+EXPOSURE_GAP = 2.0  # ... and their mean exposure exceeds the non-members' by this many bits
 
 
-def audit_config(*, quick: bool, variant: str, out_dir: Path) -> RunConfig:
+def audit_config(*, quick: bool, variant: str, out_dir: Path, seed: int = 0) -> RunConfig:
     """The run configuration of one variant: the main job's defaults (full) or a small CI version."""
     strategy = {"fedavg": "fedavg", "uedp": "uedp"}.get(variant, "user_dp")
     if quick:
+        # Power needs: the canary inside max_len (a 400-token vocabulary made it ~30 tokens, cut at 32, so
+        # the secret was never trained on), a 3-digit space ranked exactly, every user every round, and
+        # enough local Adam steps for noiseless FedAvg to memorize a secret seen by 3 users.
         nested: dict[str, Any] = {
             "dataset": {"name": "audit_synthetic", "options": {
-                "num_users": 30, "min_sentences": 20, "max_sentences": 40, "frequencies": [1, 4],
-                "per_frequency": 16, "copies": 16}},
-            "tokenizer": {"vocab_size": 400},
-            "task": {"max_len": 32},
+                "num_users": 10, "min_sentences": 20, "max_sentences": 40, "frequencies": [1, 3],
+                "per_frequency": 16, "copies": 8, "space": "ddd"}},
+            "tokenizer": {"vocab_size": 1000},
+            "task": {"max_len": 40},
             "model": {"options": {"emb_dim": 24, "hidden_dim": 48}},
-            "privacy": {"q_u": 0.5, "m_max": 20, "delta": 1e-3},
-            "federation": {"rounds": 12, "eval_every": 12, "checkpoint_every": 12},
+            "privacy": {"q_u": 1.0, "m_max": 40, "beta": 1.0, "delta": 1e-3, "seed": seed},
+            "train": {"optimizer": "adam", "lr": 0.02, "local_epochs": 2},
+            "federation": {"rounds": 10, "eval_every": 10, "checkpoint_every": 10},
         }
     else:
         nested = {"dataset": {"name": "audit_synthetic", "options": {
-            "num_users": 200, "frequencies": [1, 2, 4, 8], "per_frequency": 16, "copies": 8}}}
+            "num_users": 200, "frequencies": [1, 2, 4, 8], "per_frequency": 16, "copies": 8}},
+            "task": {"max_len": 48}}
     nested.setdefault("strategy", {})["name"] = strategy
     nested.setdefault("federation", {})["out_dir"] = str(out_dir / variant)
     return RunConfig.from_nested(nested)
@@ -119,8 +129,26 @@ def train(variant: str, cfg: RunConfig, log) -> dict[str, Any]:
     return {**summary, **extra}
 
 
+def candidates_for(canary: dict, num_candidates: int, *, seed: int) -> list[str]:
+    """`num_candidates` random secrets of the canary's space other than its own; the WHOLE rest of the
+    space (exact exposure) when the space has at most num_candidates + 1 values."""
+    space, secret = canary["space"], canary["secret"]
+    k = space.count("d")
+    if 10**k - 1 <= num_candidates:
+        pieces = space.split("d")
+        out = []
+        for value in range(10**k):
+            digits = f"{value:0{k}d}"
+            text = "".join(p + d for p, d in zip(pieces, digits)) + pieces[-1]
+            if text != secret:
+                out.append(text)
+        return out
+    return canary_candidates(space, num_candidates, seed, exclude={secret})
+
+
 def score(cfg: RunConfig, canaries: list[dict], *, num_candidates: int) -> list[dict]:
-    """Per canary: membership score (mean token loss), and for every canary the rank and exposure."""
+    """Per canary: rank and exposure of its secret (the prefix is shared, so ranking whole-sentence NLLs
+    ranks the secret's log-likelihood given the prefix), and its mean token loss (kept for reference)."""
     manifest = load_manifest(cfg)
     tokenizer = load_tokenizer(manifest.tokenizer)
     model = new_model(cfg, manifest)
@@ -128,11 +156,16 @@ def score(cfg: RunConfig, canaries: list[dict], *, num_candidates: int) -> list[
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     rows = []
     for i, c in enumerate(canaries):
-        cands = canary_candidates(c["space"], num_candidates, 1000 + i, exclude={c["secret"]})
+        cands = candidates_for(c, num_candidates, seed=1000 + i)
         texts = [c["text"]] + [c["prefix"] + s + "." for s in cands]
         nll = sentence_nll(model, tokenizer, texts, max_len=64)
         ids = tokenizer.encode(c["text"])
+        if len(ids) + 2 > cfg.task.max_len:  # [BOS] ... [EOS]: a cut canary's secret is never trained on
+            raise ValueError(f"canary {c['id']} is {len(ids) + 2} tokens > task.max_len={cfg.task.max_len}: "
+                             "raise max_len or tokenizer.vocab_size, or the audit measures nothing")
         rank = rank_of(float(nll[0]), nll[1:])
+        if len(cands) != num_candidates:
+            raise ValueError(f"canary {c['id']}: {len(cands)} candidates, {num_candidates} asked")
         rows.append({"id": c["id"], "frequency": c["frequency"], "member": c["member"],
                      "loss": float(nll[0]) / (len(ids) + 1), "rank": rank,
                      "exposure": exposure(rank, num_candidates)})
@@ -153,7 +186,7 @@ def analyse(variant: str, summary: dict, rows: list[dict], *, num_candidates: in
     for freq in sorted({r["frequency"] for r in rows}):
         group = [r for r in rows if r["frequency"] == freq]
         members = [r for r in group if r["member"]]
-        loss = [r["loss"] for r in group]
+        loss = [r["rank"] for r in group]  # membership score: the secret's rank (uniform for non-members)
         is_in = [r["member"] for r in group]
         conf = threshold_attack(loss, is_in, median_threshold(loss))
         r, v = one_run_guesses(loss, is_in, k=max(1, len(group) // 4))
@@ -178,7 +211,9 @@ def analyse(variant: str, summary: dict, rows: list[dict], *, num_candidates: in
 
 def flagged(groups: list[dict]) -> bool:
     """A variant is flagged if a lower bound exceeds its claim, or its exposure is far above chance."""
-    return any(g["violation"] or (g["chance_p"] < 1e-6 and g["exposure_mean"] > 4) for g in groups)
+    return any(g["violation"] or (g["chance_p"] < CHANCE_P and
+                                  g["exposure_mean"] - g["exposure_nonmember_mean"] > EXPOSURE_GAP)
+               for g in groups)
 
 
 def _fmt(x: float) -> str:
@@ -236,7 +271,7 @@ def run_audit(*, quick: bool, out: Path, variants: tuple[str, ...] = VARIANTS,
               num_candidates: int | None = None) -> dict:
     t0 = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
-    n = num_candidates or (1000 if quick else 2000)
+    n = num_candidates or (999 if quick else 2000)  # quick: the whole 3-digit space, exact exposure
     results: dict[str, Any] = {"quick": quick, "num_candidates": n, "runs": {}, "groups": []}
     with open(out / "training.log", "w") as log:
         for variant in variants:
@@ -251,6 +286,11 @@ def run_audit(*, quick: bool, out: Path, variants: tuple[str, ...] = VARIANTS,
             results["delta"] = cfg.privacy.delta
             print(f"{variant}: flagged={summary['flagged']} sigma={summary['sigma']:.4g} "
                   f"({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+            for g in groups:
+                print(f"  f={g['frequency']}: exposure {g['exposure_mean']:.2f} (non-members "
+                      f"{g['exposure_nonmember_mean']:.2f}) chance p {g['chance_p']:.1e} lower bounds "
+                      f"{g['eps_lb_cp']:.2f}/{g['eps_lb_one_run']:.2f}/{g['eps_lb_rank']:.2f} claimed "
+                      f"{_fmt(g['claimed_eps'])}", file=sys.stderr, flush=True)
     results["seconds"] = time.monotonic() - t0
     results["broken_std_rule"] = "min(sigma**2, sigma/100)"
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str))

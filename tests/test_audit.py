@@ -142,3 +142,37 @@ def test_control_b_client_update_exceeds_beta(tmp_path):
     norm = lambda u: math.sqrt(sum(float((a.astype(np.float64) ** 2).sum()) for a in u))  # noqa: E731
     assert norm(good) <= 0.1 * (1 + 1e-5)
     assert norm(broken) > 3 * 0.1 and metrics["update_norm"] == pytest.approx(norm(broken), rel=1e-4)
+
+
+def test_quick_space_candidates_are_the_whole_rest_of_the_space():
+    from experiments.audit import candidates_for
+
+    cands = candidates_for({"space": "ddd", "secret": "042"}, 999, seed=0)
+    assert len(cands) == len(set(cands)) == 999 and "042" not in cands
+    assert all(len(c) == 3 and c.isdigit() for c in cands)
+    sampled = candidates_for({"space": "dddd-dddd", "secret": "1234-5678"}, 50, seed=0)
+    assert len(set(sampled)) == 50 and "1234-5678" not in sampled
+
+
+def test_audit_synthetic_space_option_and_validation():
+    from uedp.audit.canaries import load_audit_synthetic
+
+    corpus = load_audit_synthetic(num_users=6, min_sentences=5, max_sentences=8, frequencies=[1, 2],
+                                  per_frequency=4, copies=2, space="ddd")
+    canaries = corpus.meta["audit_canaries"]
+    assert len(canaries) == 8 and all(len(c["secret"]) == 3 and c["space"] == "ddd" for c in canaries)
+    texts = corpus.split("train").column("text").to_pylist()
+    for c in canaries:  # members appear copies * frequency times, non-members never
+        assert texts.count(c["text"]) == (2 * c["frequency"] if c["member"] else 0)
+    with pytest.raises(ValueError, match="space"):
+        load_audit_synthetic(num_users=6, min_sentences=5, max_sentences=8, frequencies=[1], space="12d")
+
+
+def test_flag_rule_needs_significance_and_a_gap_or_a_violation():
+    from experiments.audit import flagged
+
+    base = {"violation": False, "chance_p": 1e-5, "exposure_mean": 6.0, "exposure_nonmember_mean": 1.5}
+    assert flagged([base])
+    assert not flagged([{**base, "chance_p": 0.01}])
+    assert not flagged([{**base, "exposure_mean": 3.0}])
+    assert flagged([{**base, "chance_p": 0.5, "exposure_mean": 1.0, "violation": True}])

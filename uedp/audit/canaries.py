@@ -10,6 +10,9 @@ planted one goes into f distinct random users, `copies` train sentences per user
 plants one copy only, which a small model seen ~7 times per user does not memorize; repeating is the
 usual way to give an audit power). Non-planted candidates are the one-run audit's non-members.
 
+`space` (default the synthetic corpus's "dddd-dddd") sets the secrets' pattern ('d' = a digit); the
+quick audit uses "ddd", so that the whole space can be ranked (exact exposure, max log2(1000) bits).
+
 The base corpus is `load_synthetic(num_users, min_sentences, max_sentences, seed)` unchanged (no canaries
 of its own); `meta["audit_canaries"]` lists every candidate: {id, text, secret, prefix, frequency,
 member, users, copies, space}. Registered in `uedp.data.loaders.LOADERS` on import of `uedp.audit`.
@@ -52,12 +55,15 @@ def load_audit_synthetic(
     per_frequency: int = 16,
     copies: int = 8,
     audit_seed: int = 1,
+    space: str = CANARY_SPACE,
 ) -> Corpus:
     freqs = [int(f) for f in frequencies]
     if not freqs or any(not 1 <= f <= num_users for f in freqs):
         raise ValueError(f"audit_synthetic: frequencies must lie in 1..num_users={num_users}, got {frequencies}")
     if per_frequency < 1 or copies < 1:
         raise ValueError(f"audit_synthetic: per_frequency and copies must be >= 1, got {per_frequency}, {copies}")
+    if not isinstance(space, str) or not 1 <= space.count("d") <= 12 or any(ch.isdigit() for ch in space):
+        raise ValueError(f"audit_synthetic: space must be a pattern of 1..12 'd' digits, got {space!r}")
     base = load_synthetic(num_users=num_users, min_sentences=min_sentences, max_sentences=max_sentences,
                           seed=seed)
     table = base.table
@@ -71,7 +77,7 @@ def load_audit_synthetic(
     rng = np.random.default_rng([audit_seed, 0xA0D1])
     total = per_frequency * len(freqs)
     names = _names(total, rng, "\n".join(texts))
-    secrets = canary_candidates(CANARY_SPACE, total, int(rng.integers(2**31)))
+    secrets = canary_candidates(space, total, int(rng.integers(2**31)))
     users = base.users()
     canaries: list[dict[str, Any]] = []
     for i, (name, secret) in enumerate(zip(names, secrets)):
@@ -88,9 +94,9 @@ def load_audit_synthetic(
                                 where=f"audit canary {i}")
         canaries.append({"id": f"audit_{i}", "text": text, "secret": secret, "prefix": prefix,
                          "frequency": freq, "member": member, "users": chosen if member else [],
-                         "copies": copies, "space": CANARY_SPACE})
+                         "copies": copies, "space": space})
     meta = {**{k: v for k, v in base.meta.items() if k not in ("source", "dropped_users")},
             "audit_options": {"frequencies": freqs, "per_frequency": per_frequency, "copies": copies,
-                              "audit_seed": audit_seed},
+                              "audit_seed": audit_seed, "space": space},
             "audit_canaries": canaries}
     return builder.build(seed=seed, label_names=base.label_names, meta=meta)

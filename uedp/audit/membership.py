@@ -3,8 +3,9 @@
 Pure functions (no model, no I/O); `experiments/audit.py` feeds them the canaries' scores.
 
 Set-up (one-run auditing, Steinke, Nasr and Jagielski 2023): m canaries are drawn BEFORE training and
-each is planted with an independent fair coin flip. After training, the score of a canary is the model's
-loss on the canary sentence (lower = more likely a member). Two bounds are computed:
+each is planted with an independent fair coin flip. After training, each canary gets a score, lower =
+more likely a member (experiments/audit.py uses its secret's rank among the candidates of its space).
+Two bounds are computed:
 
 - `cp_epsilon_lower_bound`: a threshold attack ("member iff score < threshold", the threshold fixed by a
   label-free rule, `median_threshold`) gives a confusion matrix; with Clopper-Pearson upper bounds
