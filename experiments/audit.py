@@ -67,17 +67,20 @@ def audit_config(*, quick: bool, variant: str, out_dir: Path, seed: int = 0) -> 
     if quick:
         # Power needs: the canary inside max_len (a 400-token vocabulary made it ~30 tokens, cut at 32, so
         # the secret was never trained on), a 3-digit space ranked exactly, every user every round, and
-        # enough local Adam steps for noiseless FedAvg to memorize a secret seen by 3 users.
+        # enough local steps for noiseless FedAvg to memorize a secret seen by 5 users. Client SGD, not Adam
+        # (Adam ignores the per-step gradient scale, which made control (b) vacuous), and beta 0.1 below
+        # FedAvg's update norms (median ~0.6), so control (b)'s unclipped updates really exceed beta.
         nested: dict[str, Any] = {
             "dataset": {"name": "audit_synthetic", "options": {
-                "num_users": 10, "min_sentences": 20, "max_sentences": 40, "frequencies": [1, 3],
+                "num_users": 10, "min_sentences": 20, "max_sentences": 40, "frequencies": [1, 5],
                 "per_frequency": 16, "copies": 8, "space": "ddd"}},
             "tokenizer": {"vocab_size": 1000},
             "task": {"max_len": 40},
             "model": {"options": {"emb_dim": 24, "hidden_dim": 48}},
-            "privacy": {"q_u": 1.0, "m_max": 40, "beta": 1.0, "delta": 1e-3, "seed": seed},
-            "train": {"optimizer": "adam", "lr": 0.02, "local_epochs": 2},
-            "federation": {"rounds": 10, "eval_every": 10, "checkpoint_every": 10},
+            "privacy": {"q_u": 1.0, "m_max": 40, "beta": 0.1, "delta": 1e-3, "seed": seed},
+            "train": {"optimizer": "sgd", "lr": 1.0, "local_epochs": 3},
+            "server": {"optimizer": "sgd", "lr": 1.0, "momentum": 0.0},
+            "federation": {"rounds": 30, "eval_every": 30, "checkpoint_every": 30},
         }
     else:
         nested = {"dataset": {"name": "audit_synthetic", "options": {
@@ -299,7 +302,7 @@ def run_audit(*, quick: bool, out: Path, variants: tuple[str, ...] = VARIANTS,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.audit", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small CI version (30 users, tiny model)")
+    parser.add_argument("--quick", action="store_true", help="small CI version (10 users, tiny model)")
     parser.add_argument("--out", type=Path, default=Path("outputs/audit"))
     parser.add_argument("--candidates", type=int, default=None, help="candidates per secret")
     parser.add_argument("--variants", default=",".join(VARIANTS))

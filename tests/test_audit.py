@@ -176,3 +176,15 @@ def test_flag_rule_needs_significance_and_a_gap_or_a_violation():
     assert not flagged([{**base, "chance_p": 0.01}])
     assert not flagged([{**base, "exposure_mean": 3.0}])
     assert flagged([{**base, "chance_p": 0.5, "exposure_mean": 1.0, "violation": True}])
+
+
+def test_quick_config_makes_control_b_real(tmp_path):
+    """Quick audit: client SGD (Adam is invariant to the per-step gradient scale, so the per-step clip of
+    control (b) would change nothing) and a small beta (FedAvg's quick updates have norm ~0.6)."""
+    from experiments.audit import audit_config
+
+    cfg = audit_config(quick=True, variant="control_b", out_dir=tmp_path)
+    assert cfg.train.optimizer == "sgd"
+    assert cfg.privacy.beta <= 0.1
+    assert cfg.strategy.name == "user_dp"
+    assert 5 in cfg.dataset.option_dict()["frequencies"]
