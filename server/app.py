@@ -179,7 +179,7 @@ def run_server(grid: Grid, cfg: RunConfig, *, stream: TextIO | None = None) -> d
                                             {"z": z}))
 
     final = evaluate_encoded(model, test) if stopped_by_budget else last_eval
-    if strategy.spec.private and len(ledger):
+    if strategy.spec.private and len(ledger) and "eps_rdp_bound" not in eps:  # not yet all four
         eps = ledger.epsilons()
     summary = {
         "strategy": name, "method": method, "estimator": cfg.strategy.estimator if name == "uedp" else None,

@@ -31,7 +31,7 @@ from tokenizers import Tokenizer
 from uedp.config import RunConfig
 from uedp.data.loaders import materialize
 from uedp.data.store import read_user_rows
-from uedp.entities.annotations import annotate_path, load_annotations, read_user_annotations
+from uedp.entities.annotations import annotate_cached, read_user_annotations
 from uedp.entities.categories import resolve_categories
 from uedp.entities.deid import deidentify_many
 from uedp.entities.detectors import entity_sets
@@ -87,7 +87,7 @@ def prepare(cfg: RunConfig) -> Manifest:
     corpus_dir, corpus = materialize(cfg.dataset.name, **cfg.dataset.option_dict())
     if cfg.task.name == CLASSIFICATION:
         corpus.require_labels()
-    ann_path = annotate_path(corpus, cfg.entities.detector)
+    ann_path, annotations = annotate_cached(corpus, cfg.entities.detector)
     tok_cfg = TokenizerConfig(kind=cfg.tokenizer.kind, vocab_size=cfg.tokenizer.vocab_size)
     tokenizer = build_tokenizer(cfg.model.name, corpus, config=tok_cfg,
                                 pretrained=cfg.model.option_dict().get("pretrained"))
@@ -101,7 +101,7 @@ def prepare(cfg: RunConfig) -> Manifest:
         )
     if cfg.federation.num_nodes:
         users = users[: cfg.federation.num_nodes]
-    num_entities, num_extended = _entity_totals(corpus, load_annotations(ann_path), users, cfg)
+    num_entities, num_extended = _entity_totals(corpus, annotations, users, cfg)
     manifest = Manifest(
         corpus_dir=str(corpus_dir), annotations=str(ann_path), tokenizer=str(tok_path), users=users,
         label_names=corpus.label_names if cfg.task.name == CLASSIFICATION else None,

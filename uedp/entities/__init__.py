@@ -8,7 +8,7 @@ on-disk annotation cache, detector quality against gold, and corpus statistics.
 
 from uedp.entities.annotations import (
     annotate,
-    annotate_path,
+    annotate_cached,
     annotation_path,
     load_annotations,
     read_user_annotations,
@@ -37,7 +37,7 @@ from uedp.entities.stats import corpus_stats
 
 __all__ = [
     "ANNOTATION_SCHEMA", "CATEGORIES", "DETECTORS", "GROUPS", "LABEL_MAP", "Detector", "annotate",
-    "annotate_path", "annotation_path", "corpus_stats", "detection_quality", "detector_identity",
+    "annotate_cached", "annotation_path", "corpus_stats", "detection_quality", "detector_identity",
     "entity_key", "entity_sets", "find_rule_spans", "key_category", "load_annotations", "luhn_valid",
     "read_user_annotations", "resolve_categories", "save_annotations", "select_sids", "sensitive_mask",
 ]

@@ -113,18 +113,10 @@ def annotate(
     det = _detector(detector, model, n_process, batch_size)
     if not cache:
         return det.annotate(corpus)
-    path = annotation_path(corpus, det, cache_dir)
-    if path.is_file():
-        try:
-            return load_annotations(path)
-        except CorpusError:
-            pass  # a damaged cache file is recomputed and replaced
-    table = det.annotate(corpus)
-    save_annotations(table, path)
-    return table
+    return _cached(corpus, det, cache_dir)[1]
 
 
-def annotate_path(
+def annotate_cached(
     corpus: Corpus,
     detector: str = "spacy+rules",
     *,
@@ -132,13 +124,23 @@ def annotate_path(
     n_process: int | None = None,
     batch_size: int | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
-) -> Path:
-    """Like `annotate` with the cache on, but returns the cache file (for clients to read their rows)."""
-    det = _detector(detector, model, n_process, batch_size)
+) -> tuple[Path, pa.Table]:
+    """Like `annotate` with the cache on, but returns the cache file (for clients to read their rows) and
+    the table."""
+    return _cached(corpus, _detector(detector, model, n_process, batch_size), cache_dir)
+
+
+def _cached(corpus: Corpus, det: Detector, cache_dir: str | os.PathLike[str] | None) -> tuple[Path, pa.Table]:
+    """The cache file and its table: loaded when present and sound, else detected and written."""
     path = annotation_path(corpus, det, cache_dir)
-    if not path.is_file():
-        save_annotations(det.annotate(corpus), path)
-    return path
+    if path.is_file():
+        try:
+            return path, load_annotations(path)
+        except CorpusError:
+            pass  # a damaged cache file is recomputed and replaced
+    table = det.annotate(corpus)
+    save_annotations(table, path)
+    return path, table
 
 
 def select_sids(annotations: pa.Table, sids: Iterable[int]) -> pa.Table:
