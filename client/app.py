@@ -13,6 +13,7 @@ config from `context.run_config` (`flwr run`).
 from __future__ import annotations
 
 import functools
+import time
 
 import numpy as np
 import torch
@@ -83,6 +84,22 @@ def client_update(cfg: RunConfig, partition_id: int, weights: list[np.ndarray], 
     return [np.asarray(d, dtype=np.float32) for d in delta], metrics
 
 
+def inject_fault(fault: str) -> None:
+    """Fault injection for the fault-tolerance tests (experiments/federation.py), set per node with node
+    config `fault`: "raise" (the ClientApp raises: an error reply) or "hang:SECONDS" (it sleeps past the
+    round time-out: a missing reply). Empty (the default): nothing. Either way the server treats the
+    user as a zero contribution under the fixed denominator, so the privacy accounting is unchanged."""
+    if not fault:
+        return
+    kind, _, arg = fault.partition(":")
+    if kind == "raise":
+        raise RuntimeError("injected fault (node config fault='raise')")
+    if kind == "hang":
+        time.sleep(float(arg or 3600))
+        return
+    raise ValueError(f"node config fault={fault!r}: expected 'raise' or 'hang:SECONDS'")
+
+
 def make_client_app(cfg: RunConfig | None = None) -> ClientApp:
     app = ClientApp()
 
@@ -90,6 +107,7 @@ def make_client_app(cfg: RunConfig | None = None) -> ClientApp:
     def train(msg: Message, context: Context) -> Message:
         torch.set_num_threads(1)
         run_cfg = cfg if cfg is not None else RunConfig.from_flat(dict(context.run_config))
+        inject_fault(str(context.node_config.get("fault", "")))
         ins = TrainInstructions.from_record(msg.content["config"])
         weights = msg.content["arrays"].to_numpy_ndarrays()
         update, metrics = client_update(run_cfg, int(context.node_config["partition-id"]), weights, ins)

@@ -29,6 +29,10 @@ def to_run_config(cfg: DictConfig) -> tuple[RunConfig, str]:
     data: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     data.pop("hydra", None)
     runner = data.pop("runner", "simulation")
+    replicate = data.pop("replicate", 0)  # a label only (see conf/config.yaml)
+    if replicate and int(data.get("privacy", {}).get("seed", -1)) >= 0:
+        raise ValueError(f"replicate={replicate} with a fixed privacy.seed would repeat replicate 0 exactly; "
+                         "leave privacy.seed at -1 for independent replicates")
     if runner not in RUNNERS:
         raise ValueError(f"runner must be one of {RUNNERS}, got {runner!r}")
     return RunConfig.from_nested(data), runner

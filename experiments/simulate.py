@@ -4,7 +4,9 @@
 
 Uses flwr.simulation.run_simulation with the ServerApp and ClientApp bound to the config (under it
 `context.run_config` is empty, so the config travels by closure). One virtual SuperNode per participating
-user; `client_cpus` CPUs per client (2 clients train at once on 2 cores with the default 1).
+user; `client_cpus` CPUs per client (2 clients train at once on 2 cores with the default 1). With
+`federation.ray_address` (or $RAY_ADDRESS) set, the simulation joins that Ray cluster instead of starting
+one (experiments/ray_cluster.py starts a local one on loopback).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def simulate(cfg: RunConfig, *, client_cpus: int = 1, verbose: bool = False) -> 
 
     manifest = prepare(cfg)  # before Ray starts: clients only read the prepared files
     backend: dict[str, Any] = {"client_resources": {"num_cpus": client_cpus}}
-    address = os.environ.get("RAY_ADDRESS")
+    address = cfg.federation.ray_address or os.environ.get("RAY_ADDRESS")
     backend["init_args"] = {"address": address} if address else {"num_cpus": os.cpu_count() or 2,
                                                                   "include_dashboard": False,
                                                                   "logging_level": logging.ERROR}

@@ -109,3 +109,18 @@ def test_fingerprint_survives_the_parquet_round_trip(tmp_path):
     back = load_corpus_dir(save_corpus(c, tmp_path / "fp"))
     assert back.table.column("text").num_chunks > 1
     assert back.fingerprint() == c.fingerprint()
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_parallel_writers_of_one_corpus_directory_do_not_collide(tmp_path, overwrite):
+    """Parallel sweep jobs fill one cache: writers racing on one directory all succeed, the result is a
+    complete corpus, and no temporary directory is left behind (a shared '.tmp' name once made one fail)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    c = _corpus(n_users=20, per_user=30)
+    target = tmp_path / "shared"
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda _: save_corpus(c, target, overwrite=overwrite), range(16)))
+    assert results == [target] * 16
+    assert load_corpus_dir(target).table.equals(c.table)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shared"]

@@ -111,6 +111,7 @@ class FederationConfig:
     out_dir: str = "outputs/run"
     checkpoint_every: int = 10
     resume: bool = False
+    ray_address: str = ""  # simulation on an existing Ray cluster ("host:port"); "" = $RAY_ADDRESS or a local one
 
 
 @dataclass

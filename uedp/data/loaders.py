@@ -77,5 +77,5 @@ def materialize(
     if (directory / "meta.json").is_file():
         return directory, load_corpus_dir(directory)
     corpus = load_corpus(name, **params)
-    save_corpus(corpus, directory)
+    save_corpus(corpus, directory, overwrite=False)  # a parallel job may have written it meanwhile
     return directory, corpus

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,26 +28,42 @@ SENTENCES = "sentences.parquet"
 META = "meta.json"
 
 
-def save_corpus(corpus: Corpus, directory: str | os.PathLike[str]) -> Path:
-    """Write `corpus` into `directory` atomically (a half-written corpus is never picked up)."""
+def save_corpus(corpus: Corpus, directory: str | os.PathLike[str], *, overwrite: bool = True) -> Path:
+    """Write `corpus` into `directory` atomically: a half-written corpus is never picked up, and processes
+    writing the same directory at once (parallel sweep jobs filling one cache) do not collide. With
+    `overwrite=False` a complete corpus already there (written by another process) is kept as is."""
     directory = Path(directory)
-    tmp = directory.with_name(directory.name + ".tmp")
-    tmp.mkdir(parents=True, exist_ok=True)
-    pq.write_table(corpus.table, tmp / SENTENCES, row_group_size=ROW_GROUP_SIZE, write_statistics=True)
-    meta = {
-        "name": corpus.name,
-        "label_names": corpus.label_names,
-        "has_gold": corpus.has_gold,
-        "meta": corpus.meta,
-        "fingerprint": corpus.fingerprint(),
-    }
-    (tmp / META).write_text(json.dumps(meta, indent=1, sort_keys=True))
-    if directory.exists():
-        for f in directory.iterdir():
-            f.unlink()
-        directory.rmdir()
-    tmp.rename(directory)
-    return directory
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.", suffix=".tmp"))
+    try:
+        pq.write_table(corpus.table, tmp / SENTENCES, row_group_size=ROW_GROUP_SIZE, write_statistics=True)
+        meta = {
+            "name": corpus.name,
+            "label_names": corpus.label_names,
+            "has_gold": corpus.has_gold,
+            "meta": corpus.meta,
+            "fingerprint": corpus.fingerprint(),
+        }
+        (tmp / META).write_text(json.dumps(meta, indent=1, sort_keys=True))
+        while True:
+            try:
+                tmp.rename(directory)  # atomic; fails while a non-empty directory is there
+                return directory
+            except OSError:
+                if not directory.exists():
+                    continue
+                if not overwrite and (directory / META).is_file():
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    return directory
+                aside = directory.with_name(f".{directory.name}.{uuid.uuid4().hex}.old")
+                try:
+                    directory.rename(aside)
+                except FileNotFoundError:
+                    continue
+                shutil.rmtree(aside, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def _read_meta(directory: Path) -> dict:

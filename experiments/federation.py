@@ -1,0 +1,259 @@
+"""Real separate Flower processes on loopback: one flower-superlink, N flower-supernodes (one per user, each
+with its own port and `partition-id`), the app submitted with `flwr run`, and every process stopped by
+process id when the run ends, fails or is interrupted.
+
+    python -m experiments.federation --nodes 3 [--tls] [--out outputs/federation] \\
+        [-c federation.rounds=2 -c privacy.target_epsilon=4 ...] [--kill-node-after-round 1]
+
+`-c KEY=VALUE` overrides the run config (the keys of [tool.flwr.app.config] in pyproject.toml; values are
+TOML, so strings need quotes: -c 'dataset.options="{\\"num_users\\": 3}"'). `federation.num_nodes` is set to
+--nodes, so node i trains as the corpus's i-th user. `--tls` makes a self-signed CA and a server certificate
+for 127.0.0.1 (uedp/tls.py) and runs every link over TLS; without it the processes run with --insecure,
+which is only for loopback. `--kill-node-after-round R` SIGKILLs the last SuperNode once round R is logged
+(a data owner disappearing mid-run). Logs of every process are in OUT/logs/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CONNECTION = "uedp-procs"
+ROUND_LINE = re.compile(r"\[round\s+(\d+)/(\d+)\]")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _bin(name: str) -> str:
+    """A Flower executable from this interpreter's environment (CI does not activate the venv)."""
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"{name} not found next to {sys.executable} or on PATH; install flwr")
+    return found
+
+
+@dataclass
+class Federation:
+    """A SuperLink and `nodes` SuperNodes as child processes (each in its own process group, so the
+    ServerApp and ClientApp processes they spawn are stopped with them)."""
+
+    nodes: int
+    home: Path
+    tls: bool = False
+    node_config: dict[int, dict[str, str]] = field(default_factory=dict)  # extra node config per partition
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    port: int = 0
+    _logs: list[IO[bytes]] = field(default_factory=list)
+
+    # -- start / stop -------------------------------------------------------------------------------------
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, "FLWR_HOME": str(self.home), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+                "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+                "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}", "TOKENIZERS_PARALLELISM": "false"}
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = (self.home / "logs" / f"{name}.log").open("wb")
+        self._logs.append(log)
+        self.procs[name] = subprocess.Popen(argv, cwd=ROOT, env=self._env(), stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+
+    def start(self) -> Federation:
+        (self.home / "logs").mkdir(parents=True, exist_ok=True)
+        self.port = self.port or free_port()
+        if self.tls:
+            from uedp.tls import make_certificates
+
+            self.certs = make_certificates(self.home / "certs", hosts=("127.0.0.1", "localhost"))
+            link_sec = ["--ssl-ca-certfile", str(self.certs.ca), "--ssl-certfile", str(self.certs.cert),
+                        "--ssl-keyfile", str(self.certs.key)]
+            node_sec = ["--root-certificates", str(self.certs.ca)]
+        else:
+            link_sec, node_sec = ["--insecure"], ["--insecure"]
+        self._link_argv = [_bin("flower-superlink"), *link_sec, "--host", "127.0.0.1", "--port", str(self.port),
+                           "--disable-runtime-dependency-installation", "--database", str(self.home / "state.db")]
+        self._spawn("superlink", self._link_argv)
+        self.write_connection()
+        for i in range(self.nodes):
+            self.start_node(i, node_sec)
+        return self
+
+    def start_node(self, i: int, node_sec: list[str] | None = None) -> None:
+        if node_sec is None:
+            node_sec = ["--root-certificates", str(self.certs.ca)] if self.tls else ["--insecure"]
+        cfg = {"partition-id": str(i), "num-partitions": str(self.nodes), **self.node_config.get(i, {})}
+        node_config = " ".join(f"{k}={v if v.lstrip('-').isdigit() else json.dumps(v)}" for k, v in cfg.items())
+        self._spawn(f"supernode-{i}", [_bin("flower-supernode"), *node_sec, "--superlink", f"127.0.0.1:{self.port}",
+                                       "--port", str(free_port()), "--node-config", node_config])
+
+    def restart_superlink(self) -> None:
+        """Start the SuperLink again on the same port (after it was killed); the SuperNodes reconnect."""
+        self.kill("superlink")
+        self._spawn("superlink", self._link_argv)
+
+    def write_connection(self) -> None:
+        sec = f'root-certificates = "{self.certs.ca}"' if self.tls else "insecure = true"
+        (self.home / "config.toml").write_text(
+            f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
+            f'address = "127.0.0.1:{self.port}"\n{sec}\n')
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs.get(name)
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        """Stop every process this federation started (SIGTERM, then SIGKILL after 10 s), by process group."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
+
+    def alive(self) -> list[str]:
+        return [name for name, p in self.procs.items() if p.poll() is None]
+
+    # -- running the app ----------------------------------------------------------------------------------
+    def run(self, overrides: dict[str, Any], *, timeout: float = 900.0, on_round=None) -> int:
+        """`flwr run . --stream` with `overrides` as the run config; returns flwr's exit status. `on_round`
+        is called with each round number the ServerApp logs."""
+        path = self.home / "run-config.toml"
+        path.write_text("".join(f"{k} = {_toml(v)}\n" for k, v in overrides.items()))
+        log = (self.home / "logs" / "flwr-run.log").open("w")
+        proc = subprocess.Popen([_bin("flwr"), "run", ".", CONNECTION, "--stream", "--run-config", str(path)],
+                                cwd=ROOT, env=self._env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+        self.procs["flwr-run"] = proc
+        timer = threading.Timer(timeout, lambda: self.kill("flwr-run"))
+        timer.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                print(line, end="", flush=True)
+                m = ROUND_LINE.search(line)
+                if m and on_round is not None:
+                    on_round(int(m.group(1)))
+            return proc.wait()
+        finally:
+            timer.cancel()
+            log.close()
+
+
+def _toml(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    raise TypeError(f"run config values are str, int, float or bool, got {v!r}")
+
+
+@contextlib.contextmanager
+def federation(nodes: int, home: Path, *, tls: bool = False,
+               node_config: dict[int, dict[str, str]] | None = None) -> Iterator[Federation]:
+    """Start a federation and stop all of its processes on exit, also on an exception or SIGINT/SIGTERM."""
+    fed = Federation(nodes=nodes, home=home, tls=tls, node_config=node_config or {})
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def interrupted(signum, frame):  # turn SIGTERM into an exception so the finally below runs
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        for s in previous:
+            signal.signal(s, interrupted)
+    try:
+        yield fed.start()
+    finally:
+        fed.stop()
+        if in_main:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    import tomllib
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"-c {item!r}: expected KEY=VALUE")
+        try:
+            out[key.strip()] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key.strip()] = value  # a bare string
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=3)
+    ap.add_argument("--tls", action="store_true", help="TLS with a generated CA (default: --insecure, loopback only)")
+    ap.add_argument("--out", type=Path, default=Path("outputs/federation"))
+    ap.add_argument("-c", "--config", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--kill-node-after-round", type=int, default=0, metavar="R")
+    ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before the run is stopped")
+    args = ap.parse_args(argv)
+    out = args.out.resolve()
+    if out.exists():
+        shutil.rmtree(out / "flwr-home", ignore_errors=True)
+    overrides = {"federation.out_dir": str(out / "run"), **parse_overrides(args.config),
+                 "federation.num_nodes": args.nodes}
+    t0 = time.perf_counter()
+    with federation(args.nodes, out / "flwr-home", tls=args.tls) as fed:
+        print(f"SuperLink on 127.0.0.1:{fed.port} ({'TLS' if args.tls else 'insecure'}), {args.nodes} SuperNodes; "
+              f"pids {', '.join(f'{n}={p.pid}' for n, p in fed.procs.items())}", flush=True)
+
+        def on_round(r: int) -> None:
+            if args.kill_node_after_round and r == args.kill_node_after_round:
+                victim = f"supernode-{args.nodes - 1}"
+                fed.kill(victim)
+                print(f"*** killed {victim} (SIGKILL) after round {r}", flush=True)
+
+        rc = fed.run(overrides, timeout=args.timeout, on_round=on_round)
+    print(f"flwr run exited {rc} after {time.perf_counter() - t0:.1f} s; all processes stopped", flush=True)
+    summary = out / "run" / "summary.json"
+    if rc == 0 and summary.is_file():
+        s = json.loads(summary.read_text())
+        print(f"summary: strategy={s['strategy']} rounds={s['rounds']} eps_uedp={s['eps_uedp']:.4g} "
+              f"eps_user={s['eps_user']:.4g} {s['metric']}={s['final'][s['metric']]:.4g}")
+    return rc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

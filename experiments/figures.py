@@ -1,0 +1,362 @@
+"""Experiments 2-4 of issue 4 (paper Figs. 2, 3a, 3b and our entity-cap study): run the jobs, collect them,
+draw the figures. One command per figure; rerunning skips every job that already finished.
+
+    python -m experiments.figures FIGURE [FIGURE ...] [--reps 3] [--workers 2] [--rounds 30]
+                                  [--runs outputs/figures] [--out docs/figures] [--dry-run]
+
+FIGURE is one of: utility-synthetic, utility-bbc, utility-shakespeare, qs, kcap (or `all`).
+
+Every job is one call of the Hydra entry point, `python -m experiments.run runner=local KEY=VALUE ...
+replicate=R hydra.run.dir=RUNS/jobs/JOB`; the exact command of each job is in RUNS/FIGURE.jobs.txt. A job
+shared by several figures (same overrides up to defaults) runs once.
+Replicates are independent private runs (CSPRNG noise, sampling and initialisation). Each figure writes
+OUT/FIGURE.png, OUT/FIGURE.csv (one row per job) and OUT/FIGURE.md (mean, standard deviation and n over
+replicates per setting). Jobs that failed are listed in the table as FAILED and left out of the plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+EPSILONS = (4.0, 8.0, 16.0)
+CATEGORIES = ("person", "location", "organization", "all")
+FIXED_EPS = 8.0
+LABELS = {"uedp": "UeDP f_E+", "uedp_naive": "UeDP f_E", "user_dp": "user-level DP", "deid": "de-identification",
+          "fedavg": "FedAvg (noiseless)"}
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    title: str
+    base: tuple[str, ...]  # overrides every job of the figure shares
+    settings: tuple[tuple[str, ...], ...]  # one entry per setting (its own overrides)
+    kind: str  # utility | qs | kcap
+    notes: tuple[str, ...] = field(default=())
+
+
+def _utility(name: str, title: str, base: tuple[str, ...], categories: Iterable[str]) -> Figure:
+    settings: list[tuple[str, ...]] = [("strategy=fedavg",)]
+    settings += [("strategy=user_dp", f"privacy.target_epsilon={e:g}") for e in EPSILONS]
+    for cat in categories:  # the full epsilon range for all categories together, eps 8 for each one alone
+        settings.append(("strategy=deid", f"entities.protected={cat}"))
+        settings += [("strategy=uedp", f"entities.protected={cat}", f"privacy.target_epsilon={e:g}")
+                     for e in (EPSILONS if cat == "all" else (FIXED_EPS,))]
+    return Figure(name, title, base, tuple(settings), "utility")
+
+
+FIGURES: dict[str, Figure] = {
+    f.name: f for f in (
+        _utility("utility-synthetic", "Synthetic (200 users), next-word prediction", (), CATEGORIES),
+        _utility("utility-bbc", "BBC News (400 users), classification",
+                 ("dataset=bbc_news", "task=classification", "entities.detector=spacy+rules"), ("all",)),
+        _utility("utility-shakespeare", "Shakespeare (200 roles), next-word prediction",
+                 ("dataset=shakespeare", "entities.detector=spacy+rules"), ("all",)),
+        Figure("qs", f"Effect of q_s at eps_uedp = {FIXED_EPS:g} (synthetic, next-word)",
+               (f"privacy.target_epsilon={FIXED_EPS:g}",),
+               (("strategy=uedp_naive",),
+                *(("strategy=uedp", f"privacy.q_s={q:g}") for q in (0.0, 0.2, 0.5, 1.0))), "qs"),
+        Figure("kcap", f"Entity cap k_cap and entity rate q_e at eps_uedp = {FIXED_EPS:g} (synthetic, next-word)",
+               ("strategy=uedp", f"privacy.target_epsilon={FIXED_EPS:g}"),
+               tuple([(f"privacy.k_cap={k}",) for k in (1, 2, 4, 0)]
+                     + [(f"privacy.q_e={q:g}",) for q in (0.05, 0.8)]), "kcap"),
+    )
+}
+
+
+# -- running ---------------------------------------------------------------------------------------------
+
+# Overrides that restate a default: dropped from job ids, so a setting shared by several figures (UeDP,
+# all categories, eps 8, q_s 0.2, k_cap 1, q_e 0.2) runs once and every figure reads the same job.
+DEFAULT_OVERRIDES = frozenset({"strategy=uedp", "entities.protected=all", f"privacy.target_epsilon={FIXED_EPS:g}",
+                               "privacy.q_s=0.2", "privacy.k_cap=1", "privacy.q_e=0.2"})
+
+
+def job_id(overrides: tuple[str, ...], rep: int) -> str:
+    kept = tuple(o for o in overrides if o not in DEFAULT_OVERRIDES)
+    digest = hashlib.blake2b(" ".join(sorted(kept)).encode(), digest_size=4).hexdigest()
+    slug = "_".join(o.split("=", 1)[1] for o in kept).replace("/", "-")[:60] or "default"
+    return f"{slug}-{digest}-r{rep}"
+
+
+def jobs(fig: Figure, reps: int, extra: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [{"id": job_id((*fig.base, *s, *extra), r), "setting": s, "rep": r,
+             "overrides": [*fig.base, *s, *extra, f"replicate={r}"]}
+            for r in range(reps) for s in fig.settings]
+
+
+def command(job: dict[str, Any], run_dir: Path) -> list[str]:
+    return [sys.executable, "-m", "experiments.run", "runner=local", *job["overrides"],
+            f"hydra.run.dir={run_dir / job['id']}"]
+
+
+def run_jobs(fig: Figure, todo: list[dict[str, Any]], run_dir: Path, workers: int) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir.parent / f"{fig.name}.jobs.txt").write_text("".join(" ".join(command(j, run_dir)[1:]) + "\n"
+                                                             for j in todo))
+    pending = [j for j in todo if not (run_dir / j["id"] / "summary.json").is_file()]
+    print(f"{fig.name}: {len(todo)} jobs, {len(todo) - len(pending)} already done, {len(pending)} to run "
+          f"({workers} at a time)", flush=True)
+    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "OMP_NUM_THREADS": "1"}
+
+    def one(job: dict[str, Any]) -> tuple[dict[str, Any], float, int]:
+        out = run_dir / job["id"]
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "error.json").unlink(missing_ok=True)
+        t0 = time.perf_counter()
+        with (out / "job.log").open("w") as log:
+            rc = subprocess.run(command(job, run_dir), cwd=ROOT, env=env, stdout=log,
+                                stderr=subprocess.STDOUT).returncode
+        return job, time.perf_counter() - t0, rc
+
+    def report(job: dict[str, Any], secs: float, rc: int) -> None:
+        nonlocal done
+        done += 1
+        row = read_job(run_dir / job["id"])
+        result = (f"{row['metric']}={row['value']:.4g} eps_uedp={row['eps_uedp']:.3g} eps_user={row['eps_user']:.3g}"
+                  if "value" in row else f"FAILED ({row.get('status', f'rc {rc}')})")
+        print(f"[{fig.name} {done}/{len(pending)}] {' '.join(job['setting'])} rep={job['rep']}: {result} "
+              f"({secs:.0f} s)", flush=True)
+
+    done = 0
+    if pending:  # the first job alone fills the shared caches (corpus, annotations, tokenizer)
+        report(*one(pending[0]))
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for fut in as_completed([pool.submit(one, j) for j in pending[1:]]):
+            report(*fut.result())
+
+
+# -- collecting ------------------------------------------------------------------------------------------
+
+def read_job(path: Path) -> dict[str, Any]:
+    summary, error = path / "summary.json", path / "error.json"
+    if summary.is_file():
+        s = json.loads(summary.read_text())
+        return {"strategy": s["strategy"], "estimator": s.get("estimator"), "rounds": s["rounds"],
+                "z": s["noise_multiplier"], "eps_uedp": s["eps_uedp"], "eps_user": s["eps_user"],
+                "eps_undetected": s["eps_undetected"], "metric": s["metric"], "value": s["final"][s["metric"]],
+                "initial": s["initial"][s["metric"]], "seconds": s.get("seconds")}
+    if error.is_file():
+        return {"status": "FAILED: " + json.loads(error.read_text())["error"]}
+    return {"status": "not run"}
+
+
+def collect(fig: Figure, todo: list[dict[str, Any]], run_dir: Path) -> list[dict[str, Any]]:
+    rows = []
+    for j in todo:
+        rows.append({"setting": " ".join(j["setting"]), "rep": j["rep"], **read_job(run_dir / j["id"])})
+    return rows
+
+
+def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean, standard deviation and n over replicates, per setting (first-seen order)."""
+    out = []
+    for setting in dict.fromkeys(r["setting"] for r in rows):
+        group = [r for r in rows if r["setting"] == setting]
+        ok = [r for r in group if "value" in r]
+        agg: dict[str, Any] = {"setting": setting, **dict(o.split("=", 1) for o in setting.split())}
+        agg["n"] = len(ok)
+        agg["failed"] = len(group) - len(ok)
+        if ok:
+            vals = [r["value"] for r in ok]
+            agg.update({"metric": ok[0]["metric"], "mean": statistics.fmean(vals),
+                        "sd": statistics.stdev(vals) if len(vals) > 1 else 0.0,
+                        "z": statistics.fmean(r["z"] for r in ok),
+                        **{k: statistics.fmean(r[k] for r in ok) for k in ("eps_uedp", "eps_user", "eps_undetected")},
+                        "initial": statistics.fmean(r["initial"] for r in ok)})
+        out.append(agg)
+    return out
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return "inf" if math.isinf(v) else f"{v:.4g}"
+    return "" if v is None else str(v)
+
+
+def method_label(setting: dict[str, Any]) -> str:
+    return LABELS.get(str(setting.get("strategy", "uedp")), str(setting.get("strategy", "uedp")))
+
+
+def markdown(summary: list[dict[str, Any]]) -> str:
+    cols = ["method", "setting", "n", "failed", "z", "eps_uedp", "eps_user", "eps_undetected", "mean", "sd"]
+    metric = next((s["metric"] for s in summary if "metric" in s), "metric")
+    head = [c if c not in ("mean", "sd") else f"{metric} {c}" for c in cols]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(cols)]
+    for s in summary:
+        s = {**s, "method": method_label(s),
+             "setting": " ".join(p for p in s["setting"].split() if not p.startswith("strategy="))}
+        lines.append("| " + " | ".join(_fmt(s.get(c)) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+# -- plotting --------------------------------------------------------------------------------------------
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _ref(ax, s: dict[str, Any], label: str, color: str) -> None:
+    if "mean" not in s:
+        return
+    ax.axhline(s["mean"], linestyle="--", color=color, linewidth=1)
+    ax.annotate(f"{label}: {s['mean']:.4g}", (0.01, s["mean"]), xycoords=("axes fraction", "data"), fontsize=7,
+                va="bottom", color=color)
+
+
+def plot_utility(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
+    plt = _pyplot()
+    cats = list(dict.fromkeys(s["entities.protected"] for s in summary if "entities.protected" in s))
+    figure, axes = plt.subplots(1, len(cats), figsize=(4.2 * len(cats) + 0.8, 4.2), sharey=True, squeeze=False)
+    metric = next((s["metric"] for s in summary if "metric" in s), "metric")
+    fedavg = next((s for s in summary if s.get("strategy") == "fedavg"), {})
+    user = sorted((float(s["privacy.target_epsilon"]), s) for s in summary
+                  if s.get("strategy") == "user_dp" and "mean" in s)
+    for ax, cat in zip(axes[0], cats):
+        uedp = sorted((float(s["privacy.target_epsilon"]), s) for s in summary
+                      if s.get("strategy") == "uedp" and s.get("entities.protected") == cat and "mean" in s)
+        for pts, label, color in ((uedp, "UeDP f_E+ (eps_uedp)", "tab:orange"),
+                                  (user, "user-level DP (eps_user; no entity guarantee)", "black")):
+            if pts:
+                ax.errorbar([e for e, _ in pts], [s["mean"] for _, s in pts], yerr=[s["sd"] for _, s in pts],
+                            marker="o", capsize=3, label=label, color=color)
+        _ref(ax, fedavg, "FedAvg, no DP", "tab:green")
+        _ref(ax, next((s for s in summary if s.get("strategy") == "deid" and s.get("entities.protected") == cat), {}),
+             "de-identification, no guarantee", "tab:purple")
+        initial = next((s["initial"] for s in summary if "initial" in s), None)
+        if initial is not None:
+            _ref(ax, {"mean": initial}, "untrained", "gray")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(EPSILONS, [f"{e:g}" for e in EPSILONS])
+        ax.set_title(f"protected: {cat}", fontsize=9)
+        ax.set_xlabel("target epsilon (each method calibrated to its own claim)", fontsize=8)
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel(f"test {metric} (mean ± sd over replicates)")
+    if metric == "perplexity":
+        axes[0][0].set_yscale("log")
+    axes[0][0].legend(fontsize=7, loc="upper right")
+    figure.suptitle(fig.title, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def plot_qs(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
+    plt = _pyplot()
+    figure, ax = plt.subplots(figsize=(7, 4.5))
+    pts = sorted((float(s["privacy.q_s"]), s) for s in summary if "privacy.q_s" in s and "mean" in s)
+    ax.errorbar([q for q, _ in pts], [s["mean"] for _, s in pts], yerr=[s["sd"] for _, s in pts], marker="o",
+                capsize=3, color="tab:orange", label="UeDP f_E+ (test perplexity)")
+    _ref(ax, next((s for s in summary if s.get("strategy") == "uedp_naive"), {}), "UeDP f_E (q_s unused)",
+         "tab:blue")
+    ax.set_xlabel("q_s (sampling rate of extended entities: sentences with no detected entity)")
+    ax.set_ylabel("test perplexity (mean ± sd)")
+    ax.grid(True, alpha=0.3)
+    twin = ax.twinx()
+    twin.plot([q for q, _ in pts], [s["eps_undetected"] for _, s in pts], "s:", color="tab:green",
+              label="eps_undetected (right axis)")
+    twin.set_ylabel("eps_undetected", color="tab:green")
+    lines = ax.get_legend_handles_labels()
+    tl = twin.get_legend_handles_labels()
+    ax.legend(lines[0] + tl[0], lines[1] + tl[1], fontsize=7)
+    ax.set_title(fig.title, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def plot_kcap(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
+    plt = _pyplot()
+    figure, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
+    base = next((s for s in summary if s.get("privacy.k_cap") == "1"), {})
+    caps = [s for s in summary if "privacy.k_cap" in s and "mean" in s]
+    xs = [s["privacy.k_cap"] if s["privacy.k_cap"] != "0" else "none" for s in caps]
+    a1.bar(xs, [s["mean"] for s in caps], yerr=[s["sd"] for s in caps], capsize=3, color="tab:orange")
+    for x, s in zip(xs, caps):
+        a1.annotate(f"z={s['z']:.3g}", (x, s["mean"]), fontsize=7, ha="center", va="bottom",
+                    xytext=(0, 8), textcoords="offset points")
+    a1.set_xlabel("entity cap k_cap (q_e = 0.2)")
+    a1.set_ylabel("test perplexity (mean ± sd)")
+    qes = sorted([(float(s["privacy.q_e"]), s) for s in summary if "privacy.q_e" in s and "mean" in s]
+                 + ([(0.2, base)] if "mean" in base else []))
+    a2.errorbar([q for q, _ in qes], [s["mean"] for _, s in qes], yerr=[s["sd"] for _, s in qes], marker="o",
+                capsize=3, color="tab:orange")
+    for q, s in qes:
+        a2.annotate(f"z={s['z']:.3g}", (q, s["mean"]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+    a2.set_xscale("log")
+    a2.set_xlabel("entity sampling rate q_e (k_cap = 1)")
+    for ax in (a1, a2):
+        ax.grid(True, alpha=0.3)
+        ax.set_yscale("log")
+    figure.suptitle(fig.title, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+PLOTS = {"utility": plot_utility, "qs": plot_qs, "kcap": plot_kcap}
+
+
+def write_outputs(fig: Figure, rows: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summarize(rows)
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    with (out / f"{fig.name}.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+    (out / f"{fig.name}.md").write_text(markdown(summary) + "\n")
+    if any("mean" in s for s in summary):
+        PLOTS[fig.kind](fig, summary, out / f"{fig.name}.png")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("figures", nargs="+", choices=[*FIGURES, "all"])
+    ap.add_argument("--reps", type=int, default=3, help="independent replicates per setting (default 3)")
+    ap.add_argument("--workers", type=int, default=2, help="jobs at a time (each uses one torch thread)")
+    ap.add_argument("--runs", type=Path, default=Path("outputs/figures"), help="where the jobs' directories go")
+    ap.add_argument("--out", type=Path, default=Path("docs/figures"), help="where PNG/CSV/MD go")
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra Hydra override for every job (e.g. federation.rounds=5); changes the job ids")
+    ap.add_argument("--collect-only", action="store_true", help="do not run jobs; collect what finished")
+    ap.add_argument("--dry-run", action="store_true", help="print the job commands and exit")
+    args = ap.parse_args(argv)
+    names = list(FIGURES) if "all" in args.figures else args.figures
+    for name in names:
+        fig = FIGURES[name]
+        todo = jobs(fig, args.reps, tuple(args.override))
+        run_dir = args.runs / "jobs"  # shared by all figures (see DEFAULT_OVERRIDES)
+        if args.dry_run:
+            print("\n".join(" ".join(command(j, run_dir)[1:]) for j in todo))
+            continue
+        if not args.collect_only:
+            run_jobs(fig, todo, run_dir, args.workers)
+        summary = write_outputs(fig, collect(fig, todo, run_dir), args.out)
+        print(f"\n{fig.title}\n{markdown(summary)}\n(written {args.out / fig.name}.png/.csv/.md)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,180 @@
+"""Scale and deployment overhead (issue 6), measured side by side in one run.
+
+    python -m experiments.scaling users [--users 100 1000 5000] [--rounds 4] [--out docs/figures/scaling]
+    python -m experiments.scaling overhead [--nodes 3] [--rounds 4] [--out docs/figures/overhead]
+
+`users`: the Ray-backed simulation (one virtual SuperNode per user) for each population size, with a small
+model (LSTM 16/16, vocabulary 300, 5-10 sentences per user) and a FIXED expected cohort of 20 users per
+round (q_u = 20 / N), so what grows with N is the engine's per-user cost, not the training work. Peak
+memory is the largest sum of resident set sizes over the job's whole process tree (the driver, Ray's
+GCS, raylet and workers), sampled every 0.25 s: shared pages are counted in every process, so it is an
+upper bound. Seconds per round are the median over rounds 2..T (round 1 includes Ray's start-up).
+
+`overhead`: one workload (N users, q_u = 1, the tiny model) run three ways: in-process (no Flower),
+as a Ray-backed Flower simulation and as real processes (a SuperLink and N SuperNodes on loopback,
+experiments/federation.py). Seconds per round, median over rounds 2..T.
+
+Both write OUT.md and OUT.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["tokenizer.vocab_size=300", "model.options.emb_dim=16", "model.options.hidden_dim=16",
+        "+dataset.options.min_sentences=5", "+dataset.options.max_sentences=10", "privacy.delta=1e-5",
+        "privacy.target_epsilon=8"]
+
+
+def _tree_rss(root: int) -> int:
+    """Sum of VmRSS (bytes) over `root` and all of its descendants."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            status = (proc / "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        pid, ppid = int(proc.name), int(fields.get("PPid", "0").strip() or 0)
+        children.setdefault(ppid, []).append(pid)
+        rss[pid] = int(fields["VmRSS"].split()[0]) * 1024 if "VmRSS" in fields else 0
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        total += rss.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return total
+
+
+def run_measured(argv: list[str], *, log: Path) -> tuple[int, float, int]:
+    """Run `argv`; return (exit status, wall seconds, peak process-tree RSS in bytes)."""
+    peak = 0
+    with log.open("w") as f:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
+        done = threading.Event()
+
+        def sample() -> None:
+            nonlocal peak
+            while not done.is_set():
+                peak = max(peak, _tree_rss(proc.pid))
+                done.wait(0.25)
+
+        t = threading.Thread(target=sample, daemon=True)
+        t.start()
+        rc = proc.wait()
+        done.set()
+        t.join()
+    return rc, time.perf_counter() - t0, peak
+
+
+def round_seconds(out_dir: Path) -> tuple[float, float]:
+    """(median seconds of rounds 2..T, seconds of round 1) from the run's metrics.csv."""
+    with (out_dir / "metrics.csv").open() as f:
+        secs = [float(r["seconds"]) for r in csv.DictReader(f)]
+    return statistics.median(secs[1:] or secs), secs[0]
+
+
+def _job(runner: str, out: Path, extra: list[str]) -> list[str]:
+    return [sys.executable, "-m", "experiments.run", f"runner={runner}", *TINY, *extra,
+            f"hydra.run.dir={out}"]
+
+
+def bench_users(sizes: list[int], rounds: int, work: Path) -> list[dict[str, Any]]:
+    rows = []
+    for n in sizes:
+        out = work / f"users-{n}"
+        q_u = min(1.0, 20 / n)
+        argv = _job("simulation", out, [f"dataset.options.num_users={n}", f"privacy.q_u={q_u:g}", "privacy.m_max=40",
+                                        f"federation.rounds={rounds}", f"federation.eval_every={rounds}",
+                                        "federation.wait_timeout=1200"])
+        rc, wall, peak = run_measured(argv, log=work / f"users-{n}.log")
+        row: dict[str, Any] = {"users": n, "q_u": q_u, "status": "ok" if rc == 0 else f"FAILED (rc {rc})",
+                               "peak_rss_gib": peak / 2**30, "wall_s": wall}
+        if rc == 0:
+            row["s_per_round"], row["first_round_s"] = round_seconds(out)
+        rows.append(row)
+        print(f"users={n}: {row}", flush=True)
+    return rows
+
+
+def bench_overhead(nodes: int, rounds: int, work: Path) -> list[dict[str, Any]]:
+    from experiments.federation import federation
+
+    common = [f"dataset.options.num_users={nodes}", "privacy.q_u=1.0", f"privacy.m_max={nodes}",
+              f"federation.rounds={rounds}", f"federation.eval_every={rounds}"]
+    rows = []
+    for runner in ("local", "simulation"):
+        out = work / f"overhead-{runner}"
+        rc, wall, _ = run_measured(_job(runner, out, common), log=work / f"overhead-{runner}.log")
+        med, first = round_seconds(out) if rc == 0 else (float("nan"), float("nan"))
+        rows.append({"runner": {"local": "in-process (no Flower)", "simulation": "Flower simulation (Ray)"}[runner],
+                     "s_per_round": med, "first_round_s": first, "wall_s": wall})
+    out = work / "overhead-processes"
+    overrides = {"dataset.options": json.dumps({"num_users": nodes, "min_sentences": 5, "max_sentences": 10}),
+                 "tokenizer.vocab_size": 300, "model.options": json.dumps({"emb_dim": 16, "hidden_dim": 16}),
+                 "privacy.q_u": 1.0, "privacy.m_max": nodes, "privacy.target_epsilon": 8.0,
+                 "federation.rounds": rounds, "federation.eval_every": rounds, "federation.num_nodes": nodes,
+                 "federation.out_dir": str(out)}
+    t0 = time.perf_counter()
+    with federation(nodes, work / "flwr-home") as fed:
+        rc = fed.run(overrides, timeout=1200)
+    wall = time.perf_counter() - t0
+    med, first = round_seconds(out) if rc == 0 else (float("nan"), float("nan"))
+    rows.append({"runner": f"real processes ({nodes} SuperNodes + SuperLink)", "s_per_round": med,
+                 "first_round_s": first, "wall_s": wall})
+    base = rows[0]["s_per_round"]
+    for r in rows:
+        r["x_in_process"] = r["s_per_round"] / base if base > 0 else float("nan")
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    cols = list(rows[0])
+
+    def fmt(v: Any) -> str:
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+    return "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+                     + ["| " + " | ".join(fmt(r.get(c, "")) for c in cols) + " |" for r in rows])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=["users", "overhead"])
+    ap.add_argument("--users", type=int, nargs="+", default=[100, 1000, 5000])
+    ap.add_argument("--nodes", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--work", type=Path, default=None, help="run directories (default: a temporary one)")
+    args = ap.parse_args(argv)
+    work = args.work or Path(tempfile.mkdtemp(prefix="uedp-scaling-"))
+    work.mkdir(parents=True, exist_ok=True)
+    if args.what == "users":
+        rows = bench_users(args.users, args.rounds, work)
+    else:
+        rows = bench_overhead(args.nodes, args.rounds, work)
+    out = args.out or Path("docs/figures") / ("scaling" if args.what == "users" else "overhead")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
+    out.with_suffix(".md").write_text(markdown(rows) + "\n")
+    print(markdown(rows))
+    return 0 if all(r.get("status", "ok") == "ok" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

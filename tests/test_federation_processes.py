@@ -1,0 +1,169 @@
+"""Real separate Flower processes on loopback (experiments/federation.py): a SuperLink, SuperNodes and
+`flwr run`, insecure and over TLS, and with faults (a client that raises, one that hangs past the round
+time-out, a SuperNode killed mid-run). Every process started is stopped by process id afterwards."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import socket
+import ssl
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.federation import federation
+from uedp.tls import make_certificates
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("flower-superlink", path=str(Path(sys.executable).parent)) is None
+    and shutil.which("flower-superlink") is None, reason="flwr not installed")
+
+TINY = {
+    "dataset.options": json.dumps({"num_users": 6, "min_sentences": 20, "max_sentences": 25}),
+    "tokenizer.vocab_size": 300, "model.options": json.dumps({"emb_dim": 16, "hidden_dim": 16}),
+    "privacy.q_u": 1.0, "privacy.delta": 1e-3, "privacy.target_epsilon": 6.0,
+    "federation.eval_every": 2, "federation.wait_timeout": 90.0, "federation.round_timeout": 90.0,
+}
+
+
+def _overrides(out: Path, nodes: int, **extra) -> dict:
+    return {**TINY, "privacy.m_max": nodes, "federation.num_nodes": nodes, "federation.rounds": 2,
+            "federation.out_dir": str(out), **extra}
+
+
+def _rounds(out: Path) -> list[dict[str, float]]:
+    with (out / "metrics.csv").open() as f:
+        return [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
+
+
+def _assert_all_stopped(fed) -> None:
+    assert fed.procs, "nothing was started"
+    assert fed.alive() == [], f"processes left running: {fed.alive()}"
+
+
+def test_three_supernodes_two_rounds(tmp_path):
+    out = tmp_path / "run"
+    with federation(3, tmp_path / "home") as fed:
+        rc = fed.run(_overrides(out, 3), timeout=400)
+    _assert_all_stopped(fed)
+    assert rc == 0, (tmp_path / "home" / "logs" / "flwr-run.log").read_text()[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rounds"] == 2 and summary["population"] == 3 and summary["private"]
+    assert 0 < summary["eps_uedp"] <= 6.0 and summary["final"]["perplexity"] < summary["initial"]["perplexity"] * 2
+    rounds = _rounds(out)
+    assert [r["sampled"] for r in rounds] == [3.0, 3.0]  # q_u = 1: all three real nodes, every round
+    assert [r["replies"] for r in rounds] == [3.0, 3.0]
+
+
+def test_tls_federation(tmp_path):
+    out = tmp_path / "run"
+    with federation(3, tmp_path / "home", tls=True) as fed:
+        # the SuperLink speaks TLS with a certificate valid for 127.0.0.1 under our CA
+        ctx = ssl.create_default_context(cafile=str(fed.certs.ca))
+        for _ in range(100):
+            try:
+                with socket.create_connection(("127.0.0.1", fed.port), timeout=5) as raw, \
+                        ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                    assert tls.version() in ("TLSv1.2", "TLSv1.3")
+                break
+            except ConnectionRefusedError:
+                import time
+
+                time.sleep(0.2)
+        else:
+            pytest.fail("SuperLink did not start")
+        rc = fed.run(_overrides(out, 3), timeout=400)
+    _assert_all_stopped(fed)
+    assert rc == 0, (tmp_path / "home" / "logs" / "flwr-run.log").read_text()[-3000:]
+    assert json.loads((out / "summary.json").read_text())["rounds"] == 2
+    assert "insecure" not in (tmp_path / "home" / "config.toml").read_text()
+
+
+def test_faults_raise_hang_and_killed_supernode(tmp_path):
+    """Node 0 raises, node 1 hangs past the round time-out, node 3 is SIGKILLed after round 1. Every round
+    ends, each failure is counted, training goes on, and the ledger charges every round exactly once."""
+    out = tmp_path / "run"
+    faults = {0: {"fault": "raise"}, 1: {"fault": "hang:75"}}
+    killed: list[int] = []
+    with federation(4, tmp_path / "home", node_config=faults) as fed:
+        def on_round(r: int) -> None:
+            if r == 1 and not killed:
+                fed.kill("supernode-3")
+                killed.append(r)
+
+        rc = fed.run(_overrides(out, 4, **{"federation.rounds": 3, "federation.round_timeout": 30.0,
+                                          "federation.eval_every": 3}), timeout=500, on_round=on_round)
+    _assert_all_stopped(fed)
+    assert killed == [1]
+    assert rc == 0, (tmp_path / "home" / "logs" / "flwr-run.log").read_text()[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rounds"] == 3 and summary["private"]
+    rounds = _rounds(out)
+    assert len(rounds) == 3
+    for r in rounds:  # every sampled user is accounted for: a reply, an error reply, or missing
+        assert r["replies"] + r["failed"] + r["missing"] == r["sampled"]
+    assert all(r["failed"] >= 1 for r in rounds)  # node 0 raises every round
+    assert rounds[0]["missing"] >= 1  # node 1 hangs past the time-out
+    # ... and node 3 was killed: it never answers again (missing at first; once the SuperLink marks the node
+    # offline, an error reply)
+    assert all(r["failed"] + r["missing"] == 3 for r in rounds[1:])
+    assert all(r["replies"] == 1 for r in rounds[1:])  # training goes on with the healthy node 2
+    ledger = json.loads((out / "ledger.json").read_text())
+    charged = [rec["round"] for rec in ledger["rounds"]]
+    assert charged == [1, 2, 3]
+    assert summary["eps_uedp"] <= 6.0 + 1e-6
+
+
+def test_certificates_have_loopback_san_and_private_keys(tmp_path):
+    import ipaddress
+
+    from cryptography import x509
+
+    certs = make_certificates(tmp_path / "c", hosts=("127.0.0.1", "localhost"))
+    cert = x509.load_pem_x509_certificate(certs.cert.read_bytes())
+    ca = x509.load_pem_x509_certificate(certs.ca.read_bytes())
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+    assert san.get_values_for_type(x509.DNSName) == ["localhost"]
+    assert cert.issuer == ca.subject and cert.issuer != cert.subject
+    cert.verify_directly_issued_by(ca)  # raises if the CA did not sign it
+    assert certs.key.stat().st_mode & 0o777 == 0o600
+    with pytest.raises(ValueError, match="at least one host"):
+        make_certificates(tmp_path / "d", hosts=())
+
+
+def test_server_killed_mid_run_and_resumed(tmp_path):
+    """SIGKILL the SuperLink (and the ServerApp process it runs) after round 2 of 4, start it again and
+    submit the run with federation.resume: it continues from the last checkpoint with the same ledger, no
+    round is charged twice, and no model newer than the ledger ever existed on disk."""
+    from server.checkpoint import load_checkpoint
+
+    out = tmp_path / "run"
+    cfg = _overrides(out, 3, **{"federation.rounds": 4, "federation.checkpoint_every": 1})
+    state: dict[str, int] = {}
+    with federation(3, tmp_path / "home") as fed:
+        def on_round(r: int) -> None:
+            if r == 2 and "killed" not in state:
+                fed.kill("superlink")  # the whole process group: SuperLink and ServerApp
+                state["killed"] = r
+
+        rc = fed.run(cfg, timeout=300, on_round=on_round)
+        assert state.get("killed") == 2 and rc != 0
+        charged = [rec["round"] for rec in json.loads((out / "ledger.json").read_text())["rounds"]]
+        ckpt = load_checkpoint(out)
+        assert charged == list(range(1, len(charged) + 1)) and len(charged) >= 2
+        assert ckpt is not None and ckpt.round <= charged[-1]  # the model on disk is accounted for
+        assert not (out / "summary.json").exists()
+
+        fed.restart_superlink()
+        rc = fed.run({**cfg, "federation.resume": True}, timeout=400)
+    _assert_all_stopped(fed)
+    assert rc == 0, (tmp_path / "home" / "logs" / "flwr-run.log").read_text()[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rounds"] == 4
+    final = [rec["round"] for rec in json.loads((out / "ledger.json").read_text())["rounds"]]
+    assert final == [1, 2, 3, 4]  # every round charged exactly once, across the crash
+    assert "resuming after round" in (tmp_path / "home" / "logs" / "flwr-run.log").read_text()

@@ -1,0 +1,55 @@
+"""experiments/figures.py: a figure's jobs run through the Hydra entry point (tiny settings), replicates
+are aggregated into the table, the plot is written, and a rerun skips every finished job."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+from experiments.figures import FIGURES, job_id, jobs
+
+ROOT = Path(__file__).parents[1]
+TINY = ["dataset.options.num_users=6", "+dataset.options.min_sentences=20", "+dataset.options.max_sentences=25",
+        "tokenizer.vocab_size=300", "model.options.emb_dim=16", "model.options.hidden_dim=16", "privacy.q_u=0.5",
+        "privacy.m_max=6", "privacy.delta=1e-3", "federation.rounds=2", "federation.eval_every=2"]
+
+
+def test_job_ids_share_settings_that_differ_only_by_defaults():
+    assert job_id(("strategy=uedp", "privacy.target_epsilon=8"), 0) == job_id(("privacy.q_s=0.2",), 0)
+    assert job_id(("privacy.q_s=0.5",), 0) != job_id(("privacy.q_s=0.2",), 0)
+    assert job_id(("privacy.q_s=0.5",), 0) != job_id(("privacy.q_s=0.5",), 1)
+    ids = [j["id"] for j in jobs(FIGURES["qs"], 3, ())]
+    assert len(ids) == len(set(ids)) == 3 * len(FIGURES["qs"].settings)
+
+
+def _run(tmp_path: Path) -> subprocess.CompletedProcess:
+    args = [sys.executable, "-m", "experiments.figures", "qs", "--reps", "2", "--workers", "2",
+            "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]
+    for o in TINY:
+        args += ["--override", o]
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+
+def test_qs_figure_end_to_end(tmp_path):
+    proc = _run(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    with (tmp_path / "out" / "qs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    settings = FIGURES["qs"].settings
+    assert len(rows) == 2 * len(settings) and all(r["value"] for r in rows)  # every job finished
+    table = (tmp_path / "out" / "qs.md").read_text().splitlines()
+    body = [line.split(" | ") for line in table[2:]]
+    assert len(body) == len(settings)
+    assert all(cells[2] == "2" and cells[3] == "0" for cells in body)  # n = 2 replicates, none failed
+    # the figure's premise, from the collected table: eps_uedp is the target for every q_s, while
+    # eps_undetected grows with q_s (and f_E has no extended entities)
+    by_qs = {float(r["setting"].split("privacy.q_s=")[1]): r for r in rows if "privacy.q_s=" in r["setting"]}
+    assert all(abs(float(r["eps_uedp"]) - 8.0) < 0.05 for r in rows)
+    und = [float(by_qs[q]["eps_undetected"]) for q in sorted(by_qs)]
+    assert und == sorted(und) and und[-1] > und[0]
+    assert (tmp_path / "out" / "qs.png").stat().st_size > 10_000
+    # a rerun runs nothing new
+    again = _run(tmp_path)
+    assert again.returncode == 0 and "0 to run" in again.stdout

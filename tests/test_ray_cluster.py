@@ -1,0 +1,51 @@
+"""The simulation runs against an existing Ray cluster given by address: a `ray start --head` on loopback,
+a short simulation through the Hydra entry point joined to it, and the cluster stopped by process id."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from experiments.ray_cluster import _cluster_pids, ray_cluster
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.mark.slow
+def test_simulation_on_an_existing_ray_cluster(tmp_path):
+    temp = Path(tempfile.mkdtemp(prefix="ur-", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
+    request_cleanup = temp
+    with ray_cluster(cpus=2, temp_dir=temp) as address:
+        assert address.startswith("127.0.0.1:")
+        logs = temp / "session_latest" / "logs"
+        drivers_before = set(logs.glob("python-core-driver-*"))
+        proc = subprocess.run(
+            [sys.executable, "-m", "experiments.run", "runner=simulation", f"federation.ray_address={address}",
+             "dataset.options.num_users=4", "+dataset.options.min_sentences=20", "+dataset.options.max_sentences=25",
+             "tokenizer.vocab_size=300", "model.options.emb_dim=16", "model.options.hidden_dim=16",
+             "privacy.q_u=1.0", "privacy.m_max=4", "privacy.delta=1e-3", "privacy.target_epsilon=6",
+             "federation.rounds=2", "federation.eval_every=2", f"hydra.run.dir={tmp_path / 'run'}"],
+            cwd=ROOT, capture_output=True, text=True, timeout=600,
+        )
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+        assert summary["rounds"] == 2 and summary["population"] == 4
+        # the run's driver registered with THIS cluster (its log is in the cluster's session directory)
+        assert set(logs.glob("python-core-driver-*")) - drivers_before
+        # and it did not start a Ray instance of its own: the only GCS is the cluster's
+        assert len([p for p in _cluster_pids(("gcs_server",)) if str(temp) in _cmd(p)]) == 1
+    assert _cluster_pids((str(temp),)) == [], "cluster processes left running"
+    shutil.rmtree(request_cleanup, ignore_errors=True)
+
+
+def _cmd(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
