@@ -55,7 +55,13 @@ from uedp.models.base import set_weights  # noqa: E402
 from uedp.pipeline import load_manifest, load_tokenizer, new_model, prepare  # noqa: E402
 from uedp.tokenization import TokenizerConfig, tokenizer_cache_path, train_tokenizer  # noqa: E402
 
-VARIANTS = ("fedavg", "uedp", "user_dp", "control_a", "control_b")
+VARIANTS = ("fedavg", "uedp", "user_dp", "control_a", "control_b", "user_dp_beta1")
+# The quick audit clips at beta 0.1 (below FedAvg's update norms, so control (b)'s missing update clip
+# matters). At that beta clipping alone keeps even a noiseless run from memorizing, which hid control (a)'s
+# defect. So control (a) runs at beta 1.0, where the clip rarely binds, and `user_dp_beta1` is its sound
+# twin: the same mechanism at the same beta with the correct noise. Beta does not enter the claimed epsilon
+# (the noise is z times the sensitivity), so each pair differs only in the defect under test.
+QUICK_BETA = {"control_a": 1.0, "user_dp_beta1": 1.0}
 CONFIDENCE = 0.95
 CHANCE_P = 1e-3  # exposure flag: members' ranks beat chance at this p-value ...
 EXPOSURE_GAP = 2.0  # ... and their mean exposure exceeds the non-members' by this many bits
@@ -77,7 +83,8 @@ def audit_config(*, quick: bool, variant: str, out_dir: Path, seed: int = 0) -> 
             "tokenizer": {"vocab_size": 1000},
             "task": {"max_len": 40},
             "model": {"options": {"emb_dim": 24, "hidden_dim": 48}},
-            "privacy": {"q_u": 1.0, "m_max": 40, "beta": 0.1, "delta": 1e-3, "seed": seed},
+            "privacy": {"q_u": 1.0, "m_max": 40, "beta": QUICK_BETA.get(variant, 0.1), "delta": 1e-3,
+                        "seed": seed},
             "train": {"optimizer": "sgd", "lr": 1.0, "local_epochs": 3},
             "server": {"optimizer": "sgd", "lr": 1.0, "momentum": 0.0},
             "federation": {"rounds": 30, "eval_every": 30, "checkpoint_every": 30},
@@ -226,7 +233,7 @@ def _fmt(x: float) -> str:
 def write_report(out: Path, results: dict, command: str) -> None:
     lines = [f"# Privacy audit ({'quick' if results['quick'] else 'full'})", "",
              f"Command: `{command}`; {results['num_candidates']} candidates per secret; confidence "
-             f"{CONFIDENCE}; delta {results['delta']}; total {results['seconds']:.0f} s.", "",
+             f"{CONFIDENCE}; delta {results.get('delta')}; total {results['seconds']:.0f} s.", "",
              "| variant | freq | kind | in/out | exposure mean (median) | non-member exposure | chance p | "
              "TPR/FPR | one-run | eps_lb CP | eps_lb one-run | eps_lb rank | claimed eps | flag |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -240,6 +247,9 @@ def write_report(out: Path, results: dict, command: str) -> None:
     lines += ["", "| variant | flagged | sigma | eps_uedp | eps_user | test perplexity | control details | "
               "seconds |", "|---|---|---|---|---|---|---|---|"]
     for name, run in results["runs"].items():
+        if "status" in run:
+            lines.append(f"| {name} | {run['status']} | | | | | | |")
+            continue
         details = {k: run[k] for k in ("sigma_claimed", "sigma_used", "update_norm_max", "update_norm_median",
                                        "beta") if k in run}
         lines.append(f"| {name} | {run['flagged']} | {run['sigma']:.4g} | {_fmt(run['eps_uedp'])} | "
@@ -279,7 +289,13 @@ def run_audit(*, quick: bool, out: Path, variants: tuple[str, ...] = VARIANTS,
     with open(out / "training.log", "w") as log:
         for variant in variants:
             cfg = audit_config(quick=quick, variant=variant, out_dir=out)
-            summary = train(variant, cfg, log)
+            try:
+                summary = train(variant, cfg, log)
+            except Exception as exc:  # one broken variant must not lose the others' results
+                results["runs"][variant] = {"status": f"FAILED: {type(exc).__name__}: {exc}"}
+                print(f"{variant}: FAILED ({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
+                (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+                continue
             canaries = load_corpus_dir(load_manifest(cfg).corpus_dir).meta["audit_canaries"]
             rows = score(cfg, canaries, num_candidates=n)
             groups = analyse(variant, summary, rows, num_candidates=n, delta=cfg.privacy.delta)
@@ -294,6 +310,7 @@ def run_audit(*, quick: bool, out: Path, variants: tuple[str, ...] = VARIANTS,
                       f"{g['exposure_nonmember_mean']:.2f}) chance p {g['chance_p']:.1e} lower bounds "
                       f"{g['eps_lb_cp']:.2f}/{g['eps_lb_one_run']:.2f}/{g['eps_lb_rank']:.2f} claimed "
                       f"{_fmt(g['claimed_eps'])}", file=sys.stderr, flush=True)
+            (out / "results.json").write_text(json.dumps(results, indent=1, default=str))  # partial results
     results["seconds"] = time.monotonic() - t0
     results["broken_std_rule"] = "min(sigma**2, sigma/100)"
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str))

@@ -20,7 +20,6 @@ import argparse
 import csv
 import hashlib
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -31,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from experiments.collect import _cell
 
 ROOT = Path(__file__).resolve().parents[1]
 EPSILONS = (4.0, 8.0, 16.0)
@@ -171,7 +172,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ok = [r for r in group if "value" in r]
         agg: dict[str, Any] = {"setting": setting, **dict(o.split("=", 1) for o in setting.split())}
         agg["n"] = len(ok)
-        agg["failed"] = len(group) - len(ok)
+        agg["failed"] = sum(str(r.get("status", "")).startswith("FAILED") for r in group)  # not run: neither
         if ok:
             vals = [r["value"] for r in ok]
             agg.update({"metric": ok[0]["metric"], "mean": statistics.fmean(vals),
@@ -181,12 +182,6 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "initial": statistics.fmean(r["initial"] for r in ok)})
         out.append(agg)
     return out
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "inf" if math.isinf(v) else f"{v:.4g}"
-    return "" if v is None else str(v)
 
 
 def method_label(setting: dict[str, Any]) -> str:
@@ -201,7 +196,7 @@ def markdown(summary: list[dict[str, Any]]) -> str:
     for s in summary:
         s = {**s, "method": method_label(s),
              "setting": " ".join(p for p in s["setting"].split() if not p.startswith("strategy="))}
-        lines.append("| " + " | ".join(_fmt(s.get(c)) for c in cols) + " |")
+        lines.append("| " + " | ".join(_cell(s.get(c)) for c in cols) + " |")
     return "\n".join(lines)
 
 
@@ -214,6 +209,13 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _save(figure, path: Path, title: str) -> None:
+    figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    _pyplot().close(figure)
 
 
 def _ref(ax, s: dict[str, Any], label: str, color: str) -> None:
@@ -255,10 +257,7 @@ def plot_utility(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None
     if metric == "perplexity":
         axes[0][0].set_yscale("log")
     axes[0][0].legend(fontsize=7, loc="upper right")
-    figure.suptitle(fig.title, fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    _save(figure, path, fig.title)
 
 
 def plot_qs(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
@@ -279,10 +278,7 @@ def plot_qs(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
     lines = ax.get_legend_handles_labels()
     tl = twin.get_legend_handles_labels()
     ax.legend(lines[0] + tl[0], lines[1] + tl[1], fontsize=7)
-    ax.set_title(fig.title, fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    _save(figure, path, fig.title)
 
 
 def plot_kcap(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
@@ -308,10 +304,7 @@ def plot_kcap(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
     for ax in (a1, a2):
         ax.grid(True, alpha=0.3)
         ax.set_yscale("log")
-    figure.suptitle(fig.title, fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    _save(figure, path, fig.title)
 
 
 PLOTS = {"utility": plot_utility, "qs": plot_qs, "kcap": plot_kcap}

@@ -4,7 +4,9 @@ Flower run, without Ray or gRPC: used to tune defaults quickly and, side by side
 simulation, to measure Flower's round overhead (experiments/benchmark.py).
 
 Node ids are partition ids. A node listed in `failing` raises (like a crashing client) and comes back as
-an error reply.
+an error reply; so does any exception the client code raises (as in Flower, where a raising ClientApp
+yields an error reply and the round goes on). Only the exception's type is kept: its message could hold
+data.
 """
 
 from __future__ import annotations
@@ -51,7 +53,11 @@ class LocalGrid:
                 continue
             t0 = time.perf_counter()
             ins = TrainInstructions.from_record(msg.content["config"])
-            update, metrics = client_update(self.cfg, node, msg.content["arrays"].to_numpy_ndarrays(), ins)
+            try:
+                update, metrics = client_update(self.cfg, node, msg.content["arrays"].to_numpy_ndarrays(), ins)
+            except Exception as exc:  # as in Flower: a raising ClientApp is an error reply, the round goes on
+                replies.append(LocalReply(RecordDict(), error=f"client raised {type(exc).__name__}"))
+                continue
             self.client_seconds.append(time.perf_counter() - t0)
             content = RecordDict({"update": ArrayRecord(update)})
             if metrics:

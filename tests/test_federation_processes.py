@@ -167,3 +167,37 @@ def test_server_killed_mid_run_and_resumed(tmp_path):
     final = [rec["round"] for rec in json.loads((out / "ledger.json").read_text())["rounds"]]
     assert final == [1, 2, 3, 4]  # every round charged exactly once, across the crash
     assert "resuming after round" in (tmp_path / "home" / "logs" / "flwr-run.log").read_text()
+
+
+def test_interrupted_command_stops_every_process(tmp_path):
+    """SIGTERM to `python -m experiments.federation` while the run is under way: every SuperLink and
+    SuperNode process it printed is gone afterwards (stopped by process id, not left to the OS)."""
+    import re
+    import signal
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "experiments.federation", "--nodes", "2", "--out", str(tmp_path / "fed"),
+         "-c", f"dataset.options={json.dumps(TINY['dataset.options'])}", "-c", "federation.rounds=50"],
+        cwd=Path(__file__).parents[1], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    pids: list[int] = []
+    for line in proc.stdout:
+        if line.startswith("SuperLink on"):
+            pids = [int(p) for p in re.findall(r"=(\d+)", line)]
+            break
+    assert len(pids) == 3, "the command did not report its processes"
+    time.sleep(3)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+
+    def alive(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return False
+        return "State:\tZ" not in state  # a zombie has exited
+
+    assert not [p for p in pids if alive(p)], "processes left running after SIGTERM"
+    assert proc.returncode != 0  # interrupted, not a normal end

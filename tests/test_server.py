@@ -85,6 +85,24 @@ def test_failing_clients_count_as_zero_and_round_ends(tmp_path):
     assert s["rounds"] == 3
 
 
+def test_client_exception_is_an_error_reply_not_a_crash(tmp_path, monkeypatch):
+    """In-process grid, as in Flower: client code that raises (here: a non-finite update refused by the
+    clip) is an error reply; the round ends and training goes on."""
+    import experiments.local_grid as lg
+
+    real = lg.client_update
+
+    def sometimes_broken(cfg, node, weights, ins):
+        if node == 2:
+            raise ValueError("update has non-finite values (or overflows float64); it cannot be clipped")
+        return real(cfg, node, weights, ins)
+
+    monkeypatch.setattr(lg, "client_update", sometimes_broken)
+    s = run_local(tiny_config(tmp_path, privacy={"q_u": 1.0, "m_max": 8}))
+    rows = _rows(tmp_path)
+    assert s["rounds"] == 3 and all(r["failed"] == 1 and r["replies"] == 7 for r in rows)
+
+
 def test_fixed_seed_is_reported_and_reproducible(tmp_path):
     a = run_local(tiny_config(tmp_path / "a", privacy={"seed": 7}))
     b = run_local(tiny_config(tmp_path / "b", privacy={"seed": 7}))
