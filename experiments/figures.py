@@ -51,13 +51,14 @@ class Figure:
     notes: tuple[str, ...] = field(default=())
 
 
-def _utility(name: str, title: str, base: tuple[str, ...], categories: Iterable[str]) -> Figure:
+def _utility(name: str, title: str, base: tuple[str, ...], categories: Iterable[str],
+             epsilons: tuple[float, ...] = EPSILONS) -> Figure:
     settings: list[tuple[str, ...]] = [("strategy=fedavg",)]
-    settings += [("strategy=user_dp", f"privacy.target_epsilon={e:g}") for e in EPSILONS]
+    settings += [("strategy=user_dp", f"privacy.target_epsilon={e:g}") for e in epsilons]
     for cat in categories:  # the full epsilon range for all categories together, eps 8 for each one alone
         settings.append(("strategy=deid", f"entities.protected={cat}"))
         settings += [("strategy=uedp", f"entities.protected={cat}", f"privacy.target_epsilon={e:g}")
-                     for e in (EPSILONS if cat == "all" else (FIXED_EPS,))]
+                     for e in (epsilons if cat == "all" else (FIXED_EPS,))]
     return Figure(name, title, base, tuple(settings), "utility")
 
 
@@ -65,9 +66,10 @@ FIGURES: dict[str, Figure] = {
     f.name: f for f in (
         _utility("utility-synthetic", "Synthetic (200 users), next-word prediction", (), CATEGORIES),
         _utility("utility-bbc", "BBC News (400 users), classification",
-                 ("dataset=bbc_news", "task=classification", "entities.detector=spacy+rules"), ("all",)),
+                 ("dataset=bbc_news", "task=classification", "entities.detector=spacy+rules"), ("all",),
+                 (4.0, 8.0)),
         _utility("utility-shakespeare", "Shakespeare (200 roles), next-word prediction",
-                 ("dataset=shakespeare", "entities.detector=spacy+rules"), ("all",)),
+                 ("dataset=shakespeare", "entities.detector=spacy+rules"), ("all",), (4.0, 8.0)),
         Figure("qs", f"Effect of q_s at eps_uedp = {FIXED_EPS:g} (synthetic, next-word)",
                (f"privacy.target_epsilon={FIXED_EPS:g}",),
                (("strategy=uedp_naive",),
@@ -249,7 +251,9 @@ def plot_utility(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None
         if initial is not None:
             _ref(ax, {"mean": initial}, "untrained", "gray")
         ax.set_xscale("log", base=2)
-        ax.set_xticks(EPSILONS, [f"{e:g}" for e in EPSILONS])
+        ticks = sorted({e for e, _ in uedp + user}) or list(EPSILONS)
+        ax.set_xticks(ticks, [f"{e:g}" for e in ticks])
+        ax.minorticks_off()
         ax.set_title(f"protected: {cat}", fontsize=9)
         ax.set_xlabel("target epsilon (each method calibrated to its own claim)", fontsize=8)
         ax.grid(True, alpha=0.3)

@@ -188,3 +188,17 @@ def test_quick_config_makes_control_b_real(tmp_path):
     assert cfg.privacy.beta <= 0.1
     assert cfg.strategy.name == "user_dp"
     assert 5 in cfg.dataset.option_dict()["frequencies"]
+
+
+def test_control_a_runs_at_beta_one_beside_its_sound_twin(tmp_path):
+    """Control (a) is audited at beta 1.0 (at 0.1 the clip alone prevents memorization and hides the
+    defect), and `user_dp_beta1` is the same mechanism at the same beta with the correct noise."""
+    from experiments.audit import audit_config
+
+    a = audit_config(quick=True, variant="control_a", out_dir=tmp_path)
+    twin = audit_config(quick=True, variant="user_dp_beta1", out_dir=tmp_path)
+    sound = audit_config(quick=True, variant="user_dp", out_dir=tmp_path)
+    assert a.privacy.beta == twin.privacy.beta == 1.0 and sound.privacy.beta <= 0.1
+    assert a.strategy.name == twin.strategy.name == "user_dp"
+    a.federation.out_dir = twin.federation.out_dir
+    assert a == twin  # the pair differs only in the defect, which the audit switches on at run time
