@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
+import math
 import json
 import os
 import statistics
@@ -213,6 +214,11 @@ def _pyplot():
     return plt
 
 
+def _finite(s: dict[str, Any]) -> bool:
+    """A setting with a plottable mean (a diverged model's inf perplexity is in the table, not the plot)."""
+    return "mean" in s and math.isfinite(s["mean"])
+
+
 def _save(figure, path: Path, title: str) -> None:
     figure.suptitle(title, fontsize=10)
     figure.tight_layout()
@@ -235,10 +241,10 @@ def plot_utility(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None
     metric = next((s["metric"] for s in summary if "metric" in s), "metric")
     fedavg = next((s for s in summary if s.get("strategy") == "fedavg"), {})
     user = sorted((float(s["privacy.target_epsilon"]), s) for s in summary
-                  if s.get("strategy") == "user_dp" and "mean" in s)
+                  if s.get("strategy") == "user_dp" and _finite(s))
     for ax, cat in zip(axes[0], cats):
         uedp = sorted((float(s["privacy.target_epsilon"]), s) for s in summary
-                      if s.get("strategy") == "uedp" and s.get("entities.protected") == cat and "mean" in s)
+                      if s.get("strategy") == "uedp" and s.get("entities.protected") == cat and _finite(s))
         for pts, label, color in ((uedp, "UeDP f_E+ (eps_uedp)", "tab:orange"),
                                   (user, "user-level DP (eps_user; no entity guarantee)", "black")):
             if pts:
@@ -267,7 +273,7 @@ def plot_utility(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None
 def plot_qs(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
     plt = _pyplot()
     figure, ax = plt.subplots(figsize=(7, 4.5))
-    pts = sorted((float(s["privacy.q_s"]), s) for s in summary if "privacy.q_s" in s and "mean" in s)
+    pts = sorted((float(s["privacy.q_s"]), s) for s in summary if "privacy.q_s" in s and _finite(s))
     ax.errorbar([q for q, _ in pts], [s["mean"] for _, s in pts], yerr=[s["sd"] for _, s in pts], marker="o",
                 capsize=3, color="tab:orange", label="UeDP f_E+ (test perplexity)")
     _ref(ax, next((s for s in summary if s.get("strategy") == "uedp_naive"), {}), "UeDP f_E (q_s unused)",
@@ -289,7 +295,7 @@ def plot_kcap(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
     plt = _pyplot()
     figure, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
     base = next((s for s in summary if s.get("privacy.k_cap") == "1"), {})
-    caps = [s for s in summary if "privacy.k_cap" in s and "mean" in s]
+    caps = [s for s in summary if "privacy.k_cap" in s and _finite(s)]
     xs = [s["privacy.k_cap"] if s["privacy.k_cap"] != "0" else "none" for s in caps]
     a1.bar(xs, [s["mean"] for s in caps], yerr=[s["sd"] for s in caps], capsize=3, color="tab:orange")
     for x, s in zip(xs, caps):
@@ -297,7 +303,7 @@ def plot_kcap(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
                     xytext=(0, 8), textcoords="offset points")
     a1.set_xlabel("entity cap k_cap (q_e = 0.2)")
     a1.set_ylabel("test perplexity (mean ± sd)")
-    qes = sorted([(float(s["privacy.q_e"]), s) for s in summary if "privacy.q_e" in s and "mean" in s]
+    qes = sorted([(float(s["privacy.q_e"]), s) for s in summary if "privacy.q_e" in s and _finite(s)]
                  + ([(0.2, base)] if "mean" in base else []))
     a2.errorbar([q for q, _ in qes], [s["mean"] for _, s in qes], yerr=[s["sd"] for _, s in qes], marker="o",
                 capsize=3, color="tab:orange")
@@ -323,7 +329,7 @@ def write_outputs(fig: Figure, rows: list[dict[str, Any]], out: Path) -> list[di
         w.writeheader()
         w.writerows(rows)
     (out / f"{fig.name}.md").write_text(markdown(summary) + "\n")
-    if any("mean" in s for s in summary):
+    if any(_finite(s) for s in summary):
         PLOTS[fig.kind](fig, summary, out / f"{fig.name}.png")
     return summary
 

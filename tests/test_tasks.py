@@ -174,3 +174,13 @@ def test_make_batches_maps_rows_back_to_texts() -> None:
             assert b.input_ids[row, 0].item() == tok.cls_id
     with pytest.raises(ValueError, match="labels"):
         make_batches(tok, texts, task=CLASSIFICATION, max_len=16)
+
+
+def test_diverged_model_has_infinite_perplexity_not_an_error() -> None:
+    """A model destroyed by the noise (logits of 1e4) gives loss > 709: perplexity inf, run not aborted."""
+    model = BigramLM(50)
+    with torch.no_grad():
+        model.table.mul_(1e4)
+    seqs = [[1, 5, 9, 2], [1, 3, 2]]
+    result = evaluate(model, [pad_sequences(seqs, pad_id=0)])
+    assert result["loss"] > 709 and result["perplexity"] == math.inf

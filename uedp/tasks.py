@@ -80,7 +80,9 @@ class NextWordTask:
         if total_tokens == 0:
             raise ValueError("evaluate(next_word): no token to predict (empty evaluation set)")
         mean = total_nll / total_tokens
-        return {"loss": mean, "perplexity": math.exp(mean), "tokens": total_tokens, "sentences": sentences}
+        # a diverged model (e.g. destroyed by the noise) has loss > 709: its perplexity is inf, not an error
+        perplexity = math.exp(mean) if mean < 709.0 else math.inf
+        return {"loss": mean, "perplexity": perplexity, "tokens": total_tokens, "sentences": sentences}
 
 
 class ClassificationTask:
