@@ -19,8 +19,8 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
-import math
 import json
+import math
 import os
 import statistics
 import subprocess
