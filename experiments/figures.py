@@ -184,7 +184,8 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if ok:
             vals = [r["value"] for r in ok]
             agg.update({"metric": ok[0]["metric"], "mean": statistics.fmean(vals),
-                        "sd": statistics.stdev(vals) if len(vals) > 1 else 0.0,
+                        "sd": (statistics.stdev(vals) if len(vals) > 1 else 0.0)
+                        if all(map(math.isfinite, vals)) else math.nan,  # a diverged run (inf) has no sd
                         "z": statistics.fmean(r["z"] for r in ok),
                         **{k: statistics.fmean(r[k] for r in ok) for k in ("eps_uedp", "eps_user", "eps_undetected")},
                         "initial": statistics.fmean(r["initial"] for r in ok)})
