@@ -4,6 +4,7 @@ are aggregated into the table, the plot is written, and a rerun skips every fini
 from __future__ import annotations
 
 import csv
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +54,18 @@ def test_qs_figure_end_to_end(tmp_path):
     # a rerun runs nothing new
     again = _run(tmp_path)
     assert again.returncode == 0 and "0 to run" in again.stdout
+
+
+def test_summary_of_a_diverged_setting_is_inf_not_a_crash():
+    from experiments.figures import summarize
+
+    row = {"metric": "perplexity", "z": 1.0, "eps_uedp": 8.0, "eps_user": 5.0, "eps_undetected": 8.0,
+           "initial": 2000.0}
+    rows = [{**row, "setting": "privacy.k_cap=0", "rep": r, "value": v} for r, v in enumerate([math.inf, 900.0])]
+    rows += [{"setting": "privacy.k_cap=1", "rep": 0, "status": "FAILED: boom"},
+             {**row, "setting": "privacy.k_cap=1", "rep": 1, "value": 700.0},
+             {**row, "setting": "privacy.k_cap=1", "rep": 2, "value": 720.0}]
+    out = {s["setting"]: s for s in summarize(rows)}
+    assert out["privacy.k_cap=0"]["mean"] == math.inf and math.isnan(out["privacy.k_cap=0"]["sd"])
+    k1 = out["privacy.k_cap=1"]
+    assert k1["n"] == 2 and k1["failed"] == 1 and k1["mean"] == 710.0 and abs(k1["sd"] - 14.142) < 1e-3
