@@ -38,6 +38,7 @@ import torch  # noqa: E402
 
 import uedp.audit  # noqa: E402,F401 - registers audit_synthetic
 from experiments.local_grid import set_local_task_identity  # noqa: E402
+from experiments.plotting import pyplot, save
 from uedp.audit.controls import AuditGrid, no_server_recheck, per_step_clip_client_update, too_little_noise  # noqa: E402
 from uedp.audit.exposure import chance_p_value, exposure, rank_epsilon_lower_bound, rank_of, sentence_nll  # noqa: E402
 from uedp.audit.membership import (  # noqa: E402
@@ -259,10 +260,7 @@ def write_report(out: Path, results: dict, command: str) -> None:
 
 
 def plot(out: Path, results: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for name in results["runs"]:
@@ -275,9 +273,7 @@ def plot(out: Path, results: dict) -> None:
     ax.set_xlabel("canary frequency (users holding it)")
     ax.set_ylabel("mean exposure of planted secrets (bits)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "exposure.png", dpi=120)
-    plt.close(fig)
+    save(fig, out / "exposure.png")
 
 
 def run_audit(*, quick: bool, out: Path, variants: tuple[str, ...] = VARIANTS,

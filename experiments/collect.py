@@ -18,6 +18,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from experiments.plotting import pyplot, save
+
 
 def _overrides(job: Path) -> str:
     path = job / ".hydra" / "overrides.yaml"
@@ -70,10 +72,7 @@ def _setting(overrides: str) -> tuple[float | None, str]:
 
 
 def plot_vs_epsilon(rows: list[dict[str, Any]], path: Path, references: list[dict[str, Any]]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     metric = next((k for r in rows + references for k in ("perplexity", "error") if k in r), None)
     if metric is None:
@@ -95,9 +94,7 @@ def plot_vs_epsilon(rows: list[dict[str, Any]], path: Path, references: list[dic
     ax.set_ylabel(f"test {metric}")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

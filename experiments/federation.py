@@ -43,11 +43,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _bin(name: str) -> str:
-    """A Flower executable from this interpreter's environment (CI does not activate the venv)."""
+def executable(name: str, *, install: str = "install flwr") -> str:
+    """A command-line tool from this interpreter's environment first (CI does not activate the venv)."""
     found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
     if found is None:
-        raise FileNotFoundError(f"{name} not found next to {sys.executable} or on PATH; install flwr")
+        raise FileNotFoundError(f"{name} not found next to {sys.executable} or on PATH; {install}")
     return found
 
 
@@ -88,7 +88,7 @@ class Federation:
             node_sec = ["--root-certificates", str(self.certs.ca)]
         else:
             link_sec, node_sec = ["--insecure"], ["--insecure"]
-        self._link_argv = [_bin("flower-superlink"), *link_sec, "--host", "127.0.0.1", "--port", str(self.port),
+        self._link_argv = [executable("flower-superlink"), *link_sec, "--host", "127.0.0.1", "--port", str(self.port),
                            "--disable-runtime-dependency-installation", "--database", str(self.home / "state.db")]
         self._spawn("superlink", self._link_argv)
         self.write_connection()
@@ -101,8 +101,9 @@ class Federation:
             node_sec = ["--root-certificates", str(self.certs.ca)] if self.tls else ["--insecure"]
         cfg = {"partition-id": str(i), "num-partitions": str(self.nodes), **self.node_config.get(i, {})}
         node_config = " ".join(f"{k}={v if v.lstrip('-').isdigit() else json.dumps(v)}" for k, v in cfg.items())
-        self._spawn(f"supernode-{i}", [_bin("flower-supernode"), *node_sec, "--superlink", f"127.0.0.1:{self.port}",
-                                       "--port", str(free_port()), "--node-config", node_config])
+        self._spawn(f"supernode-{i}", [executable("flower-supernode"), *node_sec, "--superlink",
+                                       f"127.0.0.1:{self.port}", "--port", str(free_port()),
+                                       "--node-config", node_config])
 
     def restart_superlink(self) -> None:
         """Start the SuperLink again on the same port (after it was killed); the SuperNodes reconnect."""
@@ -151,7 +152,7 @@ class Federation:
         path = self.home / "run-config.toml"
         path.write_text("".join(f"{k} = {_toml(v)}\n" for k, v in overrides.items()))
         log = (self.home / "logs" / "flwr-run.log").open("w")
-        proc = subprocess.Popen([_bin("flwr"), "run", ".", CONNECTION, "--stream", "--run-config", str(path)],
+        proc = subprocess.Popen([executable("flwr"), "run", ".", CONNECTION, "--stream", "--run-config", str(path)],
                                 cwd=ROOT, env=self._env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, start_new_session=True)
         self.procs["flwr-run"] = proc

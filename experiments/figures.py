@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.collect import _cell
+from experiments.plotting import pyplot, save
 
 ROOT = Path(__file__).resolve().parents[1]
 EPSILONS = (4.0, 8.0, 16.0)
@@ -211,25 +212,9 @@ def markdown(summary: list[dict[str, Any]]) -> str:
 
 # -- plotting --------------------------------------------------------------------------------------------
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _finite(s: dict[str, Any]) -> bool:
     """A setting with a plottable mean (a diverged model's inf perplexity is in the table, not the plot)."""
     return "mean" in s and math.isfinite(s["mean"])
-
-
-def _save(figure, path: Path, title: str) -> None:
-    figure.suptitle(title, fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    _pyplot().close(figure)
 
 
 def _ref(ax, s: dict[str, Any], label: str, color: str) -> None:
@@ -241,7 +226,7 @@ def _ref(ax, s: dict[str, Any], label: str, color: str) -> None:
 
 
 def plot_utility(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     cats = list(dict.fromkeys(s["entities.protected"] for s in summary if "entities.protected" in s))
     figure, axes = plt.subplots(1, len(cats), figsize=(4.2 * len(cats) + 0.8, 4.2), sharey=True, squeeze=False)
     metric = next((s["metric"] for s in summary if "metric" in s), "metric")
@@ -273,11 +258,11 @@ def plot_utility(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None
     if metric == "perplexity":
         axes[0][0].set_yscale("log")
     axes[0][0].legend(fontsize=7, loc="upper right")
-    _save(figure, path, fig.title)
+    save(figure, path, title=fig.title)
 
 
 def plot_qs(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     figure, ax = plt.subplots(figsize=(7, 4.5))
     pts = sorted((float(s["privacy.q_s"]), s) for s in summary if "privacy.q_s" in s and _finite(s))
     ax.errorbar([q for q, _ in pts], [s["mean"] for _, s in pts], yerr=[s["sd"] for _, s in pts], marker="o",
@@ -294,11 +279,11 @@ def plot_qs(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
     lines = ax.get_legend_handles_labels()
     tl = twin.get_legend_handles_labels()
     ax.legend(lines[0] + tl[0], lines[1] + tl[1], fontsize=7)
-    _save(figure, path, fig.title)
+    save(figure, path, title=fig.title)
 
 
 def plot_kcap(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     figure, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4.2))
     base = next((s for s in summary if s.get("privacy.k_cap") == "1"), {})
     caps = [s for s in summary if "privacy.k_cap" in s and "mean" in s]
@@ -326,7 +311,7 @@ def plot_kcap(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
     a2.set_ylabel("test perplexity (mean ± sd)")
     for ax in (a1, a2):
         ax.grid(True, alpha=0.3)
-    _save(figure, path, fig.title)
+    save(figure, path, title=fig.title)
 
 
 PLOTS = {"utility": plot_utility, "qs": plot_qs, "kcap": plot_kcap}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.plotting import pyplot, save
 from uedp.privacy.accounting import epsilon, mechanism
 
 
@@ -45,10 +46,7 @@ def curves(*, z: float, q_u: float, q_e: float, q_s: float, m_max: int, rounds: 
 
 
 def plot(rows: list[dict], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     styles = {"1": "-", "4": "--", "none": ":", "-": "-"}
     colors = {"user-level DP (eps_user)": "black", "UeDP f_E (eps_uedp)": "tab:blue",
@@ -65,9 +63,7 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

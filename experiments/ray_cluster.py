@@ -13,23 +13,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from experiments.federation import free_port
-
-
-def _ray_bin() -> str:
-    found = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
-    if found is None:
-        raise FileNotFoundError("the `ray` CLI is not installed (pip install 'flwr[simulation]')")
-    return found
+from experiments.federation import executable, free_port
 
 
 def _cluster_pids(markers: tuple[str, ...]) -> list[int]:
@@ -58,7 +49,8 @@ def ray_cluster(*, cpus: int = 2, temp_dir: Path | None = None) -> Iterator[str]
     temp = Path(temp_dir or tempfile.mkdtemp(prefix="uedp-ray-", dir="/tmp"))  # short: AF_UNIX paths <= 107 bytes
     port = free_port()
     markers = (str(temp), f":{port} ", f":{port}\n", f"--gcs-address=127.0.0.1:{port}", f"--address=127.0.0.1:{port}")
-    cmd = [_ray_bin(), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", f"--num-cpus={cpus}",
+    ray = executable("ray", install="pip install 'flwr[simulation]'")
+    cmd = [ray, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", f"--num-cpus={cpus}",
            "--include-dashboard=false", f"--temp-dir={temp}", "--disable-usage-stats"]
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     try:
