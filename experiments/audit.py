@@ -38,7 +38,7 @@ import torch  # noqa: E402
 
 import uedp.audit  # noqa: E402,F401 - registers audit_synthetic
 from experiments.local_grid import set_local_task_identity  # noqa: E402
-from experiments.plotting import pyplot, save
+from experiments.plotting import pyplot, save  # noqa: E402
 from uedp.audit.controls import AuditGrid, no_server_recheck, per_step_clip_client_update, too_little_noise  # noqa: E402
 from uedp.audit.exposure import chance_p_value, exposure, rank_epsilon_lower_bound, rank_of, sentence_nll  # noqa: E402
 from uedp.audit.membership import (  # noqa: E402
@@ -48,28 +48,34 @@ from uedp.audit.membership import (  # noqa: E402
     one_run_guesses,
     threshold_attack,
 )
+from uedp.commands.options import parse_options  # noqa: E402
 from uedp.config import RunConfig  # noqa: E402
 from uedp.data.loaders import materialize  # noqa: E402
 from uedp.data.store import load_corpus_dir  # noqa: E402
 from uedp.data.synthetic import canary_candidates  # noqa: E402
+from uedp.errors import ConfigError  # noqa: E402
 from uedp.models.base import set_weights  # noqa: E402
 from uedp.pipeline import load_manifest, load_tokenizer, new_model, prepare  # noqa: E402
 from uedp.tokenization import TokenizerConfig, tokenizer_cache_path, train_tokenizer  # noqa: E402
 
 VARIANTS = ("fedavg", "uedp", "user_dp", "control_a", "control_b", "user_dp_beta1")
-# The quick audit clips at beta 0.1 (below FedAvg's update norms, so control (b)'s missing update clip
-# matters). At that beta clipping alone keeps even a noiseless run from memorizing, which hid control (a)'s
-# defect. So control (a) runs at beta 1.0, where the clip rarely binds, and `user_dp_beta1` is its sound
-# twin: the same mechanism at the same beta with the correct noise. Beta does not enter the claimed epsilon
-# (the noise is z times the sensitivity), so each pair differs only in the defect under test.
-QUICK_BETA = {"control_a": 1.0, "user_dp_beta1": 1.0}
+# Both audits clip below FedAvg's update norms (quick: beta 0.1; full: the default 0.2), so control (b)'s
+# missing update clip matters. At such a beta the clip alone keeps even a noiseless run from memorizing
+# as much, which hid control (a)'s defect (docs/audit.md, Findings 4 and 6). So control (a) runs at beta
+# 1.0, where the clip rarely binds, and `user_dp_beta1` is its sound twin: the same mechanism at the same
+# beta with the correct noise. Beta does not enter the claimed epsilon (the noise is z times the
+# sensitivity), so each pair differs only in the defect under test.
+PAIR_BETA = {"control_a": 1.0, "user_dp_beta1": 1.0}
 CONFIDENCE = 0.95
 CHANCE_P = 1e-3  # exposure flag: members' ranks beat chance at this p-value ...
 EXPOSURE_GAP = 2.0  # ... and their mean exposure exceeds the non-members' by this many bits
 
 
-def audit_config(*, quick: bool, variant: str, out_dir: Path, seed: int = 0) -> RunConfig:
-    """The run configuration of one variant: the main job's defaults (full) or a small CI version."""
+def audit_config(*, quick: bool, variant: str, out_dir: Path, seed: int = 0,
+                 overrides: dict[str, Any] | None = None) -> RunConfig:
+    """The run configuration of one variant: the main job's defaults (full) or a small CI version, with the
+    user's `overrides` ({"group.key": value} or {"group.options.key": value}) on top, so any configuration
+    can be audited. The variant decides the strategy and output folder, which cannot be overridden."""
     strategy = {"fedavg": "fedavg", "uedp": "uedp"}.get(variant, "user_dp")
     if quick:
         # Power needs: the canary inside max_len (a 400-token vocabulary made it ~30 tokens, cut at 32, so
@@ -84,19 +90,46 @@ def audit_config(*, quick: bool, variant: str, out_dir: Path, seed: int = 0) -> 
             "tokenizer": {"vocab_size": 1000},
             "task": {"max_len": 40},
             "model": {"options": {"emb_dim": 24, "hidden_dim": 48}},
-            "privacy": {"q_u": 1.0, "m_max": 40, "beta": QUICK_BETA.get(variant, 0.1), "delta": 1e-3,
+            "privacy": {"q_u": 1.0, "m_max": 40, "beta": PAIR_BETA.get(variant, 0.1), "delta": 1e-3,
                         "seed": seed},
             "train": {"optimizer": "sgd", "lr": 1.0, "local_epochs": 3},
             "server": {"optimizer": "sgd", "lr": 1.0, "momentum": 0.0},
             "federation": {"rounds": 30, "eval_every": 30, "checkpoint_every": 30},
         }
     else:
+        # The main job's settings. At their training budget (30 rounds, ~50 of 200 users per round, one
+        # local epoch) noiseless FedAvg memorizes no canary held by 8 users or fewer (docs/audit.md,
+        # Finding 6), so the full audit adds canaries held by 32 users: they give it power, and they are
+        # the entities UeDP protects at eps_uedp whatever their frequency, while user-level DP covers them
+        # only by group privacy (32 * eps_user). 4-digit secrets: the whole space is ranked (exact).
         nested = {"dataset": {"name": "audit_synthetic", "options": {
-            "num_users": 200, "frequencies": [1, 2, 4, 8], "per_frequency": 16, "copies": 8}},
+            "num_users": 200, "frequencies": [1, 2, 4, 8, 32], "per_frequency": 16, "copies": 8,
+            "space": "dddd"}},
             "task": {"max_len": 48}}
+        if variant in PAIR_BETA:
+            nested["privacy"] = {"beta": PAIR_BETA[variant]}
+    for key, value in (overrides or {}).items():
+        _override(nested, key, value)
     nested.setdefault("strategy", {})["name"] = strategy
     nested.setdefault("federation", {})["out_dir"] = str(out_dir / variant)
     return RunConfig.from_nested(nested)
+
+
+def _override(nested: dict[str, Any], key: str, value: Any) -> None:
+    """Set `group.key` or `group.options.key` (dataset, model) in the nested config."""
+    parts = key.split(".")
+    if key in ("strategy.name", "federation.out_dir"):
+        raise ConfigError(f"--set {key}: set by the audit variant (use --variants / --out)")
+    if len(parts) == 2:
+        nested.setdefault(parts[0], {})[parts[1]] = value
+    elif len(parts) == 3 and parts[1] == "options":
+        group = nested.setdefault(parts[0], {})
+        options = group.get("options", {})
+        if isinstance(options, str):
+            options = json.loads(options)
+        group["options"] = {**options, parts[2]: value}
+    else:
+        raise ConfigError(f"--set {key}: expected group.key or group.options.key")
 
 
 def canary_free_tokenizer(cfg: RunConfig) -> None:
@@ -217,18 +250,74 @@ def analyse(variant: str, summary: dict, rows: list[dict], *, num_candidates: in
             "tpr": conf.tpr, "fpr": conf.fpr, "one_run": f"{v}/{r}", **lbs,
             "claimed_eps": claim, "violation": max(lbs.values()) > claim,
         })
+        classify(out[-1])
     return out
 
 
-def flagged(groups: list[dict]) -> bool:
-    """A variant is flagged if a lower bound exceeds its claim, or its exposure is far above chance."""
-    return any(g["violation"] or (g["chance_p"] < CHANCE_P and
-                                  g["exposure_mean"] - g["exposure_nonmember_mean"] > EXPOSURE_GAP)
-               for g in groups)
+def leaks(g: dict) -> bool:
+    """Exposure far above chance: the members' ranks beat chance (p < CHANCE_P) by a wide margin."""
+    return g["chance_p"] < CHANCE_P and g["exposure_mean"] - g["exposure_nonmember_mean"] > EXPOSURE_GAP
+
+
+def classify(g: dict) -> None:
+    """Mark a group's leak, and whether its claim is user-level DP's group privacy (freq * eps_user)."""
+    g["group_privacy"] = g["variant"] not in ("fedavg", "uedp") and g["frequency"] > 1
+    g["leak"] = leaks(g)
+
+
+def reference_of(variant: str) -> str | None:
+    """The sound twin of a broken control: the same configuration without the defect."""
+    if variant == "control_a":
+        return "user_dp_beta1"  # both at beta 1.0 (PAIR_BETA)
+    return "user_dp" if variant == "control_b" else None
+
+
+def flagged(groups: list[dict], reference: list[dict] | None = None) -> bool:
+    """A variant is flagged if a lower bound exceeds its claim, or if a canary group leaks (exposure far
+    above chance) where the variant's claim should prevent it. A leak counts when the group's claim is one
+    the mechanism states directly (eps_user for user canaries, eps_uedp for UeDP's entity canaries; FedAvg,
+    which claims nothing, is flagged by any leak: that shows the audit's power). User-level DP covers an
+    entity held by f users only by group privacy (f * eps_user, vacuous for large f), so there a leak is
+    what the guarantee allows, and it counts only if the variant's sound `reference` (a control's twin, run
+    in the same audit) does not leak on the same canaries. Exposure can never prove a violation at eps of
+    8 or more (under eps-DP the mean exposure may reach (eps + 1) / ln 2 bits), so the exposure rule is a
+    comparison with what the sound mechanism shows, not a proof; the lower bounds are the proof."""
+    ref = None if reference is None else {g["frequency"]: leaks(g) for g in reference}
+    for g in groups:
+        if g["violation"]:
+            return True
+        if leaks(g) and (not g.get("group_privacy") or (ref is not None and not ref.get(g["frequency"], False))):
+            return True
+    return False
+
+
+def verdicts(results: dict) -> None:
+    """Set each finished run's `flagged` (and the reference it was compared with) from the groups."""
+    by_variant: dict[str, list[dict]] = {}
+    for g in results["groups"]:
+        by_variant.setdefault(g["variant"], []).append(g)
+    for name, run in results["runs"].items():
+        if "status" in run:
+            continue
+        ref = reference_of(name)
+        reference = None
+        if ref is not None:  # a control: compared with its twin, or with chance if the twin was not run
+            reference = by_variant.get(ref, [])
+            ref = ref if ref in by_variant else f"chance ({ref} not run)"
+        run["reference"] = ref
+        run["flagged"] = flagged(by_variant.get(name, []), reference)
 
 
 def _fmt(x: float) -> str:
     return "inf" if x == math.inf else f"{x:.2f}"
+
+
+def _group_flag(g: dict) -> str:
+    if g["violation"]:
+        return "VIOLATION"
+    if g.get("leak"):
+        return "leak (group privacy only)" if g.get("group_privacy") else "leak"
+    return ""
 
 
 def write_report(out: Path, results: dict, command: str) -> None:
@@ -244,16 +333,21 @@ def write_report(out: Path, results: dict, command: str) -> None:
             f"{g['exposure_mean']:.2f} ({g['exposure_median']:.2f}) | {g['exposure_nonmember_mean']:.2f} | "
             f"{g['chance_p']:.1e} | {g['tpr']:.2f}/{g['fpr']:.2f} | {g['one_run']} | {_fmt(g['eps_lb_cp'])} | "
             f"{_fmt(g['eps_lb_one_run'])} | {_fmt(g['eps_lb_rank'])} | {_fmt(g['claimed_eps'])} | "
-            f"{'VIOLATION' if g['violation'] else ''} |")
-    lines += ["", "| variant | flagged | sigma | eps_uedp | eps_user | test perplexity | control details | "
-              "seconds |", "|---|---|---|---|---|---|---|---|"]
+            f"{_group_flag(g)} |")
+    lines += ["", "flag: VIOLATION = a lower bound above the claim; leak = exposure far above chance (p < "
+              f"{CHANCE_P:g}, members > non-members + {EXPOSURE_GAP:g} bits); \"group privacy only\" = a user-level "
+              "DP claim of f * eps_user, which allows the leak. A variant is flagged by a violation, or by a leak "
+              "its claim should prevent (for a control: one its sound reference does not show); see `flagged`.",
+              "", "| variant | flagged | reference | sigma | eps_uedp | eps_user | test perplexity | "
+              "control details | seconds |", "|---|---|---|---|---|---|---|---|---|"]
     for name, run in results["runs"].items():
         if "status" in run:
-            lines.append(f"| {name} | {run['status']} | | | | | | |")
+            lines.append(f"| {name} | {run['status']} | | | | | | | |")
             continue
         details = {k: run[k] for k in ("sigma_claimed", "sigma_used", "update_norm_max", "update_norm_median",
                                        "beta") if k in run}
-        lines.append(f"| {name} | {run['flagged']} | {run['sigma']:.4g} | {_fmt(run['eps_uedp'])} | "
+        lines.append(f"| {name} | {run['flagged']} | {run.get('reference') or ''} | {run['sigma']:.4g} | "
+                     f"{_fmt(run['eps_uedp'])} | "
                      f"{_fmt(run['eps_user'])} | {run['final'].get('perplexity', float('nan')):.1f} | "
                      f"{json.dumps(details)} | {run['seconds']} |")
     (out / "report.md").write_text("\n".join(lines) + "\n")
@@ -277,14 +371,16 @@ def plot(out: Path, results: dict) -> None:
 
 
 def run_audit(*, quick: bool, out: Path, variants: tuple[str, ...] = VARIANTS,
-              num_candidates: int | None = None) -> dict:
+              num_candidates: int | None = None, overrides: dict[str, Any] | None = None,
+              command: str = "") -> dict:
     t0 = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
-    n = num_candidates or (999 if quick else 2000)  # quick: the whole 3-digit space, exact exposure
-    results: dict[str, Any] = {"quick": quick, "num_candidates": n, "runs": {}, "groups": []}
+    n = num_candidates or (999 if quick else 9999)  # the whole 3- or 4-digit space: exact exposure
+    results: dict[str, Any] = {"quick": quick, "num_candidates": n, "overrides": overrides or {},
+                               "command": command, "runs": {}, "groups": [], "canaries": {}}
     with open(out / "training.log", "w") as log:
         for variant in variants:
-            cfg = audit_config(quick=quick, variant=variant, out_dir=out)
+            cfg = audit_config(quick=quick, variant=variant, out_dir=out, overrides=overrides)
             try:
                 summary = train(variant, cfg, log)
             except Exception as exc:  # one broken variant must not lose the others' results
@@ -295,11 +391,12 @@ def run_audit(*, quick: bool, out: Path, variants: tuple[str, ...] = VARIANTS,
             canaries = load_corpus_dir(load_manifest(cfg).corpus_dir).meta["audit_canaries"]
             rows = score(cfg, canaries, num_candidates=n)
             groups = analyse(variant, summary, rows, num_candidates=n, delta=cfg.privacy.delta)
-            summary["flagged"] = flagged(groups)
             results["runs"][variant] = summary
             results["groups"] += groups
+            results["canaries"][variant] = rows  # per canary: frequency, member, rank, exposure
             results["delta"] = cfg.privacy.delta
-            print(f"{variant}: flagged={summary['flagged']} sigma={summary['sigma']:.4g} "
+            verdicts(results)
+            print(f"{variant}: flagged={summary['flagged']} (so far) sigma={summary['sigma']:.4g} "
                   f"({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
             for g in groups:
                 print(f"  f={g['frequency']}: exposure {g['exposure_mean']:.2f} (non-members "
@@ -307,6 +404,7 @@ def run_audit(*, quick: bool, out: Path, variants: tuple[str, ...] = VARIANTS,
                       f"{g['eps_lb_cp']:.2f}/{g['eps_lb_one_run']:.2f}/{g['eps_lb_rank']:.2f} claimed "
                       f"{_fmt(g['claimed_eps'])}", file=sys.stderr, flush=True)
             (out / "results.json").write_text(json.dumps(results, indent=1, default=str))  # partial results
+    verdicts(results)  # a control's twin may have run after it
     results["seconds"] = time.monotonic() - t0
     results["broken_std_rule"] = "min(sigma**2, sigma/100)"
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
@@ -319,12 +417,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("outputs/audit"))
     parser.add_argument("--candidates", type=int, default=None, help="candidates per secret")
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--reanalyse", action="store_true",
+                        help="recompute the verdicts, report and plot of the audit in --out (no training)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="audit another configuration: group.key=value or group.options.key=value "
+                             "(e.g. privacy.q_u=0.5, dataset.options.copies=16); repeatable")
     args = parser.parse_args(argv)
     variants = tuple(v for v in args.variants.split(",") if v)
     if bad := [v for v in variants if v not in VARIANTS]:
         parser.error(f"unknown variant(s) {bad}; choose from {', '.join(VARIANTS)}")
-    results = run_audit(quick=args.quick, out=args.out, variants=variants, num_candidates=args.candidates)
+    try:
+        overrides = parse_options(args.overrides)
+        for variant in variants:
+            audit_config(quick=args.quick, variant=variant, out_dir=args.out, overrides=overrides)
+    except ConfigError as exc:  # a bad key or value fails before any training
+        parser.error(str(exc))
     command = "python -m experiments.audit " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.reanalyse:  # the verdicts and report of a finished audit, from its results.json
+        results = json.loads((args.out / "results.json").read_text())
+        for g in results["groups"]:
+            classify(g)
+        verdicts(results)
+        command = results.get("command", command)
+        (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    else:
+        results = run_audit(quick=args.quick, out=args.out, variants=variants, num_candidates=args.candidates,
+                            overrides=overrides, command=command.strip())
     write_report(args.out, results, command.strip())
     plot(args.out, results)
     print((args.out / "report.md").read_text())

@@ -47,7 +47,8 @@ def collect(sweep: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _cell(v: Any) -> str:
+def cell(v: Any) -> str:
+    """One markdown table cell: floats to 4 significant digits (inf as "inf"), None as empty."""
     if isinstance(v, float):
         return "inf" if math.isinf(v) else f"{v:.4g}"
     return "" if v is None else str(v)
@@ -56,7 +57,7 @@ def _cell(v: Any) -> str:
 def markdown(rows: list[dict[str, Any]]) -> str:
     cols = list(dict.fromkeys(k for r in rows for k in r))
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(_cell(r.get(c)) for c in cols) + " |" for r in rows]
+    lines += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
 
 

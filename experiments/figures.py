@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from experiments.collect import _cell
+from experiments.collect import cell
 from experiments.plotting import pyplot, save
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -206,7 +206,7 @@ def markdown(summary: list[dict[str, Any]]) -> str:
     for s in summary:
         s = {**s, "method": method_label(s),
              "setting": " ".join(p for p in s["setting"].split() if not p.startswith("strategy="))}
-        lines.append("| " + " | ".join(_cell(s.get(c)) for c in cols) + " |")
+        lines.append("| " + " | ".join(cell(s.get(c)) for c in cols) + " |")
     return "\n".join(lines)
 
 

@@ -21,20 +21,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from experiments.federation import executable, free_port
+from experiments.processes import pids_matching
 
 
 def _cluster_pids(markers: tuple[str, ...]) -> list[int]:
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if any(m in cmd for m in markers):
-            pids.append(int(proc.name))
-    return pids
+    return pids_matching(lambda cmd: any(m in cmd for m in markers))
 
 
 def _signal_all(pids: list[int], sig: int) -> None:

@@ -18,6 +18,7 @@ from uedp.audit.membership import (
     one_run_guesses,
     threshold_attack,
 )
+from uedp.config import RunConfig
 from uedp.privacy.noise import GaussianNoise
 
 
@@ -171,11 +172,40 @@ def test_audit_synthetic_space_option_and_validation():
 def test_flag_rule_needs_significance_and_a_gap_or_a_violation():
     from experiments.audit import flagged
 
-    base = {"violation": False, "chance_p": 1e-5, "exposure_mean": 6.0, "exposure_nonmember_mean": 1.5}
+    base = {"violation": False, "chance_p": 1e-5, "exposure_mean": 6.0, "exposure_nonmember_mean": 1.5,
+            "frequency": 1, "group_privacy": False}
     assert flagged([base])
     assert not flagged([{**base, "chance_p": 0.01}])
     assert not flagged([{**base, "exposure_mean": 3.0}])
     assert flagged([{**base, "chance_p": 0.5, "exposure_mean": 1.0, "violation": True}])
+
+
+def test_a_leak_allowed_by_group_privacy_flags_only_against_a_sound_reference_that_does_not_leak():
+    """User-level DP protects an entity held by f users only by group privacy (f * eps_user): its leak
+    there is allowed, and is not a flag; a control leaking where its sound twin does not is flagged."""
+    from experiments.audit import classify, flagged, reference_of, verdicts
+
+    leak = {"violation": False, "chance_p": 1e-5, "exposure_mean": 5.6, "exposure_nonmember_mean": 1.3,
+            "frequency": 32, "group_privacy": True}
+    quiet = {**leak, "chance_p": 0.3, "exposure_mean": 1.4}
+    assert not flagged([leak])  # sound user-level DP leaking a 32-user entity: allowed by its claim
+    assert flagged([leak], reference=[quiet])  # a control leaking where its twin does not
+    assert not flagged([leak], reference=[leak])  # both leak: the canaries cannot tell them apart
+    assert flagged([{**leak, "group_privacy": False}], reference=[leak])  # a directly stated claim
+
+    results = {"quick": True, "runs": {"control_a": {}, "user_dp_beta1": {}, "uedp": {"status": "FAILED: x"}},
+               "groups": [{**leak, "variant": "control_a"}, {**quiet, "variant": "user_dp_beta1"}]}
+    for g in results["groups"]:
+        classify(g)
+    assert results["groups"][0]["group_privacy"] and results["groups"][0]["leak"]
+    verdicts(results)
+    assert results["runs"]["control_a"] == {"reference": "user_dp_beta1", "flagged": True}
+    assert results["runs"]["user_dp_beta1"] == {"reference": None, "flagged": False}
+    assert "flagged" not in results["runs"]["uedp"]
+    del results["runs"]["user_dp_beta1"], results["groups"][1]  # twin not run: compared with chance
+    verdicts(results)
+    assert results["runs"]["control_a"] == {"reference": "chance (user_dp_beta1 not run)", "flagged": True}
+    assert reference_of("control_a") == "user_dp_beta1" and reference_of("control_b") == "user_dp"
 
 
 def test_quick_config_makes_control_b_real(tmp_path):
@@ -195,10 +225,56 @@ def test_control_a_runs_at_beta_one_beside_its_sound_twin(tmp_path):
     defect), and `user_dp_beta1` is the same mechanism at the same beta with the correct noise."""
     from experiments.audit import audit_config
 
-    a = audit_config(quick=True, variant="control_a", out_dir=tmp_path)
-    twin = audit_config(quick=True, variant="user_dp_beta1", out_dir=tmp_path)
-    sound = audit_config(quick=True, variant="user_dp", out_dir=tmp_path)
-    assert a.privacy.beta == twin.privacy.beta == 1.0 and sound.privacy.beta <= 0.1
-    assert a.strategy.name == twin.strategy.name == "user_dp"
-    a.federation.out_dir = twin.federation.out_dir
-    assert a == twin  # the pair differs only in the defect, which the audit switches on at run time
+    for quick in (True, False):
+        a = audit_config(quick=quick, variant="control_a", out_dir=tmp_path)
+        twin = audit_config(quick=quick, variant="user_dp_beta1", out_dir=tmp_path)
+        sound = audit_config(quick=quick, variant="user_dp", out_dir=tmp_path)
+        assert a.privacy.beta == twin.privacy.beta == 1.0 and sound.privacy.beta <= 0.2
+        assert a.strategy.name == twin.strategy.name == "user_dp"
+        a.federation.out_dir = twin.federation.out_dir
+        assert a == twin  # the pair differs only in the defect, which the audit switches on at run time
+    assert sound.privacy.beta == RunConfig().privacy.beta  # the full audit: the main job's defaults
+
+
+def test_audit_overrides_reach_the_config_and_bad_keys_fail_before_training(tmp_path):
+    """`--set KEY=VALUE` audits another configuration: mechanism keys and canary options both apply, to
+    every variant; an unknown key or an attempt to change the variant's strategy is refused up front."""
+    from experiments.audit import audit_config, main
+
+    over = {"privacy.q_u": 0.5, "dataset.options.copies": 3, "model.options.hidden_dim": 32}
+    for variant in ("uedp", "user_dp", "control_a"):
+        cfg = audit_config(quick=False, variant=variant, out_dir=tmp_path, overrides=over)
+        assert cfg.privacy.q_u == 0.5 and cfg.model.option_dict()["hidden_dim"] == 32
+        options = cfg.dataset.option_dict()
+        assert options["copies"] == 3 and options["frequencies"] == [1, 2, 4, 8, 32]  # the rest is kept
+    for bad in ("privacy.nope=1", "strategy.name=fedavg", "privacy.q_u=lots", "copies=3"):
+        with pytest.raises(SystemExit) as exc:
+            main(["--out", str(tmp_path / "never"), "--set", bad])
+        assert exc.value.code == 2
+    assert not (tmp_path / "never").exists()  # nothing ran, nothing was written
+
+
+def test_reanalyse_rebuilds_verdicts_and_report_from_saved_results(tmp_path):
+    """`--reanalyse` redoes the verdicts from results.json alone (no training): a sound user-level DP run
+    leaking 32-user canaries is reported as allowed by group privacy; FedAvg's leak flags it."""
+    import json
+
+    from experiments.audit import main
+
+    def group(variant, freq, exposure, p):
+        return {"variant": variant, "frequency": freq, "kind": "entity", "members": 5, "non_members": 11,
+                "exposure_mean": exposure, "exposure_median": exposure, "exposure_nonmember_mean": 1.4,
+                "chance_p": p, "tpr": 1.0, "fpr": 0.27, "one_run": "6/8", "eps_lb_cp": 0.0,
+                "eps_lb_one_run": 0.0, "eps_lb_rank": 2.0, "claimed_eps": 256.0, "violation": False}
+
+    run = {"sigma": 0.2, "eps_uedp": math.inf, "eps_user": 8.0, "final": {"perplexity": 500.0}, "seconds": 1}
+    results = {"quick": False, "num_candidates": 9999, "delta": 1e-5, "seconds": 2, "command": "python -m x",
+               "runs": {"fedavg": dict(run), "user_dp": dict(run)},
+               "groups": [group("fedavg", 32, 5.7, 2e-5), group("user_dp", 32, 4.5, 5e-4)]}
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    assert main(["--out", str(tmp_path), "--reanalyse"]) == 0
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["runs"]["fedavg"]["flagged"] and not saved["runs"]["user_dp"]["flagged"]
+    report = (tmp_path / "report.md").read_text()
+    assert "Command: `python -m x`" in report and "leak (group privacy only)" in report
+    assert (tmp_path / "exposure.png").stat().st_size > 0

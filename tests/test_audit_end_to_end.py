@@ -15,18 +15,21 @@ from experiments.audit import run_audit
 @pytest.mark.slow
 def test_quick_audit_flags_the_leaky_variants_and_passes_the_sound_ones(tmp_path):
     results = run_audit(quick=True, out=tmp_path,
-                        variants=("fedavg", "control_a", "control_b", "user_dp", "uedp"))
+                        variants=("fedavg", "control_a", "control_b", "user_dp", "uedp", "user_dp_beta1"))
     runs = results["runs"]
     assert all("status" not in r for r in runs.values()), {k: r.get("status") for k, r in runs.items()}
     assert runs["fedavg"]["flagged"], "no power: noiseless FedAvg was not flagged"
     assert runs["control_a"]["flagged"], "too little noise (control a) was not caught"
     assert runs["control_b"]["flagged"], "per-step clipping (control b) was not caught"
     assert not runs["user_dp"]["flagged"] and not runs["uedp"]["flagged"]
+    # each control is judged against its sound twin, run in the same audit (control (a)'s at beta 1.0)
+    assert runs["control_a"]["reference"] == "user_dp_beta1" and runs["control_b"]["reference"] == "user_dp"
+    assert not runs["user_dp_beta1"]["flagged"]
     # the control's noise really was at least 100x too small, and control (b)'s updates exceeded beta
     assert max(runs["control_a"]["sigma_used"]) <= min(runs["control_a"]["sigma_claimed"]) / 100 + 1e-12
     assert runs["control_b"]["update_norm_max"] > runs["control_b"]["beta"]
     for g in results["groups"]:
-        if g["variant"] in ("user_dp", "uedp"):  # every lower bound of a sound mechanism below its claim
+        if g["variant"] in ("user_dp", "uedp", "user_dp_beta1"):  # a sound mechanism: every lower bound below its claim
             assert max(g["eps_lb_cp"], g["eps_lb_one_run"], g["eps_lb_rank"]) < g["claimed_eps"]
             assert not g["violation"]
     leaky = [g for g in results["groups"] if g["variant"] in ("fedavg", "control_a", "control_b")

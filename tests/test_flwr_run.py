@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from experiments.processes import pids_matching
+
 ROOT = Path(__file__).parents[1]
 # The flwr CLI of this interpreter's environment (CI runs .venv/bin/python without activating the venv).
 FLWR = shutil.which("flwr", path=str(Path(sys.executable).parent)) or shutil.which("flwr")
@@ -20,17 +22,7 @@ FLWR = shutil.which("flwr", path=str(Path(sys.executable).parent)) or shutil.whi
 
 def _superlinks(flwr_home: Path) -> list[int]:
     """Process ids of the SuperLinks started for this FLWR_HOME (its log file lives under it)."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "flower-superlink" in cmd and str(flwr_home) in cmd:
-            pids.append(int(proc.name))
-    return pids
+    return pids_matching(lambda cmd: "flower-superlink" in cmd and str(flwr_home) in cmd)
 
 
 @pytest.mark.skipif(FLWR is None, reason="flwr CLI not installed")

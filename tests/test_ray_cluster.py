@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.processes import cmdline
 from experiments.ray_cluster import _cluster_pids, ray_cluster
 
 ROOT = Path(__file__).parents[1]
@@ -39,13 +40,8 @@ def test_simulation_on_an_existing_ray_cluster(tmp_path):
         # the run's driver registered with THIS cluster (its log is in the cluster's session directory)
         assert set(logs.glob("python-core-driver-*")) - drivers_before
         # and it did not start a Ray instance of its own: the only GCS is the cluster's
-        assert len([p for p in _cluster_pids(("gcs_server",)) if str(temp) in _cmd(p)]) == 1
+        assert len([p for p in _cluster_pids(("gcs_server",)) if str(temp) in cmdline(p)]) == 1
     assert _cluster_pids((str(temp),)) == [], "cluster processes left running"
     shutil.rmtree(request_cleanup, ignore_errors=True)
 
 
-def _cmd(pid: int) -> str:
-    try:
-        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
