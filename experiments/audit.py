@@ -90,7 +90,7 @@ def audit_config(*, quick: bool, variant: str, out_dir: Path, seed: int = 0,
             "tokenizer": {"vocab_size": 1000},
             "task": {"max_len": 40},
             "model": {"options": {"emb_dim": 24, "hidden_dim": 48}},
-            "privacy": {"q_u": 1.0, "m_max": 40, "beta": PAIR_BETA.get(variant, 0.1), "delta": 1e-3,
+            "privacy": {"q_u": 1.0, "m_max": 40, "beta": 0.1, "delta": 1e-3,
                         "seed": seed},
             "train": {"optimizer": "sgd", "lr": 1.0, "local_epochs": 3},
             "server": {"optimizer": "sgd", "lr": 1.0, "momentum": 0.0},
@@ -106,8 +106,8 @@ def audit_config(*, quick: bool, variant: str, out_dir: Path, seed: int = 0,
             "num_users": 200, "frequencies": [1, 2, 4, 8, 32], "per_frequency": 16, "copies": 8,
             "space": "dddd"}},
             "task": {"max_len": 48}}
-        if variant in PAIR_BETA:
-            nested["privacy"] = {"beta": PAIR_BETA[variant]}
+    if variant in PAIR_BETA:
+        nested.setdefault("privacy", {})["beta"] = PAIR_BETA[variant]
     for key, value in (overrides or {}).items():
         _override(nested, key, value)
     nested.setdefault("strategy", {})["name"] = strategy
@@ -124,10 +124,7 @@ def _override(nested: dict[str, Any], key: str, value: Any) -> None:
         nested.setdefault(parts[0], {})[parts[1]] = value
     elif len(parts) == 3 and parts[1] == "options":
         group = nested.setdefault(parts[0], {})
-        options = group.get("options", {})
-        if isinstance(options, str):
-            options = json.loads(options)
-        group["options"] = {**options, parts[2]: value}
+        group["options"] = {**group.get("options", {}), parts[2]: value}
     else:
         raise ConfigError(f"--set {key}: expected group.key or group.options.key")
 
