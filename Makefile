@@ -1,6 +1,7 @@
 # Two commands do all the set-up (see README.md):
-#   make main   install into .venv (first time), then run the main job on the synthetic corpus
-#   make test   install into .venv (first time), then run the test suite
+#   make main       install into .venv (first time), then run the main job on the synthetic corpus
+#   make test       install into .venv (first time), then run the fast test tier (unit + small integration)
+#   make test-all   the fast tier, then the end-to-end tier (real processes, Ray, audit): what CI runs
 PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
@@ -8,7 +9,11 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install main test lint
+# Fast tier: 2 pytest workers (tests there share no port, FLWR_HOME or Ray instance). End-to-end tier: one
+# process (its tests start SuperLinks, SuperNodes and Ray clusters). --durations shows where the time goes.
+PYTEST := $(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=10
+
+.PHONY: install main test test-all test-e2e lint
 
 install: $(STAMP)
 
@@ -26,7 +31,12 @@ main: $(STAMP)
 	$(VENV)/bin/python -m experiments.main_job
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q
+	$(PYTEST) -m "not e2e" -n 2
+
+test-e2e: $(STAMP)
+	$(PYTEST) -m e2e
+
+test-all: test test-e2e
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

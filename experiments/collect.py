@@ -14,19 +14,24 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 from pathlib import Path
 from typing import Any
 
-from experiments.plotting import pyplot, save
+from omegaconf import OmegaConf
+
+from uedp.commands.options import parse_options
+from uedp.markdown import dict_table
+from uedp.plotting import pyplot, save
+
+TARGET = "privacy.target_epsilon"
 
 
 def _overrides(job: Path) -> str:
     path = job / ".hydra" / "overrides.yaml"
     if not path.is_file():
         return ""
-    items = [line.strip()[2:] for line in path.read_text().splitlines() if line.strip().startswith("- ")]
-    return " ".join(i for i in items if not i.startswith("hydra."))
+    items = OmegaConf.to_container(OmegaConf.load(path), resolve=False)  # a list of KEY=VALUE strings
+    return " ".join(str(i) for i in items or () if not str(i).startswith("hydra."))
 
 
 def collect(sweep: Path) -> list[dict[str, Any]]:
@@ -47,29 +52,12 @@ def collect(sweep: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def cell(v: Any) -> str:
-    """One markdown table cell: floats to 4 significant digits (inf as "inf"), None as empty."""
-    if isinstance(v, float):
-        return "inf" if math.isinf(v) else f"{v:.4g}"
-    return "" if v is None else str(v)
-
-
-def markdown(rows: list[dict[str, Any]]) -> str:
-    cols = list(dict.fromkeys(k for r in rows for k in r))
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 def _setting(overrides: str) -> tuple[float | None, str]:
-    eps, rest = None, []
-    for item in overrides.split():
-        key, _, value = item.partition("=")
-        if key == "privacy.target_epsilon":
-            eps = float(value)
-        else:
-            rest.append(item)
-    return eps, " ".join(rest)
+    """(privacy.target_epsilon or None, the job's other overrides) from its override line."""
+    items = overrides.split()
+    targets = [i for i in items if i.startswith(f"{TARGET}=")]
+    eps = parse_options(targets, value=float).get(TARGET)
+    return eps, " ".join(i for i in items if i not in targets)
 
 
 def plot_vs_epsilon(rows: list[dict[str, Any]], path: Path, references: list[dict[str, Any]]) -> None:
@@ -107,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rows = collect(args.sweep)
     out = args.out or args.sweep / "table"
-    text = markdown(rows)
+    text = dict_table(rows)
     out.with_suffix(".md").write_text(text + "\n")
     cols = list(dict.fromkeys(k for r in rows for k in r))
     with out.with_suffix(".csv").open("w", newline="") as f:

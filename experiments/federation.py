@@ -27,10 +27,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+from uedp.commands.options import parse_options, toml_value
+from uedp.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 CONNECTION = "uedp-procs"
@@ -206,21 +209,6 @@ def federation(nodes: int, home: Path, *, tls: bool = False,
                 signal.signal(s, h)
 
 
-def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
-    import tomllib
-
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"-c {item!r}: expected KEY=VALUE")
-        try:
-            out[key.strip()] = tomllib.loads(f"v = {value}")["v"]
-        except tomllib.TOMLDecodeError:
-            out[key.strip()] = value  # a bare string
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=3)
@@ -230,11 +218,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kill-node-after-round", type=int, default=0, metavar="R")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before the run is stopped")
     args = ap.parse_args(argv)
+    try:
+        config = {k.strip(): v for k, v in parse_options(args.config, value=toml_value).items()}
+    except ConfigError as exc:
+        ap.error(f"-c: {exc}")
     out = args.out.resolve()
     if out.exists():
         shutil.rmtree(out / "flwr-home", ignore_errors=True)
-    overrides = {"federation.out_dir": str(out / "run"), **parse_overrides(args.config),
-                 "federation.num_nodes": args.nodes}
+    overrides = {"federation.out_dir": str(out / "run"), **config, "federation.num_nodes": args.nodes}
     t0 = time.perf_counter()
     with federation(args.nodes, out / "flwr-home", tls=args.tls) as fed:
         print(f"SuperLink on 127.0.0.1:{fed.port} ({'TLS' if args.tls else 'insecure'}), {args.nodes} SuperNodes; "

@@ -28,12 +28,22 @@ import sys
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from experiments.collect import cell
-from experiments.plotting import pyplot, save
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import OverrideType
+from hydra.errors import OverrideParseException
+from omegaconf import OmegaConf
+
+from uedp.commands.options import parse_options, split_option
+from uedp.config import RunConfig
+from uedp.errors import ConfigError
+from uedp.hydra_schema import default_choices
+from uedp.markdown import table
+from uedp.plotting import pyplot, save
 
 ROOT = Path(__file__).resolve().parents[1]
 EPSILONS = (4.0, 8.0, 16.0)
@@ -50,7 +60,6 @@ class Figure:
     base: tuple[str, ...]  # overrides every job of the figure shares
     settings: tuple[tuple[str, ...], ...]  # one entry per setting (its own overrides)
     kind: str  # utility | qs | kcap
-    notes: tuple[str, ...] = field(default=())
 
 
 def _utility(name: str, title: str, base: tuple[str, ...], categories: Iterable[str],
@@ -91,16 +100,48 @@ FIGURES: dict[str, Figure] = {
 
 # -- running ---------------------------------------------------------------------------------------------
 
-# Overrides that restate a default: dropped from job ids, so a setting shared by several figures (UeDP,
-# all categories, eps 8, q_s 0.2, k_cap 1, q_e 0.2) runs once and every figure reads the same job.
-DEFAULT_OVERRIDES = frozenset({"strategy=uedp", "entities.protected=all", f"privacy.target_epsilon={FIXED_EPS:g}",
-                               "privacy.q_s=0.2", "privacy.k_cap=1", "privacy.q_e=0.2"})
+@cache
+def _entry_point_defaults() -> tuple[dict[str, str], dict[str, Any]]:
+    """(default option of each config group, RunConfig's default of each key) as the Hydra entry point uses
+    them: keys that conf/config.yaml sets for the entry point itself (federation.out_dir) are left out."""
+    own = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "config.yaml"))
+    assert isinstance(own, dict)
+    own_keys = {f"{g}.{k}" for g, node in own.items() if g not in ("defaults", "hydra") and isinstance(node, dict)
+                for k in node}
+    return default_choices(), {k: v for k, v in RunConfig().to_flat().items() if k not in own_keys}
+
+
+def restates_default(override: str, overrides: tuple[str, ...] = ()) -> bool:
+    """Whether the Hydra override `override` sets what the job would get without it: a config group's default
+    option (strategy=uedp), or RunConfig's default value of a key (privacy.target_epsilon=8, privacy.q_s=0.2)
+    whose group keeps its default option in `overrides` (the job's overrides: a preset such as
+    strategy=uedp_naive or task=classification has values of its own)."""
+    choices, values = _entry_point_defaults()
+    try:
+        parsed = OverridesParser.create().parse_override(override)
+    except OverrideParseException:
+        return False
+    if parsed.type is not OverrideType.CHANGE or parsed.package is not None or parsed.is_sweep_override():
+        return False
+    key = parsed.key_or_group
+    if key in choices:
+        return parsed.value() == choices[key]
+    group = key.split(".", 1)[0]
+    chosen = [v for k, v in map(split_option, overrides) if k == group]
+    if key not in values or (group in choices and chosen and chosen[-1] != choices[group]):
+        return False
+    try:  # RunConfig's coercion: 8 is 8.0 for a float key, 1 is not true
+        return RunConfig.from_flat({key: parsed.value()}).to_flat()[key] == values[key]
+    except ConfigError:
+        return False
 
 
 def job_id(overrides: tuple[str, ...], rep: int) -> str:
-    kept = tuple(o for o in overrides if o not in DEFAULT_OVERRIDES)
+    """Overrides that restate a default are dropped, so a setting shared by several figures (UeDP, all
+    categories, eps 8, q_s 0.2, k_cap 1, q_e 0.2) runs once and every figure reads the same job."""
+    kept = tuple(o for o in overrides if not restates_default(o, overrides))
     digest = hashlib.blake2b(" ".join(sorted(kept)).encode(), digest_size=4).hexdigest()
-    slug = "_".join(o.split("=", 1)[1] for o in kept).replace("/", "-")[:60] or "default"
+    slug = "_".join(split_option(o)[1] for o in kept).replace("/", "-")[:60] or "default"
     return f"{slug}-{digest}-r{rep}"
 
 
@@ -179,7 +220,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for setting in dict.fromkeys(r["setting"] for r in rows):
         group = [r for r in rows if r["setting"] == setting]
         ok = [r for r in group if "value" in r]
-        agg: dict[str, Any] = {"setting": setting, **dict(o.split("=", 1) for o in setting.split())}
+        agg: dict[str, Any] = {"setting": setting, **parse_options(setting.split(), value=str)}
         agg["n"] = len(ok)
         agg["failed"] = sum(str(r.get("status", "")).startswith("FAILED") for r in group)  # not run: neither
         if ok:
@@ -202,12 +243,9 @@ def markdown(summary: list[dict[str, Any]]) -> str:
     cols = ["method", "setting", "n", "failed", "z", "eps_uedp", "eps_user", "eps_undetected", "mean", "sd"]
     metric = next((s["metric"] for s in summary if "metric" in s), "metric")
     head = [c if c not in ("mean", "sd") else f"{metric} {c}" for c in cols]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(cols)]
-    for s in summary:
-        s = {**s, "method": method_label(s),
-             "setting": " ".join(p for p in s["setting"].split() if not p.startswith("strategy="))}
-        lines.append("| " + " | ".join(cell(s.get(c)) for c in cols) + " |")
-    return "\n".join(lines)
+    rows = [{**s, "method": method_label(s),
+             "setting": " ".join(p for p in s["setting"].split() if not p.startswith("strategy="))} for s in summary]
+    return table(head, [[r.get(c) for c in cols] for r in rows])
 
 
 # -- plotting --------------------------------------------------------------------------------------------
@@ -347,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         fig = FIGURES[name]
         todo = jobs(fig, args.reps, tuple(args.override))
-        run_dir = args.runs / "jobs"  # shared by all figures (see DEFAULT_OVERRIDES)
+        run_dir = args.runs / "jobs"  # shared by all figures (see job_id)
         if args.dry_run:
             print("\n".join(" ".join(command(j, run_dir)[1:]) for j in todo))
             continue

@@ -3,22 +3,28 @@ directly, one after the other, in this process. Same strategy, same server loop,
 Flower run, without Ray or gRPC: used to tune defaults quickly and, side by side with a Flower
 simulation, to measure Flower's round overhead (experiments/benchmark.py).
 
-Node ids are partition ids. A node listed in `failing` raises (like a crashing client) and comes back as
-an error reply; so does any exception the client code raises (as in Flower, where a raising ClientApp
-yields an error reply and the round goes on). Only the exception's type is kept: its message could hold
-data.
+Node ids are partition ids. Each message is answered by `client_fn` (default: the real client round,
+client.update.client_update; the audit passes a broken control). A node listed in `failing` raises (like
+a crashing client) and comes back as an error reply; so does any exception the client code raises (as in
+Flower, where a raising ClientApp yields an error reply and the round goes on). Only the exception's type
+is kept: its message could hold data.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
 from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 
-from client.app import client_update
+from client.update import client_update
+from server.setup import Components
 from uedp.config import RunConfig
 from uedp.protocol import TrainInstructions
+
+ClientFn = Callable[[RunConfig, int, list[np.ndarray], TrainInstructions], tuple[list[np.ndarray], dict[str, float]]]
 
 
 @dataclass
@@ -35,6 +41,7 @@ class LocalGrid:
     cfg: RunConfig
     num_nodes: int
     failing: frozenset[int] = frozenset()
+    client_fn: ClientFn = client_update
     calls: int = 0
     client_seconds: list[float] = field(default_factory=list)
 
@@ -42,8 +49,6 @@ class LocalGrid:
         return range(self.num_nodes)
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[LocalReply]:
-        import time
-
         replies = []
         for msg in messages:
             node = msg.metadata.dst_node_id
@@ -54,7 +59,7 @@ class LocalGrid:
             t0 = time.perf_counter()
             ins = TrainInstructions.from_record(msg.content["config"])
             try:
-                update, metrics = client_update(self.cfg, node, msg.content["arrays"].to_numpy_ndarrays(), ins)
+                update, metrics = self.client_fn(self.cfg, node, msg.content["arrays"].to_numpy_ndarrays(), ins)
             except Exception as exc:  # as in Flower: a raising ClientApp is an error reply, the round goes on
                 replies.append(LocalReply(RecordDict(), error=f"client raised {type(exc).__name__}"))
                 continue
@@ -76,8 +81,9 @@ def set_local_task_identity() -> None:
         TaskIdentity.task_id = 0
 
 
-def run_local(cfg: RunConfig, **grid_options) -> dict:
-    """run_server over a LocalGrid with one node per participating user."""
+def run_local(cfg: RunConfig, *, components: Components | None = None, **grid_options) -> dict:
+    """run_server over a LocalGrid with one node per participating user (`grid_options`: LocalGrid's
+    failing, client_fn; `components`: the server's injected parts, see server.setup.Components)."""
     from server.app import run_server
     from uedp.pipeline import prepare
 
@@ -86,4 +92,4 @@ def run_local(cfg: RunConfig, **grid_options) -> dict:
 
     torch.set_num_threads(1)  # small per-client models: threads only contend (as in the Flower client)
     manifest = prepare(cfg)
-    return run_server(LocalGrid(cfg, len(manifest.users), **grid_options), cfg)
+    return run_server(LocalGrid(cfg, len(manifest.users), **grid_options), cfg, components=components)

@@ -16,6 +16,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from uedp import markdown
 from uedp.config import RunConfig
 
 
@@ -36,14 +37,12 @@ def _fmt(x: float | None, digits: int = 3) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    head = "| method | rounds | eps_uedp | eps_user | eps_undetected | delta | test perplexity |"
-    lines = [head, "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(
-            f"| {r['label']} | {r['rounds']} | {_fmt(r.get('eps_uedp'))} | {_fmt(r.get('eps_user'))} | "
-            f"{_fmt(r.get('eps_undetected'))} | {r['delta']:g} | {r['perplexity']:.1f} |"
-        )
-    return "\n".join(lines)
+    return markdown.table(
+        ["method", "rounds", "eps_uedp", "eps_user", "eps_undetected", "delta", "test perplexity"],
+        ([r["label"], r["rounds"], _fmt(r.get("eps_uedp")), _fmt(r.get("eps_user")), _fmt(r.get("eps_undetected")),
+          f"{r['delta']:g}", f"{r['perplexity']:.1f}"] for r in rows),
+        fmt=str,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

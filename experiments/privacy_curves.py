@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.plotting import pyplot, save
+from uedp import markdown
+from uedp.plotting import pyplot, save
 from uedp.privacy.accounting import epsilon, mechanism
 
 
@@ -90,12 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     ts = sorted({r["rounds"] for r in rows})
     shown = [t for t in ts if t in (1, 10, 100, args.rounds)] or ts
     series = list(dict.fromkeys((r["series"], r["k_cap"]) for r in rows))
-    lines = ["| series | k_cap | " + " | ".join(f"T={t}" for t in shown) + " |",
-             "|---|---|" + "---|" * len(shown)]
+    body = []
     for s, cap in series:
         vals = {r["rounds"]: r["epsilon"] for r in rows if r["series"] == s and r["k_cap"] == cap}
-        lines.append(f"| {s} | {cap} | " + " | ".join(f"{vals[t]:.3g}" for t in shown) + " |")
-    table = "\n".join(lines)
+        body.append([s, cap, *(f"{vals[t]:.3g}" for t in shown)])
+    table = markdown.table(["series", "k_cap", *(f"T={t}" for t in shown)], body, fmt=str)
     args.out.with_suffix(".md").write_text(f"{title}\n\n{table}\n")
     print(table)
     return 0

@@ -1,26 +1,23 @@
-"""Finding local processes by their command line (/proc), for the commands that start and stop them."""
+"""Finding local processes by their command line (psutil), for the commands that start and stop them."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 
+import psutil
 
-def cmdline(pid: int) -> str:
-    """The command line of process `pid`, arguments joined by spaces ("" if it is gone or unreadable)."""
-    try:
-        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
+# What reading a process can raise: it exited (NoSuchProcess; ZombieProcess is a subclass), or it is not ours.
+GONE = (psutil.NoSuchProcess, psutil.AccessDenied)
 
 
 def pids_matching(match: Callable[[str], bool]) -> list[int]:
     """Ids of the processes (other than this one) whose command line satisfies `match`."""
     pids = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and int(proc.name) != os.getpid():
-            cmd = cmdline(int(proc.name))
-            if cmd and match(cmd):
-                pids.append(int(proc.name))
+    # process_iter skips a process that exits between listing and reading; one that cannot be read
+    # (a zombie, or another user's) gets cmdline None and is skipped as "".
+    for proc in psutil.process_iter(["cmdline"], ad_value=None):
+        cmd = " ".join(proc.info["cmdline"] or ())
+        if proc.pid != os.getpid() and cmd and match(cmd):
+            pids.append(proc.pid)
     return pids

@@ -25,7 +25,9 @@ from experiments.processes import pids_matching
 
 
 def _cluster_pids(markers: tuple[str, ...]) -> list[int]:
-    return pids_matching(lambda cmd: any(m in cmd for m in markers))
+    """Processes whose command line contains a marker; the line ends in a space, so that a marker ending in a
+    space (an argument ending in ":PORT") also matches the last argument."""
+    return pids_matching(lambda cmd: any(m in cmd + " " for m in markers))
 
 
 def _signal_all(pids: list[int], sig: int) -> None:

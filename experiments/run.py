@@ -1,12 +1,15 @@
 """Hydra entry point: one job per configuration, any override, `-m` for sweeps.
 
-    python -m experiments.run                                   # defaults (conf/config.yaml)
+    python -m experiments.run                                   # defaults: RunConfig's (uedp/config.py)
     python -m experiments.run strategy=user_dp privacy.target_epsilon=4 federation.rounds=10
     python -m experiments.run -m strategy=uedp,user_dp privacy.target_epsilon=2,8 runner=local
 
 Each job writes config.json, metrics.csv/jsonl, ledger.json, summary.json, model.pt into its Hydra output
 directory (federation.out_dir defaults to it). A job that fails writes error.json there, reports the job
 and the error, and the sweep goes on with the other jobs.
+
+The defaults come from RunConfig: uedp/hydra_schema.py registers them in Hydra's ConfigStore (`register()`,
+called on import, before Hydra composes); conf/ holds only presets and the entry point's own settings.
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from uedp import hydra_schema
 from uedp.config import RunConfig
+
+hydra_schema.register()
 
 RUNNERS = ("simulation", "local")
 
@@ -35,6 +41,9 @@ def to_run_config(cfg: DictConfig) -> tuple[RunConfig, str]:
                          "leave privacy.seed at -1 for independent replicates")
     if runner not in RUNNERS:
         raise ValueError(f"runner must be one of {RUNNERS}, got {runner!r}")
+    for group in ("dataset", "model"):  # a preset's options are what it lists, never the default component's
+        if isinstance(data.get(group), dict):
+            data[group].setdefault("options", {})
     return RunConfig.from_nested(data), runner
 
 

@@ -20,6 +20,7 @@ Both write OUT.md and OUT.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import statistics
@@ -31,6 +32,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from experiments.processes import GONE
+from uedp.markdown import dict_table
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["tokenizer.vocab_size=300", "model.options.emb_dim=16", "model.options.hidden_dim=16",
         "+dataset.options.min_sentences=5", "+dataset.options.max_sentences=10", "privacy.delta=1e-5",
@@ -38,25 +44,17 @@ TINY = ["tokenizer.vocab_size=300", "model.options.emb_dim=16", "model.options.h
 
 
 def _tree_rss(root: int) -> int:
-    """Sum of VmRSS (bytes) over `root` and all of its descendants."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            status = (proc / "status").read_text()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        pid, ppid = int(proc.name), int(fields.get("PPid", "0").strip() or 0)
-        children.setdefault(ppid, []).append(pid)
-        rss[pid] = int(fields["VmRSS"].split()[0]) * 1024 if "VmRSS" in fields else 0
-    total, stack = 0, [root]
-    while stack:
-        pid = stack.pop()
-        total += rss.get(pid, 0)
-        stack.extend(children.get(pid, []))
+    """Sum of resident set sizes (bytes) over `root` and all of its descendants; processes that exit while
+    they are read count 0."""
+    try:
+        proc = psutil.Process(root)
+        tree = [proc, *proc.children(recursive=True)]
+    except GONE:
+        return 0
+    total = 0
+    for p in tree:
+        with contextlib.suppress(*GONE):
+            total += p.memory_info().rss
     return total
 
 
@@ -143,14 +141,13 @@ def bench_overhead(nodes: int, rounds: int, work: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _cell(v: Any) -> str:
+    """Floats to 3 significant digits, a cell a row lacks (None) as empty."""
+    return f"{v:.3g}" if isinstance(v, float) else "" if v is None else str(v)
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
-    cols = list(rows[0])
-
-    def fmt(v: Any) -> str:
-        return f"{v:.3g}" if isinstance(v, float) else str(v)
-
-    return "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-                     + ["| " + " | ".join(fmt(r.get(c, "")) for c in cols) + " |" for r in rows])
+    return dict_table(rows, list(rows[0]), fmt=_cell)  # the first row's columns (a failed run lacks some)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,11 @@
-"""Flower strategies: UeDP (f_E+ / f_E), user-level DP (DP-FedAvg) and noiseless FedAvg, one core."""
+"""The Flower strategy of the project: one Message-API Strategy driven by a mechanism spec.
 
-from strategies.base import STRATEGIES, PrivateFedStrategy, StrategySpec, build_strategy
-from strategies.variants import FedAvg, UeDP, UserLevelDP
+    MechanismStrategy(spec_for("uedp", "f_E+"), privacy=..., train=..., noise_multiplier=..., ...)
 
-__all__ = ["STRATEGIES", "FedAvg", "PrivateFedStrategy", "StrategySpec", "UeDP", "UserLevelDP", "build_strategy"]
+The mechanisms (UeDP f_E+ / f_E, user-level DP, noiseless FedAvg, de-identification) are entries of the
+registry in uedp.privacy.mechanisms, not subclasses.
+"""
+
+from strategies.strategy import MechanismStrategy
+
+__all__ = ["MechanismStrategy"]

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from uedp.config import RunConfig
+from uedp.privacy.accounting import Mechanism, epsilon
 
 
 def tiny_config(out_dir: Path, **groups: dict[str, Any]) -> RunConfig:
@@ -24,3 +25,20 @@ def tiny_config(out_dir: Path, **groups: dict[str, Any]) -> RunConfig:
     for group, values in groups.items():
         nested.setdefault(group, {}).update(values)
     return RunConfig.from_nested(nested)
+
+
+def eps_uedp(mechanism: Mechanism, *, rounds: int, **options: Any) -> float:
+    """epsilon("uedp", [(mechanism, rounds)], **options): one mechanism run `rounds` times."""
+    return epsilon("uedp", [(mechanism, rounds)], **options)
+
+
+def eps_user(mechanism: Mechanism, *, rounds: int, **options: Any) -> float:
+    return epsilon("user", [(mechanism, rounds)], **options)
+
+
+def eps_undetected(mechanism: Mechanism, *, rounds: int, **options: Any) -> float:
+    return epsilon("undetected", [(mechanism, rounds)], **options)
+
+
+def eps_rdp_bound(mechanism: Mechanism, *, rounds: int, **options: Any) -> float:
+    return epsilon("rdp_bound", [(mechanism, rounds)], **options)

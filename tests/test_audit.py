@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from uedp.audit.controls import ReducedNoise, broken_std, no_server_recheck, too_little_noise
+from uedp.audit.controls import ReducedNoise, UnclippedUpdate, broken_std, clip_each_step, unchecked_aggregate
 from uedp.audit.exposure import chance_p_value, exposure, rank_epsilon_lower_bound, rank_of
 from uedp.audit.membership import (
     Confusion,
@@ -97,56 +97,60 @@ def test_control_a_noise_is_at_least_100_times_too_small():
     assert noise.asked == {1.0} and noise.drawn == {0.01}
 
 
-def test_control_patches_are_undone():
-    import server.app as server_app
-    import strategies.base as base
-
-    before = (server_app.GaussianNoise, base.aggregate)
-    with too_little_noise(), no_server_recheck():
-        assert server_app.GaussianNoise is not before[0] and base.aggregate is not before[1]
-    assert (server_app.GaussianNoise, base.aggregate) == before
-
-
 def test_no_server_recheck_lets_an_oversized_update_through():
-    import strategies.base as base
+    from uedp.privacy.aggregation import aggregate
 
     tmpl = [np.zeros(4, dtype=np.float32)]
     big = [np.full(4, 10.0, dtype=np.float32)]  # norm 20 >> beta
     kw = {"template": tmpl, "w_max": 1.0, "beta": 0.5, "sigma": 0.0, "Z": 1.0, "noise": GaussianNoise(seed=1)}
-    checked, _ = base.aggregate([big], **kw)
+    checked, _ = aggregate([big], **kw)
     assert np.linalg.norm(checked[0]) == pytest.approx(0.5, rel=1e-5)
-    with no_server_recheck():
-        unchecked, _ = base.aggregate([big], **kw)
+    unchecked, _ = unchecked_aggregate([big], **kw)
     assert np.linalg.norm(unchecked[0]) == pytest.approx(20.0, rel=1e-5)
 
 
 def test_control_b_client_update_exceeds_beta(tmp_path):
-    """The per-step-clip control returns updates above beta (the audit's sensitivity is broken); the
-    real client never does."""
-    from client.app import client_update
+    """The per-step-clip control (the real client round with the gradient hook and the unclipped bound
+    injected) returns updates above beta (the audit's sensitivity is broken); the real client never does."""
+    from client.update import ClientRound, client_update
     from experiments.local_grid import set_local_task_identity
     from tests.helpers import tiny_config
-    from uedp.audit.controls import per_step_clip_client_update
     from uedp.models.base import get_weights
-    from uedp.pipeline import load_manifest, new_model, prepare
+    from uedp.pipeline import new_model, prepare
+    from uedp.privacy.clipping import update_norm
     from uedp.protocol import TrainInstructions
 
     set_local_task_identity()
     cfg = tiny_config(tmp_path, train={"lr": 2.0, "local_epochs": 3}, strategy={"name": "user_dp"})
     weights = get_weights(new_model(cfg, prepare(cfg), seed=0))
-    load_manifest(cfg)
-    ins = TrainInstructions(round=1, mode="user_dp", q_e=1.0, q_s=1.0, k_cap=0, m_max=6, slot=-1, beta=0.1,
-                            w_u=1.0, private=True, optimizer="sgd", lr=2.0, momentum=0.0, local_epochs=3,
-                            local_steps=0, batch_size=8, key=None, seed=-1)
-    broken, metrics = per_step_clip_client_update(cfg, 0, weights, ins)
+    ins = TrainInstructions(round=1, mechanism="user_dp", q_e=1.0, q_s=1.0, k_cap=0, m_max=6, slot=-1,
+                            beta=0.1, w_u=1.0, private=True, optimizer="sgd", lr=2.0, momentum=0.0,
+                            local_epochs=3, local_steps=0, batch_size=8, key=None, seed=-1)
+    bound = UnclippedUpdate()
+    broken, metrics = ClientRound(gradient_hook=clip_each_step, bound=bound)(cfg, 0, weights, ins)
     good, _ = client_update(cfg, 0, weights, ins)
-    norm = lambda u: math.sqrt(sum(float((a.astype(np.float64) ** 2).sum()) for a in u))  # noqa: E731
-    assert norm(good) <= 0.1 * (1 + 1e-5)
-    assert norm(broken) > 3 * 0.1 and metrics["update_norm"] == pytest.approx(norm(broken), rel=1e-4)
+    assert update_norm(good) <= 0.1 * (1 + 1e-5)
+    assert update_norm(broken) > 3 * 0.1 and metrics == {}  # private: the norm stays in the audit process
+    assert bound.norms == [pytest.approx(update_norm(broken), rel=1e-4)]
+
+
+def test_a_broken_component_is_injected_and_voids_the_claim(tmp_path):
+    """Control (a) is an ordinary noise source handed to the server: it is used for the noise, and the
+    run's summary says it is not private, with the control's warning."""
+    from experiments.local_grid import run_local
+    from server.setup import Components
+    from tests.helpers import tiny_config
+
+    noise = ReducedNoise(GaussianNoise(seed=0))
+    cfg = tiny_config(tmp_path, strategy={"name": "user_dp"}, federation={"rounds": 1})
+    s = run_local(cfg, components=Components(noise=noise, broken=noise.warning))
+    (asked,), (drawn,) = noise.asked, noise.drawn
+    assert asked == pytest.approx(s["sigma"]) and drawn == pytest.approx(broken_std(s["sigma"]))
+    assert not s["private"] and "BROKEN CONTROL" in s["warning"]
 
 
 def test_quick_space_candidates_are_the_whole_rest_of_the_space():
-    from experiments.audit import candidates_for
+    from uedp.audit.scoring import candidates_for
 
     cands = candidates_for({"space": "ddd", "secret": "042"}, 999, seed=0)
     assert len(cands) == len(set(cands)) == 999 and "042" not in cands
@@ -169,49 +173,55 @@ def test_audit_synthetic_space_option_and_validation():
         load_audit_synthetic(num_users=6, min_sentences=5, max_sentences=8, frequencies=[1], space="12d")
 
 
-def test_flag_rule_needs_significance_and_a_gap_or_a_violation():
-    from experiments.audit import flagged
+def _group(variant="user_dp", frequency=1, **kw):
+    from uedp.audit.verdicts import GroupResult
 
-    base = {"violation": False, "chance_p": 1e-5, "exposure_mean": 6.0, "exposure_nonmember_mean": 1.5,
-            "frequency": 1, "group_privacy": False}
-    assert flagged([base])
-    assert not flagged([{**base, "chance_p": 0.01}])
-    assert not flagged([{**base, "exposure_mean": 3.0}])
-    assert flagged([{**base, "chance_p": 0.5, "exposure_mean": 1.0, "violation": True}])
+    base = dict(variant=variant, frequency=frequency, kind="user" if frequency == 1 else "entity", members=5,
+                non_members=11, exposure_mean=6.0, exposure_median=6.0, exposure_nonmember_mean=1.5,
+                chance_p=1e-5, tpr=1.0, fpr=0.2, one_run="6/8", eps_lb_cp=0.0, eps_lb_one_run=0.0,
+                eps_lb_rank=1.0, claimed_eps=8.0, violation=False)
+    return GroupResult(**{**base, **kw})
+
+
+def test_flag_rule_needs_significance_and_a_gap_or_a_violation():
+    from uedp.audit.verdicts import flagged
+
+    assert flagged([_group()])
+    assert not flagged([_group(chance_p=0.01)])
+    assert not flagged([_group(exposure_mean=3.0)])
+    assert flagged([_group(chance_p=0.5, exposure_mean=1.0, violation=True)])
 
 
 def test_a_leak_allowed_by_group_privacy_flags_only_against_a_sound_reference_that_does_not_leak():
     """User-level DP protects an entity held by f users only by group privacy (f * eps_user): its leak
     there is allowed, and is not a flag; a control leaking where its sound twin does not is flagged."""
-    from experiments.audit import classify, flagged, reference_of, verdicts
+    from uedp.audit.verdicts import GroupResult, Verdict, flagged, verdicts
 
-    leak = {"violation": False, "chance_p": 1e-5, "exposure_mean": 5.6, "exposure_nonmember_mean": 1.3,
-            "frequency": 32, "group_privacy": True}
-    quiet = {**leak, "chance_p": 0.3, "exposure_mean": 1.4}
-    assert not flagged([leak])  # sound user-level DP leaking a 32-user entity: allowed by its claim
+    leak = _group("control_a", 32, exposure_mean=5.6, exposure_nonmember_mean=1.3)
+    quiet = _group("user_dp_beta1", 32, chance_p=0.3, exposure_mean=1.4, exposure_nonmember_mean=1.3)
+    assert leak.group_privacy and leak.leak and not quiet.leak
+    assert not _group("uedp", 32).group_privacy and not _group("user_dp", 1).group_privacy
+    twin_leaks = _group("user_dp_beta1", 32, exposure_mean=5.6, exposure_nonmember_mean=1.3)
+    sound = _group("user_dp", 32, exposure_mean=5.6, exposure_nonmember_mean=1.3)
+    assert not flagged([sound])  # sound user-level DP leaking a 32-user entity: allowed by its claim
     assert flagged([leak], reference=[quiet])  # a control leaking where its twin does not
-    assert not flagged([leak], reference=[leak])  # both leak: the canaries cannot tell them apart
-    assert flagged([{**leak, "group_privacy": False}], reference=[leak])  # a directly stated claim
+    assert not flagged([leak], reference=[twin_leaks])  # both leak: the canaries cannot tell them apart
+    assert flagged([_group("uedp", 32, exposure_mean=5.6, exposure_nonmember_mean=1.3)],
+                   reference=[twin_leaks])  # a directly stated claim (eps_uedp)
 
-    results = {"quick": True, "runs": {"control_a": {}, "user_dp_beta1": {}, "uedp": {"status": "FAILED: x"}},
-               "groups": [{**leak, "variant": "control_a"}, {**quiet, "variant": "user_dp_beta1"}]}
-    for g in results["groups"]:
-        classify(g)
-    assert results["groups"][0]["group_privacy"] and results["groups"][0]["leak"]
-    verdicts(results)
-    assert results["runs"]["control_a"] == {"reference": "user_dp_beta1", "flagged": True}
-    assert results["runs"]["user_dp_beta1"] == {"reference": None, "flagged": False}
-    assert "flagged" not in results["runs"]["uedp"]
-    del results["runs"]["user_dp_beta1"], results["groups"][1]  # twin not run: compared with chance
-    verdicts(results)
-    assert results["runs"]["control_a"] == {"reference": "chance (user_dp_beta1 not run)", "flagged": True}
-    assert reference_of("control_a") == "user_dp_beta1" and reference_of("control_b") == "user_dp"
+    assert verdicts(["control_a", "user_dp_beta1"], [leak, quiet]) == {
+        "control_a": Verdict(reference="user_dp_beta1", flagged=True),
+        "user_dp_beta1": Verdict(reference=None, flagged=False)}
+    assert verdicts(["control_a"], [leak]) == {  # twin not run: compared with chance
+        "control_a": Verdict(reference="chance (user_dp_beta1 not run)", flagged=True)}
+    again = GroupResult.from_dict(leak.to_dict())  # results.json round trip: derived fields recomputed
+    assert again == leak and leak.to_dict()["leak"] and leak.to_dict()["group_privacy"]
 
 
 def test_quick_config_makes_control_b_real(tmp_path):
     """Quick audit: client SGD (Adam is invariant to the per-step gradient scale, so the per-step clip of
     control (b) would change nothing) and a small beta (FedAvg's quick updates have norm ~0.6)."""
-    from experiments.audit import audit_config
+    from uedp.audit.config import audit_config
 
     cfg = audit_config(quick=True, variant="control_b", out_dir=tmp_path)
     assert cfg.train.optimizer == "sgd"
@@ -223,7 +233,7 @@ def test_quick_config_makes_control_b_real(tmp_path):
 def test_control_a_runs_at_beta_one_beside_its_sound_twin(tmp_path):
     """Control (a) is audited at beta 1.0 (at 0.1 the clip alone prevents memorization and hides the
     defect), and `user_dp_beta1` is the same mechanism at the same beta with the correct noise."""
-    from experiments.audit import audit_config
+    from uedp.audit.config import audit_config
 
     for quick in (True, False):
         a = audit_config(quick=quick, variant="control_a", out_dir=tmp_path)
@@ -239,7 +249,8 @@ def test_control_a_runs_at_beta_one_beside_its_sound_twin(tmp_path):
 def test_audit_overrides_reach_the_config_and_bad_keys_fail_before_training(tmp_path):
     """`--set KEY=VALUE` audits another configuration: mechanism keys and canary options both apply, to
     every variant; an unknown key or an attempt to change the variant's strategy is refused up front."""
-    from experiments.audit import audit_config, main
+    from experiments.audit import main
+    from uedp.audit.config import audit_config
 
     over = {"privacy.q_u": 0.5, "dataset.options.copies": 3, "model.options.hidden_dim": 32}
     for variant in ("uedp", "user_dp", "control_a"):

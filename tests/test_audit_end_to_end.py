@@ -12,7 +12,7 @@ import pytest
 from experiments.audit import run_audit
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_quick_audit_flags_the_leaky_variants_and_passes_the_sound_ones(tmp_path):
     results = run_audit(quick=True, out=tmp_path,
                         variants=("fedavg", "control_a", "control_b", "user_dp", "uedp", "user_dp_beta1"))

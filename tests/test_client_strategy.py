@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 from flwr.app import ArrayRecord, RecordDict
 
-from client.app import client_update, select
+from client.update import client_update, select
 from experiments.local_grid import LocalGrid, LocalReply, set_local_task_identity
-from strategies import build_strategy
+from strategies import MechanismStrategy
 from tests.helpers import tiny_config
 from uedp.models.base import get_weights
 from uedp.pipeline import load_manifest, load_user_data, new_model, prepare
+from uedp.privacy import mechanisms
 from uedp.privacy.clipping import update_norm
 from uedp.privacy.noise import GaussianNoise
 from uedp.protocol import TrainInstructions
@@ -29,7 +30,7 @@ def tiny(tmp_path_factory):
 
 
 def _ins(**kw) -> TrainInstructions:
-    base = dict(round=1, mode="user_dp", q_e=0.5, q_s=0.5, k_cap=0, m_max=6, slot=-1, beta=0.5, w_u=1.0,
+    base = dict(round=1, mechanism="user_dp", q_e=0.5, q_s=0.5, k_cap=0, m_max=6, slot=-1, beta=0.5, w_u=1.0,
                 private=True, optimizer="sgd", lr=0.5, momentum=0.0, local_epochs=1, local_steps=0, batch_size=8)
     base.update(kw)
     return TrainInstructions(**base)
@@ -57,16 +58,16 @@ def test_large_steps_are_clipped_to_exactly_beta(tiny):
 
 def test_non_private_reply_carries_metrics(tiny):
     weights = get_weights(new_model(tiny, load_manifest(tiny), seed=0))
-    _, metrics = client_update(tiny, 0, weights, _ins(mode="all", private=False, beta=0.0))
+    _, metrics = client_update(tiny, 0, weights, _ins(mechanism="fedavg", private=False, beta=0.0))
     assert set(metrics) == {"train_loss", "sentences", "steps"} and metrics["sentences"] > 0
 
 
-def _strategy(cfg, *, k_cap, q_u=1.0, m_max=8, seed=3):
+def _strategy(cfg, *, k_cap, q_u=1.0, m_max=8, seed=3, z=1.0):
     from dataclasses import replace
 
     privacy = replace(cfg.privacy, q_u=q_u, m_max=m_max, k_cap=k_cap, q_e=1.0, q_s=0.0)
-    s = build_strategy("uedp", privacy=privacy, train=cfg.train, noise_multiplier=1.0, population=8,
-                       noise=GaussianNoise(seed=1), rng=random.Random(seed))
+    s = MechanismStrategy(mechanisms.get("uedp"), privacy=privacy, train=cfg.train, noise_multiplier=z,
+                          population=8, noise=GaussianNoise(seed=1), rng=random.Random(seed))
     return s
 
 
@@ -107,7 +108,7 @@ def test_cohort_is_poisson_and_truncated(tiny):
 
 def test_server_rechecks_every_reply(tiny):
     set_local_task_identity()
-    s = _strategy(tiny, k_cap=2)
+    s = _strategy(tiny, k_cap=2, z=1e-12)  # (almost) no noise: check the arithmetic of the sum
     template = [np.zeros((3, 2), np.float32), np.zeros(4, np.float32)]
     s.set_template(template)
     s.configure_train(1, ArrayRecord(template), None, LocalGrid(tiny, 8))
@@ -121,10 +122,7 @@ def test_server_rechecks_every_reply(tiny):
     nan = [np.full((3, 2), np.nan, np.float32), np.zeros(4, np.float32)]
     wrong = [np.zeros((2, 3), np.float32), np.zeros(4, np.float32)]
     failed = LocalReply(RecordDict(), error="boom")
-    s.noise = GaussianNoise(seed=0)
-    saved_z, s.z = s.z, 1e-12  # (almost) no noise: check the arithmetic of the sum
     agg, metrics = s.aggregate_train(1, [reply(ok), reply(huge), reply(nan), reply(wrong), failed])
-    s.z = saved_z
     m = dict(metrics)
     assert (m["ok"], m["reclipped"], m["dropped_nonfinite"], m["dropped_shape"], m["failed"]) == (1, 1, 1, 1, 1)
     total = agg.to_numpy_ndarrays()

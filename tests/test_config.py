@@ -44,5 +44,23 @@ def test_pyproject_app_config_lists_every_key():
     data = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     app_cfg = data["tool"]["flwr"]["app"]["config"]
     flat = {f"{g}.{k}": v for g, values in app_cfg.items() for k, v in values.items()}
-    assert set(flat) == set(RunConfig().to_flat())
-    assert RunConfig.from_flat(flat) == RunConfig()  # same defaults: one source of truth, checked
+    defaults = RunConfig().to_flat()
+    assert set(flat) - set(defaults) == set(), "keys RunConfig does not have"
+    assert set(defaults) - set(flat) == set(), "RunConfig keys missing (flwr run --run-config could not set them)"
+    # the same value and TOML type as RunConfig's default (8.0, not 8): RunConfig is the one source
+    differ = {k: (flat[k], v) for k, v in defaults.items() if flat[k] != v or type(flat[k]) is not type(v)}
+    assert differ == {}, f"pyproject value != RunConfig default: {differ}"
+    assert RunConfig.from_flat(flat) == RunConfig()
+
+
+def test_local_training_has_no_defaults_of_its_own():
+    """The client's LocalTraining takes exactly the train.* fields, each from the round's instructions: no
+    default of its own to drift from ClientTrainConfig's (its batch_size once said 32 against 16)."""
+    import dataclasses
+
+    from uedp.config import ClientTrainConfig
+    from uedp.training import LocalTraining
+
+    fields = dataclasses.fields(LocalTraining)
+    assert [f.name for f in fields] == [f.name for f in dataclasses.fields(ClientTrainConfig)]
+    assert all(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING for f in fields)

@@ -9,7 +9,7 @@ global + Delta_k and a "num-examples" weight of 1; ours: the update Delta_k itse
 the global model.
 
 Flower: mean_k clip_C(Delta_k) + N(0, (z C / m)^2), m = `num_sampled_clients`.
-Ours (UserLevelDP, strategies/base.py over uedp.privacy.aggregation): (sum_k clip_C(Delta_k) +
+Ours (strategies/strategy.py with the user_dp spec, over uedp.privacy.aggregation): (sum_k clip_C(Delta_k) +
 N(0, (z w_max beta)^2)) / Z, with C = w_max * beta.
 To compare like with like we set Z = m, i.e. q_u * N = m. In production our Z is the fixed public constant
 q_u * N, which is what makes a missing or failed client a zero contribution to a sum of known scale.
@@ -48,10 +48,12 @@ from opacus.accountants import RDPAccountant as OpacusRDP
 from scipy import stats
 
 from experiments.local_grid import set_local_task_identity
-from strategies.variants import UserLevelDP
+from strategies import MechanismStrategy
+from tests.helpers import eps_user
 from uedp.config import ClientTrainConfig
 from uedp.config import PrivacyConfig as OurPrivacyConfig
-from uedp.privacy.accounting import eps_user, mechanism
+from uedp.privacy import mechanisms
+from uedp.privacy.accounting import mechanism
 from uedp.privacy.aggregation import aggregate
 from uedp.privacy.noise import GaussianNoise
 
@@ -127,11 +129,11 @@ def _flower(z: float, *, num_nodes: int = N_NODES, m: int = M, accountant=None):
     )
 
 
-def _ours(noise, *, z: float = Z_MULT, num_nodes: int = N_NODES, m: int = M) -> UserLevelDP:
-    """UserLevelDP with q_u * N = m (so Z = m), w_max = 1 and beta = C."""
+def _ours(noise, *, z: float = Z_MULT, num_nodes: int = N_NODES, m: int = M) -> MechanismStrategy:
+    """User-level DP with q_u * N = m (so Z = m), w_max = 1 and beta = C."""
     privacy = OurPrivacyConfig(q_u=m / num_nodes, beta=CLIP, w_max=1.0, noise_multiplier=z, seed=0)
-    strategy = UserLevelDP(privacy=privacy, train=ClientTrainConfig(), noise_multiplier=z,
-                           population=num_nodes, noise=noise, rng=random.Random(0))
+    strategy = MechanismStrategy(mechanisms.get("user_dp"), privacy=privacy, train=ClientTrainConfig(),
+                                 noise_multiplier=z, population=num_nodes, noise=noise, rng=random.Random(0))
     strategy.set_template(GLOBAL)
     return strategy
 

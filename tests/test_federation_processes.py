@@ -12,6 +12,7 @@ import ssl
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from experiments.federation import federation
@@ -44,6 +45,7 @@ def _assert_all_stopped(fed) -> None:
     assert fed.alive() == [], f"processes left running: {fed.alive()}"
 
 
+@pytest.mark.e2e
 def test_three_supernodes_two_rounds(tmp_path):
     out = tmp_path / "run"
     with federation(3, tmp_path / "home") as fed:
@@ -58,6 +60,7 @@ def test_three_supernodes_two_rounds(tmp_path):
     assert [r["replies"] for r in rounds] == [3.0, 3.0]
 
 
+@pytest.mark.e2e
 def test_tls_federation(tmp_path):
     out = tmp_path / "run"
     with federation(3, tmp_path / "home", tls=True) as fed:
@@ -82,6 +85,7 @@ def test_tls_federation(tmp_path):
     assert "insecure" not in (tmp_path / "home" / "config.toml").read_text()
 
 
+@pytest.mark.e2e
 def test_faults_raise_hang_and_killed_supernode(tmp_path):
     """Node 0 raises, node 1 hangs past the round time-out, node 3 is SIGKILLed after round 1. Every round
     ends, each failure is counted, training goes on, and the ledger charges every round exactly once."""
@@ -94,15 +98,15 @@ def test_faults_raise_hang_and_killed_supernode(tmp_path):
                 fed.kill("supernode-3")
                 killed.append(r)
 
-        rc = fed.run(_overrides(out, 4, **{"federation.rounds": 3, "federation.round_timeout": 30.0,
-                                          "federation.eval_every": 3}), timeout=500, on_round=on_round)
+        rc = fed.run(_overrides(out, 4, **{"federation.rounds": 2, "federation.round_timeout": 30.0,
+                                          "federation.eval_every": 2}), timeout=500, on_round=on_round)
     _assert_all_stopped(fed)
     assert killed == [1]
     assert rc == 0, (tmp_path / "home" / "logs" / "flwr-run.log").read_text()[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["rounds"] == 3 and summary["private"]
+    assert summary["rounds"] == 2 and summary["private"]
     rounds = _rounds(out)
-    assert len(rounds) == 3
+    assert len(rounds) == 2
     for r in rounds:  # every sampled user is accounted for: a reply, an error reply, or missing
         assert r["replies"] + r["failed"] + r["missing"] == r["sampled"]
     assert all(r["failed"] >= 1 for r in rounds)  # node 0 raises every round
@@ -113,7 +117,7 @@ def test_faults_raise_hang_and_killed_supernode(tmp_path):
     assert all(r["replies"] == 1 for r in rounds[1:])  # training goes on with the healthy node 2
     ledger = json.loads((out / "ledger.json").read_text())
     charged = [rec["round"] for rec in ledger["rounds"]]
-    assert charged == [1, 2, 3]
+    assert charged == [1, 2]
     assert summary["eps_uedp"] <= 6.0 + 1e-6
 
 
@@ -135,6 +139,7 @@ def test_certificates_have_loopback_san_and_private_keys(tmp_path):
         make_certificates(tmp_path / "d", hosts=())
 
 
+@pytest.mark.e2e
 def test_server_killed_mid_run_and_resumed(tmp_path):
     """SIGKILL the SuperLink (and the ServerApp process it runs) after round 2 of 4, start it again and
     submit the run with federation.resume: it continues from the last checkpoint with the same ledger, no
@@ -169,6 +174,7 @@ def test_server_killed_mid_run_and_resumed(tmp_path):
     assert "resuming after round" in (tmp_path / "home" / "logs" / "flwr-run.log").read_text()
 
 
+@pytest.mark.e2e
 def test_interrupted_command_stops_every_process(tmp_path):
     """SIGTERM to `python -m experiments.federation` while the run is under way: every SuperLink and
     SuperNode process it printed is gone afterwards (stopped by process id, not left to the OS)."""
@@ -194,10 +200,9 @@ def test_interrupted_command_stops_every_process(tmp_path):
 
     def alive(pid: int) -> bool:
         try:
-            state = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE  # a zombie has exited
+        except psutil.NoSuchProcess:
             return False
-        return "State:\tZ" not in state  # a zombie has exited
 
     assert not [p for p in pids if alive(p)], "processes left running after SIGTERM"
     assert proc.returncode != 0  # interrupted, not a normal end

@@ -4,12 +4,16 @@ are aggregated into the table, the plot is written, and a rerun skips every fini
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import math
 import subprocess
 import sys
 from pathlib import Path
 
-from experiments.figures import FIGURES, job_id, jobs
+import pytest
+
+from experiments.figures import FIGURES, job_id, jobs, restates_default
 
 ROOT = Path(__file__).parents[1]
 TINY = ["dataset.options.num_users=6", "+dataset.options.min_sentences=20", "+dataset.options.max_sentences=25",
@@ -25,6 +29,41 @@ def test_job_ids_share_settings_that_differ_only_by_defaults():
     assert len(ids) == len(set(ids)) == 3 * len(FIGURES["qs"].settings)
 
 
+def test_job_ids_are_stable():
+    """Job ids name finished jobs on disk (RUNS/jobs/ID): deriving the defaults from RunConfig and the default
+    Hydra choices kept every id of every figure (those of the hard-coded default list it replaced)."""
+    assert [j["id"] for j in jobs(FIGURES["qs"], 1, ())] == [
+        "uedp_naive-cb566aa1-r0", "0-b6b7392d-r0", "default-1271cf25-r0", "0.5-275b6c64-r0", "1-c9c5aefb-r0"]
+    assert [j["id"] for j in jobs(FIGURES["kcap"], 1, ())] == [
+        "default-1271cf25-r0", "2-66f7aa59-r0", "4-fbc7e099-r0", "0-45e7dfdb-r0", "0.05-b2fbe00f-r0",
+        "0.8-a61c939d-r0"]
+    all_ids = {name: [j["id"] for j in jobs(fig, 3, ())] for name, fig in FIGURES.items()}
+    digest = hashlib.sha256(json.dumps(all_ids, sort_keys=True).encode()).hexdigest()
+    assert digest == "fcecdbf8f4fc3d3198f9fba7d2514b6d8139d6eb1c1e5e97db18e15f8a74f65b"
+
+
+@pytest.mark.parametrize("override, others, default", [
+    ("strategy=uedp", (), True),  # the default option of a group
+    ("dataset=synthetic", (), True),
+    ("strategy=uedp_naive", (), False),
+    ("privacy.target_epsilon=8", (), True),  # RunConfig's default, 8 == 8.0 for a float key
+    ("train.batch_size=16", (), True),
+    ("train.batch_size=32", (), False),
+    ("privacy.k_cap=1.0", (), False),  # RunConfig refuses a float for an int key
+    ("federation.resume=0", (), False),  # nor 0 for false
+    ("strategy.estimator=f_E+", (), True),
+    ("strategy.estimator=f_E+", ("strategy=uedp_naive",), False),  # the preset has its own value
+    ("task.max_len=32", ("task=classification",), False),
+    ("task.max_len=32", ("task=classification", "task=next_word"), True),  # the last choice counts
+    ("federation.out_dir=outputs/run", (), False),  # the entry point sets its own (conf/config.yaml)
+    ("+privacy.q_s=0.2", (), False),
+    ("dataset.options.num_users=200", (), False),  # options are not compared
+    ("privacy.q_s=0.2,0.5", (), False),
+])
+def test_restates_default(override, others, default):
+    assert restates_default(override, (*others, override)) is default
+
+
 def _run(tmp_path: Path) -> subprocess.CompletedProcess:
     args = [sys.executable, "-m", "experiments.figures", "qs", "--reps", "2", "--workers", "2",
             "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]
@@ -33,6 +72,7 @@ def _run(tmp_path: Path) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=900)
 
 
+@pytest.mark.e2e
 def test_qs_figure_end_to_end(tmp_path):
     proc = _run(tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from experiments.simulate import simulate
 from tests.helpers import tiny_config
 from uedp.privacy.ledger import Ledger
 
 
+@pytest.mark.e2e
 def test_uedp_simulation_through_flower(tmp_path):
     cfg = tiny_config(tmp_path, privacy={"q_u": 0.75, "m_max": 6, "k_cap": 2}, federation={"rounds": 2})
     s = simulate(cfg)

@@ -11,8 +11,10 @@ from uedp.data.corpus import CorpusBuilder
 from uedp.errors import ConfigError, UedpError
 from uedp.models import build_model, build_model_and_tokenizer, get_weights, set_weights
 from uedp.models.lstm import LockedDropout
-from uedp.tasks import make_batches, per_sentence_loss, weighted_loss
+from uedp.pipeline import encode_sentences
+from uedp.tasks import per_sentence_loss, weighted_loss
 from uedp.tokenization import TokenizerConfig, pad_sequences
+from uedp.training import batch_of
 
 SENTENCES = [
     "Alice met Bob in Paris on 3 May.",
@@ -48,7 +50,7 @@ def test_forward_backward_every_family(corpus, name: str, task: str, options: di
     assert model.task == task and model.family == name
     if name == "minilm":
         assert tok.vocab_size == 30522  # its own pretrained tokenizer, not one trained on the corpus
-    (batch,) = make_batches(tok, SENTENCES[:2], task=task, labels=[0, 2], max_len=24, batch_size=2)
+    batch = batch_of(encode_sentences(tok, SENTENCES[:2], [0, 2], task=task, max_len=24), torch.arange(2))
     model.train()
     losses = per_sentence_loss(model, batch)
     assert losses.shape == (2,) and torch.isfinite(losses).all() and (losses > 0).all()
@@ -64,7 +66,7 @@ def test_lstm_lm_weights_are_tied() -> None:
     tied = build_model("lstm", task="next_word", vocab_size=50, pad_id=0, emb_dim=16, hidden_dim=24)
     untied = build_model("lstm", task="next_word", vocab_size=50, pad_id=0, emb_dim=16, hidden_dim=24,
                          tie_weights=False)
-    assert tied.output_weight() is tied.embedding.weight
+    assert tied.decoder is None and untied.decoder is not None  # tied: the decoder is the embedding matrix
     assert tied.projection is not None  # hidden 24 != emb 16
     assert sum(1 for p in tied.parameters() if p.shape == (50, 16)) == 1  # one matrix, counted once
     batch = pad_sequences([[1, 2, 3, 4]], pad_id=0)  # token 7 is not in the input

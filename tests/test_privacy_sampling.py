@@ -135,7 +135,7 @@ def random_user(rng: random.Random, user: str, n: int, pool: list[str]) -> tuple
     "params",
     [
         SelectionParams(q_e=0.5, q_s=0.3),
-        SelectionParams(q_e=0.8, q_s=0.0, mode="uedp_naive"),
+        SelectionParams(q_e=0.8, q_s=0.0),  # the naive f_E: its spec's rates give q_s = 0
         SelectionParams(q_e=0.9, q_s=0.5, k_cap=2, m_max=6, slot=4),
         SelectionParams(q_e=1.0, q_s=1.0, k_cap=1, m_max=3, slot=0),
         SelectionParams(q_e=0.0, q_s=0.0),
@@ -154,7 +154,7 @@ def test_fast_selection_matches_reference(params: SelectionParams) -> None:
         slow = select_sentences_reference(key, **kwargs, entity_weights=weights, extended_weights=ext_w)
         np.testing.assert_array_equal(fast.mask, slow.mask)
         np.testing.assert_allclose(fast.weights, slow.weights, rtol=1e-12)
-        if params.mode == "uedp_naive":
+        if params.q_s == 0.0:  # no extended entity: an entity-free sentence is never used
             assert not any(m for m, e in zip(fast.mask, ents) if not e)
 
 
@@ -170,12 +170,9 @@ def test_every_entity_must_be_sampled() -> None:
     assert sel.weights.tolist() == [1.0, 0.0, 0.0, 2.0, 0.0]  # omega = sum of w_e (default 1)
 
 
-def test_user_dp_mode_and_weight_validation() -> None:
-    sel = select_sentences(
-        None, user="u", sids=[1, 2, 3], entities=[["PERSON:a"], [], ["ORG:b"]],
-        params=SelectionParams(q_e=0.0, q_s=0.0, mode="user_dp"),
-    )  # fmt: skip
-    assert sel.mask.all() and (sel.weights == 1.0).all() and sel.count == 3
+def test_round_key_and_weight_validation() -> None:
+    with pytest.raises(ValueError, match="round key"):
+        select_sentences(None, user="u", sids=[1], entities=[["PERSON:a"]], params=SelectionParams(q_e=1, q_s=1))
     key = keys(1, 8)[0]
     params = SelectionParams(q_e=1.0, q_s=1.0)
     with pytest.raises(ValueError, match="w_e"):

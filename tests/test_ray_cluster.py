@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from experiments.processes import cmdline
+from experiments.processes import pids_matching
 from experiments.ray_cluster import _cluster_pids, ray_cluster
 
 ROOT = Path(__file__).parents[1]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_simulation_on_an_existing_ray_cluster(tmp_path):
     temp = Path(tempfile.mkdtemp(prefix="ur-", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
     request_cleanup = temp
@@ -40,7 +40,7 @@ def test_simulation_on_an_existing_ray_cluster(tmp_path):
         # the run's driver registered with THIS cluster (its log is in the cluster's session directory)
         assert set(logs.glob("python-core-driver-*")) - drivers_before
         # and it did not start a Ray instance of its own: the only GCS is the cluster's
-        assert len([p for p in _cluster_pids(("gcs_server",)) if str(temp) in cmdline(p)]) == 1
+        assert len(pids_matching(lambda cmd: "gcs_server" in cmd and str(temp) in cmd)) == 1
     assert _cluster_pids((str(temp),)) == [], "cluster processes left running"
     shutil.rmtree(request_cleanup, ignore_errors=True)
 

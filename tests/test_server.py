@@ -9,6 +9,7 @@ import pytest
 
 from experiments.local_grid import run_local
 from server.checkpoint import load_checkpoint
+from server.setup import Components
 from tests.helpers import tiny_config
 from uedp.privacy.ledger import Ledger
 
@@ -41,17 +42,8 @@ def test_budget_stop_never_exceeds_target(tmp_path):
     out2 = tmp_path / "budget"
     cfg2 = tiny_config(out2, privacy={"noise_multiplier": 2.0, "target_epsilon": target},
                        federation={"rounds": 6})
-    # With a target, z is calibrated for 6 rounds, so force the fixed z path: target reached after 3 rounds.
-    from experiments.local_grid import LocalGrid, set_local_task_identity
-    from server import app as server_app
-
-    set_local_task_identity()
-    original = server_app.noise_multiplier
-    server_app.noise_multiplier = lambda cfg, **kw: 2.0
-    try:
-        s = server_app.run_server(LocalGrid(cfg2, 8), cfg2)
-    finally:
-        server_app.noise_multiplier = original
+    # With a target, z is calibrated for 6 rounds, so pass z = 2 in: the target is reached after 3 rounds.
+    s = run_local(cfg2, components=Components(noise_multiplier=2.0))
     assert s["stopped_by_budget"] and s["rounds"] == 3
     assert s["eps_uedp"] <= target < full["eps_uedp"]
     assert len(Ledger.load(out2 / "ledger.json")) == 3
@@ -85,20 +77,17 @@ def test_failing_clients_count_as_zero_and_round_ends(tmp_path):
     assert s["rounds"] == 3
 
 
-def test_client_exception_is_an_error_reply_not_a_crash(tmp_path, monkeypatch):
+def test_client_exception_is_an_error_reply_not_a_crash(tmp_path):
     """In-process grid, as in Flower: client code that raises (here: a non-finite update refused by the
     clip) is an error reply; the round ends and training goes on."""
-    import experiments.local_grid as lg
-
-    real = lg.client_update
+    from client.update import client_update
 
     def sometimes_broken(cfg, node, weights, ins):
         if node == 2:
             raise ValueError("update has non-finite values (or overflows float64); it cannot be clipped")
-        return real(cfg, node, weights, ins)
+        return client_update(cfg, node, weights, ins)
 
-    monkeypatch.setattr(lg, "client_update", sometimes_broken)
-    s = run_local(tiny_config(tmp_path, privacy={"q_u": 1.0, "m_max": 8}))
+    s = run_local(tiny_config(tmp_path, privacy={"q_u": 1.0, "m_max": 8}), client_fn=sometimes_broken)
     rows = _rows(tmp_path)
     assert s["rounds"] == 3 and all(r["failed"] == 1 and r["replies"] == 7 for r in rows)
 

@@ -16,11 +16,10 @@ from uedp.tasks import (
     classification_metrics,
     evaluate,
     get_task,
-    make_batches,
     per_sentence_loss,
     weighted_loss,
 )
-from uedp.tokenization import Batch, TokenizerConfig, pad_sequences, train_tokenizer
+from uedp.tokenization import Batch, pad_sequences
 
 
 class UniformLM(UedpModel):
@@ -94,7 +93,8 @@ def test_next_word_loss_ignores_padding_and_counts_tokens() -> None:
     torch.testing.assert_close(both[0], alone[0])
     logp = torch.log_softmax(model.table[torch.tensor(short[:-1])], dim=-1)
     torch.testing.assert_close(alone[0], -logp[torch.arange(3), torch.tensor(short[1:])].mean())
-    assert NextWordTask.token_counts(pad_sequences([short, long], pad_id=0)).tolist() == [3, 6]
+    _, counts = NextWordTask.sentence_nll(model, pad_sequences([short, long], pad_id=0))
+    assert counts.tolist() == [3, 6]  # predicted tokens: the length minus the first token
 
 
 # y_true and y_pred chosen by hand; per class (TP, FP, FN): 0: (3, 0, 1), 1: (1, 1, 1), 2: (1, 1, 0).
@@ -161,19 +161,6 @@ def test_evaluate_restores_training_mode_and_needs_data() -> None:
         evaluate(model, [])
     with pytest.raises(ConfigError, match="unknown task"):
         get_task("summarization")
-
-
-def test_make_batches_maps_rows_back_to_texts() -> None:
-    texts = ["a b c d e f g", "a", "a b c", "a b", "a b c d"]
-    tok = train_tokenizer(texts * 5, TokenizerConfig(vocab_size=300))
-    batches = make_batches(tok, texts, task=CLASSIFICATION, labels=[0, 1, 2, 3, 4], max_len=16, batch_size=2)
-    for b in batches:
-        for row, i in enumerate(b.index.tolist()):
-            assert b.labels[row].item() == i
-            assert tok.decode(b.input_ids[row].tolist()) == texts[i]
-            assert b.input_ids[row, 0].item() == tok.cls_id
-    with pytest.raises(ValueError, match="labels"):
-        make_batches(tok, texts, task=CLASSIFICATION, max_len=16)
 
 
 def test_diverged_model_has_infinite_perplexity_not_an_error() -> None:

@@ -2,7 +2,10 @@
 
 Flower passes configuration as a flat dict with dotted keys (`privacy.q_u = 0.1`, from
 `[tool.flwr.app.config]` in pyproject.toml and `flwr run --run-config`); Hydra composes a nested one from
-conf/. `RunConfig.from_flat` and `RunConfig.from_nested` accept both, reject unknown keys and wrong types
+these dataclasses' defaults (registered by uedp/hydra_schema.py) and the presets in conf/. The dataclasses
+are the one source of defaults: pyproject's copy must list every key with the same value (checked by
+tests/test_config.py), and the Hydra default composition must equal RunConfig() (tests/test_hydra.py).
+`RunConfig.from_flat` and `RunConfig.from_nested` accept both, reject unknown keys and wrong types
 with a ConfigError naming the key, and `to_flat()` goes back. Options specific to one dataset or model
 travel as a JSON object string (`dataset.options = '{"num_users": 50}'`) and are checked by that
 component's registry (a misspelt option is an error there).
@@ -22,8 +25,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from uedp.errors import ConfigError
-
-STRATEGY_NAMES = ("uedp", "user_dp", "fedavg", "deid")
+from uedp.privacy.mechanisms import spec_for
 
 
 @dataclass
@@ -64,7 +66,7 @@ class ModelConfig:
 
 @dataclass
 class StrategyConfig:
-    name: str = "uedp"  # uedp | user_dp | fedavg | deid
+    name: str = "uedp"  # a strategy of uedp.privacy.mechanisms: uedp | user_dp | fedavg | deid
     estimator: str = "f_E+"  # uedp only: f_E+ (extended entities used) | f_E (naive, q_s = 0)
 
 
@@ -185,10 +187,7 @@ class RunConfig:
             raise ConfigError("privacy.noise_multiplier and privacy.target_epsilon must be >= 0")
         if not 0 < p.delta < 1:
             raise ConfigError(f"privacy.delta must lie in (0, 1), got {p.delta}")
-        if self.strategy.name not in STRATEGY_NAMES:
-            raise ConfigError(f"strategy.name must be one of {', '.join(STRATEGY_NAMES)}, got {self.strategy.name!r}")
-        if self.strategy.estimator not in ("f_E+", "f_E"):
-            raise ConfigError(f"strategy.estimator must be f_E+ or f_E, got {self.strategy.estimator!r}")
+        spec_for(self.strategy.name, self.strategy.estimator)  # the mechanism registry refuses unknown names
         if self.task.name not in ("next_word", "classification"):
             raise ConfigError(f"task.name must be next_word or classification, got {self.task.name!r}")
         if self.federation.rounds < 1 or self.federation.eval_every < 1:

@@ -1,7 +1,8 @@
 """What the server tells a sampled client in a training message, and what the client sends back.
 
 Server -> client (ConfigRecord "config" next to ArrayRecord "arrays", the global model):
-    round, mode, key (16 bytes; absent in modes that use every sentence), q_e, q_s, k_cap (0 = off),
+    round, mechanism (a name of uedp.privacy.mechanisms), key (16 bytes; only for keyed mechanisms, which
+    sample entities), q_e, q_s (the mechanism's rates: q_s = 0 for f_E), k_cap (0 = off),
     m_max, slot (-1 = none), beta (0 = no clipping: noiseless FedAvg only), w_u, private, and the local
     training settings (optimizer, lr, momentum, local_epochs, local_steps, batch_size), and seed (-1, or
     a seed for the client's training randomness in fixed-seed reproduction runs).
@@ -9,9 +10,8 @@ Client -> server: ArrayRecord "update" = w_u * clip(theta_local - theta_t, beta)
 nothing else: no loss, no count, no entity statistic. In non-private runs (noiseless FedAvg) a
 MetricRecord "metrics" with the local training loss and number of sentences used.
 
-Modes: "uedp" (f_E+: sampled entities and extended entities), "uedp_naive" (f_E: extended entities
-never used), "user_dp" (every sentence of the sampled user), "all" (every sentence, non-private),
-"deid" (every sentence, with detected protected entities replaced by placeholders, non-private).
+What the client does with the sentences (keyed selection, de-identification, every sentence) is read from
+the mechanism's spec, never from a list of names here.
 """
 
 from __future__ import annotations
@@ -20,16 +20,15 @@ from dataclasses import dataclass, fields
 
 from flwr.app import ConfigRecord
 
+from uedp.privacy import mechanisms
+from uedp.privacy.mechanisms import MechanismSpec
 from uedp.privacy.sampling import RoundKey
-
-MODES = ("uedp", "uedp_naive", "user_dp", "all", "deid")
-KEYED_MODES = ("uedp", "uedp_naive")
 
 
 @dataclass(frozen=True)
 class TrainInstructions:
     round: int
-    mode: str
+    mechanism: str
     q_e: float
     q_s: float
     k_cap: int
@@ -48,12 +47,15 @@ class TrainInstructions:
     key: RoundKey | None = None
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if (self.key is None) == (self.mode in KEYED_MODES):
-            raise ValueError(f"mode {self.mode!r} {'needs' if self.key is None else 'takes no'} round key")
+        spec = self.spec  # an unknown mechanism name is refused here
+        if (self.key is None) == spec.keyed:
+            raise ValueError(f"mechanism {self.mechanism!r} {'needs' if self.key is None else 'takes no'} round key")
         if self.private and self.beta <= 0:
             raise ValueError("a private run must clip (beta > 0)")
+
+    @property
+    def spec(self) -> MechanismSpec:
+        return mechanisms.get(self.mechanism)
 
     def to_record(self) -> ConfigRecord:
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "key"}
@@ -71,4 +73,4 @@ class TrainInstructions:
         return cls(**{n: record[n] for n in names}, key=key)
 
     def __repr__(self) -> str:  # never print the key
-        return f"TrainInstructions(round={self.round}, mode={self.mode!r}, ...)"
+        return f"TrainInstructions(round={self.round}, mechanism={self.mechanism!r}, ...)"

@@ -4,7 +4,7 @@ Contract:
 - Losses are per sentence (`per_sentence_loss(model, batch) -> Tensor[B]`), so the UeDP client can weight
   each sentence x by omega(x) with `weighted_loss`. For next_word a sentence's loss is the mean token
   cross-entropy over its predicted tokens (every token after [BOS], [EOS] included; padding never counts);
-  `token_counts(batch)` gives how many tokens each sentence predicts. For classification it is the
+  `NextWordTask.sentence_nll` also gives how many tokens each sentence predicts. For classification it is the
   cross-entropy of the sentence's label.
 - `weighted_loss(l, w) = sum(w * l) / sum(w)`, and 0 (still differentiable, zero gradient) when sum(w) = 0.
   The mechanism's estimator divides the noisy sum of clipped updates by a public constant Z (contract
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 import numpy as np
@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from uedp.errors import ConfigError
 from uedp.models.base import CLASSIFICATION, NEXT_WORD, UedpModel
-from uedp.tokenization import Batch, TextTokenizer, bucket_batches
+from uedp.tokenization import Batch
 
 
 class Task(Protocol):
@@ -50,11 +50,6 @@ def _device(model: torch.nn.Module) -> torch.device:
 class NextWordTask:
     name = NEXT_WORD
     mode = "lm"
-
-    @staticmethod
-    def token_counts(batch: Batch) -> torch.Tensor:
-        """Predicted tokens per sentence: its length minus the first token."""
-        return (batch.lengths - 1).clamp(min=0)
 
     @staticmethod
     def sentence_nll(model: UedpModel, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -182,25 +177,3 @@ def classification_metrics(confusion: np.ndarray) -> dict[str, float]:
     f1 = 2 * tp[present] / (2 * tp[present] + fp[present] + fn[present])
     accuracy = float(tp.sum()) / n
     return {"error": 1.0 - accuracy, "accuracy": accuracy, "macro_f1": float(f1.mean())}
-
-
-def make_batches(
-    tokenizer: TextTokenizer,
-    texts: Sequence[str],
-    *,
-    task: str,
-    labels: Sequence[int] | None = None,
-    max_len: int = 128,
-    batch_size: int = 32,
-    shuffle: bool = False,
-    seed: int = 0,
-) -> list[Batch]:
-    """Encode `texts` framed for `task`, bucketed by length. `batch.index` maps rows back to `texts`."""
-    spec = get_task(task)
-    if spec.name == CLASSIFICATION and labels is None:
-        raise ValueError("make_batches: classification needs labels")
-    if labels is not None and len(labels) != len(texts):
-        raise ValueError(f"make_batches: {len(labels)} labels for {len(texts)} texts")
-    seqs = [tokenizer.frame(ids, mode=spec.mode, max_len=max_len) for ids in tokenizer.encode_many(texts)]
-    return bucket_batches(seqs, batch_size=batch_size, pad_id=tokenizer.pad_id, labels=labels,
-                          shuffle=shuffle, seed=seed)

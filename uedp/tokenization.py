@@ -14,8 +14,7 @@ Contract:
 - `load_pretrained_tokenizer(dir)` wraps a model's own tokenizer (tokenizer.json, or any fast tokenizer
   `transformers.AutoTokenizer` can read offline); its special tokens are found by their usual names.
 
-`Batch`, `pad_sequences` and `bucket_batches` (end of module) turn token-id lists into padded tensors,
-bucketed by length so that little compute is spent on padding.
+`Batch` and `pad_sequences` (end of module) turn token-id lists into padded tensors.
 """
 
 from __future__ import annotations
@@ -292,37 +291,3 @@ def pad_sequences(
         None if labels is None else torch.as_tensor(list(labels), dtype=torch.int64),
         torch.as_tensor(list(index) if index is not None else range(len(seqs)), dtype=torch.int64),
     )
-
-
-def bucket_batches(
-    seqs: Sequence[Sequence[int]],
-    *,
-    batch_size: int,
-    pad_id: int,
-    labels: Sequence[int] | None = None,
-    shuffle: bool = False,
-    seed: int = 0,
-) -> list[Batch]:
-    """Cut `seqs` into batches of similar length (little padding). Every sequence appears exactly once.
-
-    Sorted by length (ties in input order), cut into runs of `batch_size`; with `shuffle`, the order within
-    equal lengths and the order of the batches are randomized by `seed`."""
-    if batch_size < 1:
-        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
-    if labels is not None and len(labels) != len(seqs):
-        raise ValueError(f"bucket_batches: {len(labels)} labels for {len(seqs)} sequences")
-    rng = np.random.default_rng(seed)
-    tiebreak = rng.permutation(len(seqs)) if shuffle else np.arange(len(seqs))
-    order = sorted(range(len(seqs)), key=lambda i: (len(seqs[i]), tiebreak[i]))
-    chunks = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    if shuffle:
-        chunks = [chunks[i] for i in rng.permutation(len(chunks))]
-    return [
-        pad_sequences(
-            [seqs[i] for i in chunk],
-            pad_id=pad_id,
-            labels=None if labels is None else [labels[i] for i in chunk],
-            index=chunk,
-        )
-        for chunk in chunks
-    ]

@@ -1,14 +1,15 @@
 """Local training and evaluation over `EncodedSentences` (tensor slices, no per-sentence Python loop).
 
 `local_train` runs the client's entity-weighted training (contract step 5): minibatches of the selected
-sentences, loss = weighted mean of per-sentence losses with weights omega(x). It returns nothing: the
-caller takes `theta_local - theta_t` and clips the WHOLE update (uedp.privacy.clipping), never gradients
-step by step.
+sentences, loss = weighted mean of per-sentence losses with weights omega(x). It trains the model in place
+and returns the mean training loss and the number of steps, which callers in private runs must not send
+anywhere; the caller takes `theta_local - theta_t` and clips the WHOLE update (uedp.privacy.clipping),
+never gradients step by step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -22,12 +23,15 @@ from uedp.tokenization import Batch
 
 @dataclass(frozen=True)
 class LocalTraining:
-    optimizer: str = "sgd"
-    lr: float = 0.5
-    momentum: float = 0.0
-    local_epochs: int = 1
-    local_steps: int = 0  # > 0: exactly this many minibatch steps (cycling), instead of epochs
-    batch_size: int = 32
+    """One round's local training settings, from the round's TrainInstructions (the server's `train.*`
+    config, uedp.config.ClientTrainConfig, holds the defaults: none here, so they cannot drift)."""
+
+    optimizer: str  # sgd | adam
+    lr: float
+    momentum: float
+    local_epochs: int
+    local_steps: int  # > 0: exactly this many minibatch steps (cycling), instead of epochs
+    batch_size: int
 
     def __post_init__(self) -> None:
         if self.optimizer not in ("sgd", "adam"):
@@ -36,7 +40,7 @@ class LocalTraining:
             raise ConfigError(f"bad local training settings: {self}")
 
 
-def make_optimizer(params, *, name: str, lr: float, momentum: float = 0.0) -> torch.optim.Optimizer:
+def make_optimizer(params, *, name: str, lr: float, momentum: float) -> torch.optim.Optimizer:
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=momentum)
     if name == "adam":
@@ -73,15 +77,19 @@ def local_train(
     cfg: LocalTraining,
     *,
     generator: torch.Generator | None = None,
+    before_step: Callable[[list[torch.nn.Parameter]], None] | None = None,
 ) -> tuple[float, int]:
     """Train `model` in place on `data[rows]` with per-sentence weights `weights[rows]`.
 
+    `before_step`, if given, is called with the model's parameters (gradients computed) before each
+    optimizer step; real runs pass none (the audit's per-step-clipping control does).
     Returns (mean training loss over the steps, number of steps); callers in private runs must not send
     these anywhere."""
     if len(rows) == 0:
         return 0.0, 0
     gen = generator or torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,)).item()))
-    opt = make_optimizer(model.parameters(), name=cfg.optimizer, lr=cfg.lr, momentum=cfg.momentum)
+    params = list(model.parameters())
+    opt = make_optimizer(params, name=cfg.optimizer, lr=cfg.lr, momentum=cfg.momentum)
     model.train()
     total, steps = 0.0, 0
     for chunk in _minibatches(rows, cfg, gen):
@@ -89,6 +97,8 @@ def local_train(
         loss = weighted_loss(per_sentence_loss(model, batch), weights[chunk])
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if before_step is not None:
+            before_step(params)
         opt.step()
         total += float(loss.detach())
         steps += 1

@@ -6,7 +6,8 @@
 Prints eps_uedp, eps_user, eps_undetected and eps_rdp_bound (uedp.privacy.accounting) as a table, or with
 --json one JSON object (keys eps_uedp, eps_user, eps_undetected, eps_rdp_bound, noise_multiplier, delta,
 sigma and the inputs; an infinite epsilon is written as null). With --target-epsilon the noise multiplier
-is calibrated first (smallest z with eps_uedp <= target). Bad values raise ConfigError (exit status 2).
+is calibrated first (smallest z with eps_uedp <= target; uedp.privacy.calibration). Bad values raise
+ConfigError (exit status 2).
 """
 
 from __future__ import annotations
@@ -17,13 +18,8 @@ import math
 import time
 
 from uedp.errors import ConfigError
-from uedp.privacy.accounting import (
-    DEFAULT_DELTA,
-    calibrate_noise_multiplier,
-    check_delta,
-    epsilons,
-    mechanism,
-)
+from uedp.privacy.accounting import DEFAULT_DELTA, check_delta, epsilons, mechanism
+from uedp.privacy.calibration import calibrate_noise_multiplier
 from uedp.privacy.ledger import RoundRecord
 
 KEYS = ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound")

@@ -85,10 +85,6 @@ def load_corpus_dir(directory: str | os.PathLike[str]) -> Corpus:
     )
 
 
-def corpus_fingerprint(directory: str | os.PathLike[str]) -> str:
-    return _read_meta(Path(directory))["fingerprint"]
-
-
 def read_user_rows(
     directory: str | os.PathLike[str], user: str, split: str | None = None, columns: list[str] | None = None
 ) -> pa.Table:

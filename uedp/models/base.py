@@ -55,9 +55,6 @@ class UedpModel(nn.Module):
     def forward(self, batch: Batch) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def num_trainable(self) -> int:
-        return sum(p.numel() for p in self.parameters() if p.requires_grad)
-
 
 def trainable_parameters(model: nn.Module) -> list[tuple[str, nn.Parameter]]:
     """(name, parameter) of every trainable parameter, each shared parameter once."""

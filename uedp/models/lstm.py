@@ -99,10 +99,6 @@ class LSTMLanguageModel(UedpModel):
             self.decoder = nn.Linear(hidden_dim, vocab_size)
         nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
 
-    def output_weight(self) -> torch.Tensor:
-        """The decoder matrix (the embedding matrix itself when tied)."""
-        return self.embedding.weight if self.decoder is None else self.decoder.weight
-
     def forward(self, batch: Batch) -> torch.Tensor:
         x = embedding_dropout(self.embedding, batch.input_ids, self.embed_dropout, self.training)
         x = self.input_drop(x)

@@ -1,6 +1,8 @@
 """The privacy core of UeDP: pure, framework-free code, one module per section of the contract
 (shared/docs/uedp-mechanism.md).
 
+    mechanisms   2, 4     the registry of mechanism specs (UeDP f_E+ / f_E, user-level DP, the baselines)
+                          that the strategy, client, accountant and budget check all read
     sampling     2.2-2.4  round keys, keyed hash h(k, tag, ...), entity / extended-entity sampling, slots
     cohort       2.1      server-side user sampling, truncation at m_max, slot assignment
     selection    2.4-2.5  which sentences a client uses, and their loss weights omega(x)
@@ -8,7 +10,8 @@
     sensitivity  3        s_u, s_e, s_s and the noise std sigma per method
     noise        2.8      CSPRNG-seeded Gaussian noise
     aggregation  2.7-2.8  server re-check, the one noisy aggregation core, the public denominator Z
-    accounting   4        PLD accounting (eps_uedp, eps_user, eps_undetected, RDP bound), calibration
+    accounting   4        PLD accounting (eps_uedp, eps_user, eps_undetected, RDP bound)
+    calibration  4        the smallest noise multiplier z reaching a target epsilon in T rounds
     ledger       2.9, 4   per-round records, epsilons from the ledger, budget stop, save / resume
 
 Names are re-exported lazily here (so a client importing selection does not load dp-accounting).
@@ -20,6 +23,7 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
+    "mechanisms": ("MechanismSpec", "spec_for", "sampling_rates"),
     "sampling": ("RoundKey", "new_round_key", "h_int", "h", "entity_sampled", "extended_sampled",
                  "extended_entity", "permitted_slots"),
     "selection": ("Selection", "SelectionParams", "select_sentences", "select_sentences_reference"),
@@ -28,8 +32,9 @@ _EXPORTS = {
     "noise": ("GaussianNoise", "NoiseSource"),
     "aggregation": ("AggregationStats", "recheck", "aggregate", "denominator"),
     "accounting": ("DEFAULT_DELTA", "Mechanism", "Mixture", "Epsilons", "mechanism", "epsilon",
-                   "compose_epsilons", "epsilons", "eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound",
-                   "calibrate_noise_multiplier", "check_delta"),
+                   "compose_epsilons", "epsilons",
+                   "check_delta"),
+    "calibration": ("calibrate_noise_multiplier", "calibrate_noise_multiplier_reference"),
     "ledger": ("RoundRecord", "Ledger", "BudgetCheck"),
 }  # fmt: skip
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}

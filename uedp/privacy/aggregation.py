@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -32,6 +32,8 @@ from uedp.privacy.sensitivity import check_method
 OK, RECLIPPED, DROPPED_SHAPE, DROPPED_NONFINITE = "ok", "reclipped", "dropped_shape", "dropped_nonfinite"
 STATUSES = (OK, RECLIPPED, DROPPED_SHAPE, DROPPED_NONFINITE)
 NORM_SLACK = 1e-6
+# The bound noiseless FedAvg aggregates with (it does not clip); the re-check still drops wrong shapes, NaN/Inf.
+UNBOUNDED_NORM = 1e30
 
 Shapes = Mapping[str, tuple[int, ...]] | Sequence[tuple[int, ...]]
 
@@ -110,6 +112,13 @@ def recheck(update: Any, template_shapes: Shapes, *, w_max: float, beta: float) 
         clipped, _ = clip_update(update, bound)
         return clipped, RECLIPPED
     return update, OK
+
+
+class Aggregator(Protocol):
+    """The signature of `aggregate`; a strategy takes one (the audit passes a broken one)."""
+
+    def __call__(self, updates: Sequence[Any], *, template: Update, w_max: float, beta: float, sigma: float,
+                 Z: float, noise: NoiseSource) -> tuple[dict[str, Any] | list[Any], AggregationStats]: ...
 
 
 def aggregate(

@@ -10,10 +10,9 @@ Its loss weight is omega(x) = sum of w_e over ent(x) (sensitive) or w_s (extende
 lie in [0, 1] (default 1; out-of-range weights are refused, not clipped), so omega may exceed 1 for a
 sentence with several entities (clients use a weighted-MEAN loss). Unselected sentences get weight 0.
 
-Modes (`mode`):
-  - "uedp": f_E+ (UeDP-Alg), as above.
-  - "uedp_naive": f_E, the naive estimator: S is never used (q_s is forced to 0, whatever is passed).
-  - "user_dp": user-level DP (DP-FedAvg): every sentence is selected with weight 1; the key is not used.
+This is the rule of the keyed mechanisms (uedp.privacy.mechanisms, `keyed`); the naive estimator f_E is
+the same rule with q_s = 0 (its spec's rates say so). Mechanisms that are not keyed (user-level DP, the
+noiseless baselines) use every sentence of the sampled user with weight 1 and never call this module.
 
 `select_sentences` hashes each DISTINCT entity of the user once and decides per sentence with numpy;
 `select_sentences_reference` is the slow, obviously-correct version the tests compare it with.
@@ -41,8 +40,6 @@ from uedp.privacy.sampling import (
     threshold,
 )
 
-MODES = ("uedp", "uedp_naive", "user_dp")
-
 Weights = Mapping[str, float] | None  # entity key -> w_e
 ExtendedWeights = Mapping[int, float] | float | None  # sid -> w_s, or one w_s for every sentence
 
@@ -68,24 +65,17 @@ class SelectionParams:
     k_cap: int | None = None
     m_max: int | None = None
     slot: int | None = None
-    mode: str = "uedp"
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"selection mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         check_probability("q_e", self.q_e)
         check_probability("q_s", self.q_s)
         check_cap(self.k_cap, self.m_max)
-        if self.k_cap is not None and self.mode != "user_dp":
+        if self.k_cap is not None:
             slot = self.slot
             if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < self.m_max:
                 raise ValueError(
                     f"slot must be an integer in [0, m_max={self.m_max}) with k_cap set, got {slot!r}"
                 )
-
-    @property
-    def effective_q_s(self) -> float:
-        return 0.0 if self.mode == "uedp_naive" else self.q_s
 
 
 def _weight(name: str, value: float) -> float:
@@ -125,10 +115,8 @@ def select_sentences(
     """Selection mask and loss weights of one user's sentences (`entities[i]` = ent(x_i), keys as strings)."""
     _check_inputs(sids, entities)
     n = len(sids)
-    if params.mode == "user_dp":
-        return Selection(mask=np.ones(n, dtype=bool), weights=np.ones(n, dtype=np.float64))
     if key is None:
-        raise ValueError("a round key is required in mode " + repr(params.mode))
+        raise ValueError("keyed selection needs the round key")
     key = as_round_key(key)
 
     # Distinct entities of the user, and each sentence's (deduplicated) entity indices, flattened.
@@ -163,7 +151,7 @@ def select_sentences(
     weights = np.where(mask, omega_sensitive, 0.0)
 
     # Extended entities: one hash per entity-free sentence (each has its own identity).
-    q_s = params.effective_q_s
+    q_s = params.q_s
     if q_s > 0.0:
         t_s = threshold(q_s, name="q_s")
         for i in np.flatnonzero(~sensitive):
@@ -189,9 +177,7 @@ def select_sentences_reference(
     mask, weights = [], []
     for sid, ents in zip(sids, entities):
         ents = set(ents)
-        if params.mode == "user_dp":
-            used, w = True, 1.0
-        elif ents:
+        if ents:
             used = all(entity_sampled(key, e, params.q_e) for e in ents)
             if params.k_cap is not None:
                 used = used and all(
@@ -199,7 +185,7 @@ def select_sentences_reference(
                 )
             w = sum(_entity_weight(entity_weights, e) for e in ents)
         else:
-            used = extended_sampled(key, extended_entity(user, sid), params.effective_q_s)
+            used = extended_sampled(key, extended_entity(user, sid), params.q_s)
             w = _extended_weight(extended_weights, sid)
         mask.append(used)
         weights.append(w if used else 0.0)

@@ -1,17 +1,18 @@
-"""The one aggregation core every strategy shares (contract section 2), as a Flower Message-API Strategy.
+"""The one Flower strategy of the project: a Message-API Strategy driven by a mechanism spec.
 
-Strategies differ only in a small declarative `StrategySpec`: which accounting method they are (which
-sensitivity and noise), what clients are told to use (selection mode), whether the cohort is truncated
-at m_max, and whether entity-cap slots are assigned. Everything else is here, once:
+Every mechanism (UeDP f_E+ and f_E, user-level DP, noiseless FedAvg, de-identification) is this class
+with a different `MechanismSpec` (uedp.privacy.mechanisms); adding one is a registry entry, not a class.
 
-configure_train: Poisson-sample users over the registered population (truncation at m_max), draw a fresh
-  secret round key (`secrets`) for keyed modes, inject the cohort into slots when the entity cap is on,
-  and send each sampled node its instructions (uedp.protocol) with the global model.
+configure_train: Poisson-sample users over the registered population (truncated at m_max when the spec
+  says so), draw a fresh secret round key (`secrets`) for keyed mechanisms, inject the cohort into slots
+  when the entity cap is on, and send each sampled node its instructions (uedp.protocol) with the model.
 aggregate_train: error replies and missing replies (time-outs) contribute zero; every received update is
-  re-checked (shape, finite, norm <= w_max * beta: re-clip or drop, counted), summed, noised with
-  sigma = z * (s_u + s_e) (user-level DP: z * w_max * beta) and divided by the public constant Z
-  (uedp.privacy.aggregation). Noiseless FedAvg divides by the number of valid replies instead (it has no
-  guarantee, so it may look at the data).
+  re-checked (shape, finite, norm <= w_max * beta: re-clip or drop, counted), summed, noised with the
+  round's sigma and divided by the public constant Z (uedp.privacy.aggregation). Noiseless mechanisms
+  divide by the number of valid replies instead (they have no guarantee, so they may look at the data).
+
+The aggregation function and the noise source are passed in (the audit's broken controls replace them);
+real runs use `uedp.privacy.aggregation.aggregate` and a CSPRNG-seeded `GaussianNoise`.
 
 The round's metrics hold counts only (sampled, replies, failures, re-check statuses), never a per-client
 number. The round key lives in this object for one round and is never logged or stored.
@@ -23,7 +24,6 @@ import logging
 import math
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
@@ -31,35 +31,21 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from uedp.config import ClientTrainConfig, PrivacyConfig
-from uedp.privacy.aggregation import aggregate, denominator
+from uedp.privacy.aggregation import UNBOUNDED_NORM, Aggregator, aggregate, denominator
 from uedp.privacy.cohort import Cohort, sample_cohort
 from uedp.privacy.ledger import RoundRecord
+from uedp.privacy.mechanisms import MechanismSpec
 from uedp.privacy.noise import NoiseSource
 from uedp.privacy.sampling import RoundKey, new_round_key
-from uedp.protocol import KEYED_MODES, TrainInstructions
-from uedp.registry import Registry
+from uedp.protocol import TrainInstructions
 
 log = logging.getLogger(__name__)
 
-# Noiseless FedAvg does not clip; the server's re-check still drops wrong shapes and NaN/Inf.
-UNBOUNDED_NORM = 1e30
 
-
-@dataclass(frozen=True)
-class StrategySpec:
-    method: str  # accounting method: uedp | uedp_naive | user_dp | noiseless
-    client_mode: str  # uedp.protocol mode: uedp | uedp_naive | user_dp | all
-    truncate: bool  # cohort truncated at m_max (sensitivities assume it)
-    private: bool
-
-
-class PrivateFedStrategy(Strategy):
-    """Base of every strategy of the project; subclasses only choose a `StrategySpec`."""
-
-    spec: StrategySpec
-
+class MechanismStrategy(Strategy):
     def __init__(
         self,
+        spec: MechanismSpec,
         *,
         privacy: PrivacyConfig,
         train: ClientTrainConfig,
@@ -69,35 +55,37 @@ class PrivateFedStrategy(Strategy):
         rng: random.Random,
         num_entities: int = 0,
         num_extended: int = 0,
+        aggregator: Aggregator = aggregate,
     ) -> None:
         if population < 1:
             raise ValueError(f"population must be >= 1, got {population}")
+        self.spec = spec
         self.privacy = privacy
         self.train = train
-        self.z = float(noise_multiplier) if self.spec.private else 0.0
+        self.z = float(noise_multiplier) if spec.private else 0.0
         self.population = population
         self.noise = noise
         self.rng = rng
-        self.k_cap = privacy.k_cap if (privacy.k_cap and self.spec.client_mode in KEYED_MODES) else None
-        self.m_max = privacy.m_max if self.spec.truncate else None
-        self.q_s = privacy.q_s if self.spec.client_mode == "uedp" else 0.0
-        if self.spec.private:
-            paper = privacy.paper_z and self.spec.method in ("uedp", "uedp_naive")
+        self.aggregator = aggregator
+        self.k_cap = spec.k_cap(privacy)
+        self.m_max = spec.m_max(privacy)
+        self.q_e, self.q_s = spec.rates(privacy)
+        if spec.private:
             self.Z = denominator(
-                self.spec.method, q_u=privacy.q_u, num_users=population, paper_z=paper,
-                q_e=privacy.q_e, W_e=float(num_entities), q_s=self.q_s, W_s=float(num_extended),
+                spec.accounting, q_u=privacy.q_u, num_users=population, paper_z=privacy.paper_z and spec.keyed,
+                q_e=self.q_e, W_e=float(num_entities), q_s=self.q_s, W_s=float(num_extended),
             )
         else:
-            self.Z = math.nan  # noiseless FedAvg: mean over valid replies
+            self.Z = math.nan  # noiseless: mean over valid replies
         self._last: Cohort | None = None
+        self._template: list[np.ndarray] | None = None
 
     # -- the mechanism of one round, as recorded in the ledger ---------------------------------------
     def round_record(self, server_round: int) -> RoundRecord:
-        p, method = self.privacy, self.spec.method
-        q_e, q_s = {"user_dp": (1.0, 1.0), "noiseless": (1.0, 1.0)}.get(method, (p.q_e, self.q_s))
+        p = self.privacy
         return RoundRecord(
-            round=server_round, method=method, q_u=p.q_u, q_e=q_e, q_s=q_s, m_max=self.m_max,
-            k_cap=self.k_cap, beta=p.beta, w_max=p.w_max, z=self.z,
+            round=server_round, method=self.spec.accounting, q_u=p.q_u, q_e=self.q_e, q_s=self.q_s,
+            m_max=self.m_max, k_cap=self.k_cap, beta=p.beta, w_max=p.w_max, z=self.z,
             Z=self.Z if self.spec.private else 1.0,
         )
 
@@ -116,12 +104,12 @@ class PrivateFedStrategy(Strategy):
         )
         self._last = cohort
         key = None
-        if self.spec.client_mode in KEYED_MODES:  # fixed-seed reproduction runs derive it from the seed
+        if self.spec.keyed:  # fixed-seed reproduction runs derive it from the seed
             key = RoundKey(self.rng.randbytes(16)) if self.privacy.seed >= 0 else new_round_key()
         messages = []
         for i, node in enumerate(cohort.nodes):
             ins = TrainInstructions(
-                round=server_round, mode=self.spec.client_mode, q_e=self.privacy.q_e, q_s=self.q_s,
+                round=server_round, mechanism=self.spec.name, q_e=self.q_e, q_s=self.q_s,
                 k_cap=self.k_cap or 0, m_max=self.privacy.m_max,
                 slot=cohort.slots[i] if cohort.slots is not None else -1,
                 beta=self.privacy.beta if self.spec.private else 0.0, w_u=self.privacy.w_max,
@@ -137,6 +125,8 @@ class PrivateFedStrategy(Strategy):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        if self._template is None:
+            raise RuntimeError("set_template(weights) must be called before the first round")
         cohort = self._last
         replies = list(replies)
         updates, errors = [], 0
@@ -148,16 +138,14 @@ class PrivateFedStrategy(Strategy):
             updates.append(reply.content["update"].to_numpy_ndarrays())
             if not self.spec.private and "metrics" in reply.content:
                 train_loss.append(float(reply.content["metrics"]["train_loss"]))
-        template = self._template
         if self.spec.private:
-            record = self.round_record(server_round)
-            mean, stats = aggregate(updates, template=template, w_max=self.privacy.w_max,
-                                    beta=self.privacy.beta, sigma=record.sigma, Z=self.Z, noise=self.noise)
+            mean, stats = self.aggregator(updates, template=self._template, w_max=self.privacy.w_max,
+                                          beta=self.privacy.beta, sigma=self.round_record(server_round).sigma,
+                                          Z=self.Z, noise=self.noise)
         else:
-            valid = max(1, len(updates))
-            mean, stats = aggregate(updates, template=template, w_max=1.0, beta=UNBOUNDED_NORM, sigma=0.0,
-                                    Z=1.0, noise=self.noise)
-            mean = [m / valid for m in mean]
+            mean, stats = self.aggregator(updates, template=self._template, w_max=1.0, beta=UNBOUNDED_NORM,
+                                          sigma=0.0, Z=1.0, noise=self.noise)
+            mean = [m / max(1, len(updates)) for m in mean]
         sampled = cohort.size if cohort else 0
         metrics = {
             "sampled": float(sampled),
@@ -176,7 +164,7 @@ class PrivateFedStrategy(Strategy):
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        return []  # central evaluation on the server (server/app.py)
+        return []  # central evaluation on the server (server/round.py)
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         return None
@@ -184,20 +172,9 @@ class PrivateFedStrategy(Strategy):
     def summary(self) -> None:
         p = self.privacy
         log.info("%s: q_u=%s q_e=%s q_s=%s m_max=%s k_cap=%s beta=%s z=%.4f sigma=%.4g Z=%.4g",
-                 type(self).__name__, p.q_u, p.q_e, self.q_s, self.m_max, self.k_cap, p.beta, self.z,
+                 self.spec.name, p.q_u, self.q_e, self.q_s, self.m_max, self.k_cap, p.beta, self.z,
                  self.sigma, self.Z)
 
     # -- shapes of the model, set by the server before round 1 ------------------------------------------
-    _template: list[np.ndarray]
-
     def set_template(self, weights: list[np.ndarray]) -> None:
         self._template = [np.zeros_like(w) for w in weights]
-
-
-STRATEGIES: Registry[PrivateFedStrategy] = Registry("strategy")
-
-
-def build_strategy(name: str, /, **options) -> PrivateFedStrategy:
-    import strategies.variants  # noqa: F401 - registers the strategies
-
-    return STRATEGIES.create(name, **options)

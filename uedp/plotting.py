@@ -1,4 +1,4 @@
-"""Matplotlib for the experiment commands: the headless backend, and one way to write a figure."""
+"""Matplotlib for the commands and reports: the headless backend, and one way to write a figure."""
 
 from __future__ import annotations
 

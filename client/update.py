@@ -1,0 +1,102 @@
+"""The data owner's side of a round (contract steps 3-6): from a training message to the update it returns.
+
+`ClientRound()(cfg, partition_id, weights, ins)`: read the user's sentences and entity sets (cached in this
+process), select sentences as the round's mechanism says (uedp.privacy.mechanisms: keyed-hash entity
+sampling with the "every entity sampled" rule and the entity-cap slot, or every sentence), train from the
+received global model with entity weights, then clip the WHOLE update theta_local - theta_t to beta ONCE
+and scale it by w_u. In private runs nothing but the update is returned: no loss, count or entity
+statistic, and nothing about the round is logged.
+
+`client_update` is the instance every real run uses. Two parts are injectable, for the audit's broken
+controls only (uedp.audit.controls): a hook on the gradients before each local step, and the function that
+bounds the update (`bound_update` here). Nothing else differs, so a control is this code with one part
+swapped, never a copy of it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from uedp.config import RunConfig
+from uedp.models.base import get_weights, set_weights
+from uedp.pipeline import UserData, load_manifest, load_user_data, new_model
+from uedp.privacy.clipping import clip_update, scale
+from uedp.privacy.selection import SelectionParams, select_sentences
+from uedp.protocol import TrainInstructions
+from uedp.training import LocalTraining, local_train
+
+GradientHook = Callable[[TrainInstructions, Sequence[torch.nn.Parameter]], None]
+UpdateBound = Callable[[list[np.ndarray], TrainInstructions], list[np.ndarray]]
+
+
+@functools.lru_cache(maxsize=64)
+def _user_data(cfg_key: tuple, partition_id: int, deidentified: bool) -> UserData:
+    return load_user_data(RunConfig.from_flat(dict(cfg_key)), partition_id, deidentified=deidentified)
+
+
+@functools.lru_cache(maxsize=2)
+def _model(cfg_key: tuple):
+    cfg = RunConfig.from_flat(dict(cfg_key))
+    return new_model(cfg, load_manifest(cfg))
+
+
+def select(data: UserData, ins: TrainInstructions) -> tuple[np.ndarray, np.ndarray]:
+    """Rows used this round and their weights omega(x)."""
+    if not ins.spec.keyed:  # every sentence of the sampled user, weight 1
+        n = len(data.sids)
+        return np.arange(n), np.ones(n)
+    params = SelectionParams(
+        q_e=ins.q_e, q_s=ins.q_s, k_cap=ins.k_cap or None, m_max=ins.m_max if ins.k_cap else None,
+        slot=ins.slot if ins.k_cap else None,
+    )
+    sel = select_sentences(ins.key, user=data.user, sids=data.sids.tolist(), entities=data.entities,
+                           params=params)
+    rows = np.flatnonzero(sel.mask)
+    return rows, sel.weights[rows]
+
+
+def bound_update(delta: list[np.ndarray], ins: TrainInstructions) -> list[np.ndarray]:
+    """ONE clip of the whole update to beta, then the user weight: norm <= w_u * beta exactly. beta = 0
+    (no clip) only in noiseless runs: TrainInstructions refuses it in private ones."""
+    if ins.beta > 0:
+        return clip_update(delta, ins.beta, w_u=ins.w_u)[0]
+    return scale(delta, ins.w_u)
+
+
+@dataclass(frozen=True)
+class ClientRound:
+    gradient_hook: GradientHook | None = None  # hook(ins, parameters with .grad) before each local step
+    bound: UpdateBound = bound_update
+
+    def __call__(self, cfg: RunConfig, partition_id: int, weights: list[np.ndarray], ins: TrainInstructions
+                 ) -> tuple[list[np.ndarray], dict[str, float]]:
+        """The update this user returns for one round, and (non-private runs only) training metrics."""
+        key = tuple(sorted(cfg.to_flat().items()))
+        data = _user_data(key, partition_id, ins.spec.deidentify)
+        model = _model(key)
+        set_weights(model, weights)
+        rows, omega = select(data, ins)
+        w = torch.zeros(len(data.sids), dtype=torch.float32)
+        w[torch.as_tensor(rows, dtype=torch.long)] = torch.as_tensor(omega, dtype=torch.float32)
+        training = LocalTraining(optimizer=ins.optimizer, lr=ins.lr, momentum=ins.momentum,
+                                 local_epochs=ins.local_epochs, local_steps=ins.local_steps,
+                                 batch_size=ins.batch_size)
+        generator = None
+        if ins.seed >= 0:  # reproduction runs only
+            torch.manual_seed(ins.seed)
+            generator = torch.Generator().manual_seed(ins.seed)
+        hook = None if self.gradient_hook is None else functools.partial(self.gradient_hook, ins)
+        loss, steps = local_train(model, data.encoded, torch.as_tensor(rows, dtype=torch.long), w, training,
+                                  generator=generator, before_step=hook)
+        delta = [new - old for new, old in zip(get_weights(model), weights)]
+        delta = self.bound(delta, ins)
+        metrics = {} if ins.private else {"train_loss": loss, "sentences": float(len(rows)), "steps": float(steps)}
+        return [np.asarray(d, dtype=np.float32) for d in delta], metrics
+
+
+client_update = ClientRound()

@@ -1,0 +1,74 @@
+"""One server round (contract steps 1-2 and 7-9).
+
+budget check (never run a round that would take the claimed epsilon past the target) -> configure_train
+-> send_and_receive -> aggregate_train (noisy mean update) -> record the round in the privacy ledger and
+save the ledger -> THEN apply the update with the server optimizer (the new model exists only after its
+round is accounted for) -> central evaluation every `eval_every` rounds -> metrics row and progress line
+-> a checkpoint every `checkpoint_every` rounds (model, optimizer, a copy of the ledger, and z).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from flwr.app import ArrayRecord, ConfigRecord
+from flwr.serverapp import Grid
+
+from server.checkpoint import Checkpoint, save_checkpoint
+from server.setup import LEDGER, RunContext, RunState
+from uedp.models.base import get_weights
+from uedp.privacy.accounting import epsilon
+from uedp.training import evaluate_encoded
+
+EPSILON_KEYS = ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound")
+
+
+def run_round(ctx: RunContext, state: RunState, grid: Grid, rnd: int) -> bool:
+    """Run round `rnd`; False (and nothing run) if the budget stops it."""
+    cfg, spec, ledger = ctx.cfg, ctx.spec, state.ledger
+    p, fed = cfg.privacy, cfg.federation
+    record = ctx.strategy.round_record(rnd)
+    eps_after: float | None = None
+    if spec.private and p.target_epsilon > 0:
+        check = ledger.check_budget(record, target_epsilon=p.target_epsilon, adjacency=spec.claim)
+        eps_after = check.epsilon_after
+        if not check.allowed:
+            state.stopped_by_budget = True
+            print(f"budget stop: round {rnd} would take eps_{spec.claim} to {check.epsilon_after:.4f} > "
+                  f"target {p.target_epsilon}", file=ctx.stream, flush=True)
+            return False
+    t_round = time.monotonic()
+    arrays = ArrayRecord(list(get_weights(state.model)))
+    replies = grid.send_and_receive(ctx.strategy.configure_train(rnd, arrays, ConfigRecord(), grid),
+                                    timeout=fed.round_timeout)
+    agg, round_metrics = ctx.strategy.aggregate_train(rnd, replies)
+    # Account for the round BEFORE the new model exists anywhere.
+    ledger.append(record)
+    ledger.save(ctx.out / LEDGER)
+    state.optimizer.apply(agg.to_numpy_ndarrays())
+    row: dict[str, Any] = {"round": rnd, "seconds": round(time.monotonic() - t_round, 3),
+                           **dict(round_metrics or {})}
+    evaluate_now = rnd % fed.eval_every == 0 or rnd == fed.rounds
+    if spec.private:
+        # The claimed epsilon every round (the budget check already computed it); all four at evaluations.
+        if evaluate_now:
+            state.eps = ledger.epsilons()
+            row.update({k: state.eps[k] for k in EPSILON_KEYS})
+        else:
+            state.eps = {f"eps_{spec.claim}": eps_after if eps_after is not None
+                         else epsilon(spec.claim, ledger.groups(), delta=p.delta, num_users=ctx.population)}
+            row.update(state.eps)
+    if evaluate_now:
+        state.last_eval = evaluate_encoded(state.model, ctx.test)
+        row.update({f"test_{k}": v for k, v in state.last_eval.items()})
+    ctx.metrics.write(row)
+    shown = row.get(f"test_{ctx.metric_name}")
+    ctx.metrics.progress(round=rnd, rounds=fed.rounds,
+                         eps=state.eps.get(f"eps_{spec.claim}") if spec.private else None,
+                         metric=(ctx.metric_name, shown) if shown is not None else None,
+                         extra=f"replies={int(row['replies'])}/{int(row['sampled'])}")
+    if rnd % fed.checkpoint_every == 0 or rnd == fed.rounds:
+        save_checkpoint(ctx.out, Checkpoint(rnd, state.model.state_dict(), state.optimizer.state_dict(),
+                                            ledger.to_dict(), {"z": ctx.z}))
+    return True

@@ -1,0 +1,155 @@
+"""Set-up of a run: from a RunConfig (and injected components) to a frozen `RunContext` and its `RunState`.
+
+`setup` prepares the data, picks the mechanism spec the config names (uedp.privacy.mechanisms), fixes the
+noise multiplier (given, or calibrated to privacy.target_epsilon over federation.rounds), builds the
+strategy, model, server optimizer and ledger, and, with federation.resume, continues the saved ledger
+from the last checkpoint.
+
+`Components` are the seams: the noise source, the aggregation function and the noise multiplier may be
+passed in instead of being built from the config. Real runs pass none. The audit's broken controls pass a
+noise source that draws too little noise or an aggregator without the norm re-check, and say so in
+`broken`, which every output of the run then carries as its warning (such a run is never private).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from server.checkpoint import load_checkpoint
+from server.metrics import MetricsWriter
+from server.optimizer import ServerOptimizer
+from strategies import MechanismStrategy
+from uedp.config import RunConfig
+from uedp.errors import ConfigError
+from uedp.models.base import UedpModel, get_weights
+from uedp.pipeline import EncodedSentences, load_split, new_model, prepare
+from uedp.privacy.aggregation import Aggregator, aggregate
+from uedp.privacy.calibration import calibrate_noise_multiplier
+from uedp.privacy.ledger import Ledger
+from uedp.privacy.mechanisms import MechanismSpec, spec_for
+from uedp.privacy.noise import FIXED_SEED_WARNING, GaussianNoise, NoiseSource
+from uedp.training import evaluate_encoded
+
+LEDGER = "ledger.json"
+
+
+@dataclass(frozen=True)
+class Components:
+    noise: NoiseSource | None = None  # None: GaussianNoise, CSPRNG-seeded (or privacy.seed for reproduction)
+    aggregator: Aggregator = aggregate
+    noise_multiplier: float | None = None  # None: privacy.noise_multiplier or calibrated to the target
+    broken: str | None = None  # why an injected component voids the guarantee (audit controls only)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What stays fixed for the whole run."""
+
+    cfg: RunConfig
+    spec: MechanismSpec
+    out: Path
+    population: int
+    z: float
+    strategy: MechanismStrategy
+    test: EncodedSentences
+    metric_name: str
+    warning: str | None  # fixed seed or broken component: the run is for reproduction or audit only
+    metrics: MetricsWriter
+    stream: TextIO
+
+    @property
+    def private(self) -> bool:
+        return self.spec.private and self.warning is None
+
+
+@dataclass
+class RunState:
+    """What the rounds change."""
+
+    model: UedpModel
+    optimizer: ServerOptimizer
+    ledger: Ledger
+    first_round: int
+    initial: dict[str, float]
+    last_eval: dict[str, float]
+    eps: dict[str, float] = field(default_factory=dict)
+    stopped_by_budget: bool = False
+
+
+def noise_multiplier(cfg: RunConfig, spec: MechanismSpec, *, population: int) -> float:
+    """privacy.noise_multiplier, or the smallest z reaching privacy.target_epsilon (for the adjacency the
+    mechanism claims) in federation.rounds rounds; 0 for a noiseless mechanism."""
+    p = cfg.privacy
+    if not spec.private:
+        return 0.0
+    if p.target_epsilon <= 0:
+        if p.noise_multiplier <= 0:
+            raise ConfigError("privacy.noise_multiplier must be > 0 when privacy.target_epsilon is 0")
+        return p.noise_multiplier
+    q_e, q_s = spec.rates(p)
+    return calibrate_noise_multiplier(
+        p.target_epsilon, method=spec.accounting, adjacency=spec.claim, q_u=p.q_u, q_e=q_e, q_s=q_s,
+        m_max=spec.m_max(p), k_cap=spec.k_cap(p), rounds=cfg.federation.rounds, delta=p.delta,
+        num_users=population, tol=1e-3,
+    )
+
+
+def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[RunContext, RunState]:
+    out = Path(cfg.federation.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(cfg.to_nested(), indent=1))
+    manifest = prepare(cfg)
+    population = len(manifest.users)
+    spec = spec_for(cfg.strategy.name, cfg.strategy.estimator)
+    p = cfg.privacy
+    fixed = p.seed >= 0
+    if fixed:
+        print(f"WARNING: {FIXED_SEED_WARNING} (privacy.seed={p.seed}); this run is for reproduction only",
+              file=stream, flush=True)
+    noise = components.noise or GaussianNoise(seed=p.seed if fixed else None)
+    if components.broken:
+        print(f"WARNING: {components.broken}; this run is NOT private", file=stream, flush=True)
+    rng: random.Random = random.Random(p.seed) if fixed else secrets.SystemRandom()
+    z = components.noise_multiplier
+    if z is None:
+        z = noise_multiplier(cfg, spec, population=population)
+    strategy = MechanismStrategy(
+        spec, privacy=p, train=cfg.train, noise_multiplier=z, population=population, noise=noise, rng=rng,
+        num_entities=manifest.num_entities, num_extended=manifest.num_extended, aggregator=components.aggregator,
+    )
+    model = new_model(cfg, manifest, seed=p.seed if fixed else None)
+    optimizer = ServerOptimizer(model, name=cfg.server.optimizer, lr=cfg.server.lr, momentum=cfg.server.momentum)
+    strategy.set_template(get_weights(model))
+    ledger = Ledger(delta=p.delta, num_users=population)
+    first_round = 1
+    if cfg.federation.resume:
+        ledger = Ledger.resume(out / LEDGER, delta=p.delta, num_users=population)
+        ckpt = load_checkpoint(out)
+        if ckpt is not None:
+            model.load_state_dict(ckpt.model_state)
+            optimizer.load_state_dict(ckpt.optimizer_state)
+        first_round = (ledger.last_round or 0) + 1
+        lost = (ledger.last_round or 0) - (ckpt.round if ckpt else 0)
+        print(f"resuming after round {ledger.last_round or 0} (checkpoint of round "
+              f"{ckpt.round if ckpt else 0}; {lost} round(s) after it stay charged)", file=stream, flush=True)
+    strategy.summary()
+    print(f"{cfg.strategy.name} ({spec.accounting}): z={z:.4f} sigma={strategy.sigma:.4g} Z={strategy.Z:.4g} "
+          f"population={population} rounds={cfg.federation.rounds}", file=stream, flush=True)
+    test = load_split(cfg, "test")
+    initial = evaluate_encoded(model, test)
+    warning = components.broken or (FIXED_SEED_WARNING if fixed else None)
+    ctx = RunContext(
+        cfg=cfg, spec=spec, out=out, population=population, z=z, strategy=strategy, test=test,
+        metric_name="perplexity" if cfg.task.name == "next_word" else "error", warning=warning,
+        metrics=MetricsWriter(out, stream=stream), stream=stream,
+    )
+    eps = ledger.epsilons() if len(ledger) and spec.private else {}
+    state = RunState(model=model, optimizer=optimizer, ledger=ledger, first_round=first_round, initial=initial,
+                     last_eval=initial, eps=eps)
+    return ctx, state
+

@@ -1,0 +1,76 @@
+"""The mechanism spec registry: what the config selects, the one sampling-rate rule, and its readers."""
+
+from __future__ import annotations
+
+import pytest
+
+from uedp.config import PrivacyConfig, RunConfig
+from uedp.errors import ConfigError
+from uedp.privacy import mechanisms
+from uedp.privacy.accounting import Mechanism, mechanism
+from uedp.privacy.mechanisms import MechanismSpec, sampling_rates, spec_for
+from uedp.protocol import TrainInstructions
+
+
+@pytest.mark.parametrize("strategy, estimator, name, accounting, claim", [
+    ("uedp", "f_E+", "uedp", "uedp", "uedp"),
+    ("uedp", "f_E", "uedp_naive", "uedp_naive", "uedp"),
+    ("user_dp", "f_E+", "user_dp", "user_dp", "user"),
+    ("user_dp", "f_E", "user_dp", "user_dp", "user"),  # the estimator is a UeDP option only
+    ("fedavg", "f_E+", "fedavg", "noiseless", None),
+    ("deid", "f_E+", "deid", "noiseless", None),
+])
+def test_the_config_selects_one_spec(strategy, estimator, name, accounting, claim):
+    spec = spec_for(strategy, estimator)
+    assert (spec.name, spec.accounting, spec.claim, spec.private) == (name, accounting, claim, claim is not None)
+    assert mechanisms.get(name) is spec
+
+
+def test_unknown_names_are_refused_everywhere():
+    with pytest.raises(ConfigError, match="strategy.name must be one of uedp, user_dp, fedavg, deid"):
+        spec_for("dp_sgd", "f_E+")
+    with pytest.raises(ConfigError, match="estimator"):
+        spec_for("uedp", "f_X")
+    with pytest.raises(ConfigError, match="strategy.name"):
+        RunConfig.from_nested({"strategy": {"name": "udp"}})
+    with pytest.raises(ConfigError, match="unknown mechanism"):
+        TrainInstructions(round=1, mechanism="all", q_e=1, q_s=1, k_cap=0, m_max=1, slot=-1, beta=0.0, w_u=1,
+                          private=False, optimizer="sgd", lr=1, momentum=0, local_epochs=1, local_steps=0,
+                          batch_size=1)
+
+
+def test_the_sampling_rate_rule_is_shared_by_spec_and_accountant():
+    privacy = PrivacyConfig(q_e=0.3, q_s=0.4, k_cap=2, m_max=50)
+    expected = {"uedp": (0.3, 0.4), "uedp_naive": (0.3, 0.0), "user_dp": (1.0, 1.0), "fedavg": (1.0, 1.0),
+                "deid": (1.0, 1.0)}
+    for spec in mechanisms.specs():
+        rates = spec.rates(privacy)
+        assert rates == expected[spec.name] == sampling_rates(spec.accounting, q_e=0.3, q_s=0.4)
+        z = 0.0 if spec.accounting == "noiseless" else 1.0
+        # the ledger's mechanism for the spec's round validates, and other rates are refused
+        m = Mechanism(method=spec.accounting, z=z, q_u=0.1, q_e=rates[0], q_s=rates[1], m_max=spec.m_max(privacy),
+                      k_cap=spec.k_cap(privacy))
+        assert mechanism(spec.accounting, z=z, q_u=0.1, q_e=rates[0] if spec.keyed else None,
+                         q_s=rates[1] if spec.keyed else None, m_max=m.m_max, k_cap=m.k_cap) == m
+        if rates != (0.3, 0.4):
+            with pytest.raises(ConfigError, match="sampling_rates"):
+                Mechanism(method=spec.accounting, z=z, q_u=0.1, q_e=0.3, q_s=0.4, m_max=m.m_max, k_cap=m.k_cap)
+
+
+def test_cap_and_truncation_follow_the_spec():
+    privacy = PrivacyConfig(k_cap=2, m_max=50)
+    assert (spec_for("uedp", "f_E+").k_cap(privacy), spec_for("uedp", "f_E+").m_max(privacy)) == (2, 50)
+    assert spec_for("uedp", "f_E+").k_cap(PrivacyConfig(k_cap=0)) is None  # 0 = off
+    assert (spec_for("user_dp", "f_E+").k_cap(privacy), spec_for("user_dp", "f_E+").m_max(privacy)) == (None, None)
+
+
+def test_a_spec_must_be_consistent():
+    base = dict(name="x", strategy="x", estimator=None, accounting="uedp", claim="uedp", keyed=True, truncate=True,
+                entity_cap=True)
+    MechanismSpec(**base)
+    for bad in ({"accounting": "dp"}, {"claim": "entity"}, {"claim": None}, {"keyed": False},
+                {"accounting": "noiseless"}, {"estimator": "f_X"}):
+        with pytest.raises(ValueError):
+            MechanismSpec(**{**base, **bad})
+    with pytest.raises(ValueError, match="twice"):
+        mechanisms.register(MechanismSpec(**{**base, "name": "uedp"}))

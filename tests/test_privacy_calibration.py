@@ -1,0 +1,127 @@
+"""Calibration of the noise multiplier (contract 4, uedp.privacy.calibration): the fast search returns the
+reference's z within tol, and the documented guarantee eps(z*) <= target < eps(z* - tol) holds on the very
+epsilon a ledger reports. Timings are for experiments/benchmark.py (--only calibration), never asserted."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from uedp.errors import ConfigError
+from uedp.privacy.accounting import epsilon, mechanism
+from uedp.privacy.calibration import (
+    _finish,
+    calibrate_noise_multiplier,
+    calibrate_noise_multiplier_reference,
+)
+
+DELTA = 1e-5
+SETTINGS = [  # small and quick: explicit coarse grids for the mixtures, the auto grid for user adjacency
+    dict(target=4.0, q_u=0.1, q_e=0.3, q_s=0.1, m_max=20, k_cap=2, rounds=10, value_discretization_interval=0.02),
+    dict(target=3.0, q_u=0.05, q_e=0.5, m_max=10, rounds=10, value_discretization_interval=0.02),
+    dict(target=1.0, q_u=0.05, m_max=None, rounds=40, method="user_dp", adjacency="user"),
+    dict(target=2.0, q_u=0.02, q_e=0.3, m_max=10, rounds=30, adjacency="user", tol=1e-2),
+]  # fmt: skip
+
+
+def fine_epsilon(z: float, setting: dict) -> float:
+    """What a ledger of these rounds reports (the auto grid unless the setting gives one)."""
+    params = {k: v for k, v in setting.items() if k not in ("target", "tol")}
+    method, adjacency = params.pop("method", "uedp"), params.pop("adjacency", "uedp")
+    rounds, vdi = params.pop("rounds"), params.pop("value_discretization_interval", None)
+    m = mechanism(method, z=z, **params)
+    return epsilon(adjacency, [(m, rounds)], delta=DELTA, value_discretization_interval=vdi)
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_fast_calibration_matches_the_reference_and_the_guarantee_holds(setting) -> None:
+    kw = dict(setting)
+    target, tol = kw.pop("target"), kw.get("tol", 1e-3)
+    z_fast = calibrate_noise_multiplier(target, **kw)
+    z_ref = calibrate_noise_multiplier_reference(target, **kw)
+    assert abs(z_fast - z_ref) < tol
+    for z in (z_fast, z_ref):
+        assert fine_epsilon(z, setting) <= target < fine_epsilon(z - tol, setting)
+
+
+def test_calibration_hits_target() -> None:
+    """eps(z*) <= target < eps(z* - tol). The guarantee holds on any grid; a coarse one keeps this fast."""
+    tol, rounds, target, vdi = 1e-3, 40, 3.0, 1e-2
+    z = calibrate_noise_multiplier(target, q_u=0.05, q_e=0.5, m_max=50, k_cap=3, rounds=rounds, tol=tol,
+                                   value_discretization_interval=vdi)  # fmt: skip
+
+    def eps_at(zz: float) -> float:
+        m = mechanism("uedp", z=zz, q_u=0.05, q_e=0.5, m_max=50, k_cap=3)
+        return epsilon("uedp", [(m, rounds)], value_discretization_interval=vdi)
+
+    assert eps_at(z) <= target < eps_at(z - tol)
+    z_user = calibrate_noise_multiplier(1.0, q_u=0.05, m_max=50, rounds=rounds, method="user_dp",
+                                        adjacency="user", value_discretization_interval=vdi)  # fmt: skip
+
+    def user_at(zz: float) -> float:
+        m = mechanism("user_dp", z=zz, q_u=0.05, m_max=50)
+        return epsilon("user", [(m, rounds)], value_discretization_interval=vdi)
+
+    assert user_at(z_user) <= 1.0 < user_at(z_user - tol)
+
+
+def test_calibration_with_the_default_grid_passes_the_ledger_budget() -> None:
+    """On the default (auto, fine) grid: the guarantee holds on the ledger's values, and the calibrated z,
+    recorded for every round, passes the ledger's budget check up to the last round."""
+    from uedp.privacy.ledger import Ledger, RoundRecord
+
+    rounds, target, tol = 20, 4.0, 1e-3
+    params = dict(q_u=0.1, q_e=0.3, q_s=0.1, m_max=20, k_cap=2)
+    z = calibrate_noise_multiplier(target, **params, rounds=rounds, tol=tol)
+    assert fine_epsilon(z, dict(params, rounds=rounds)) <= target < fine_epsilon(z - tol, dict(params, rounds=rounds))
+    ledger = Ledger(delta=DELTA)
+    for t in range(1, rounds + 1):
+        record = RoundRecord(round=t, method="uedp", **params, beta=1.0, w_max=1.0, z=z, Z=2.0)
+        if t == rounds:
+            assert ledger.check_budget(record, target_epsilon=target).allowed
+        ledger.append(record)
+    assert ledger.epsilons()["eps_uedp"] <= target
+
+
+def test_calibration_validation() -> None:
+    for calibrate in (calibrate_noise_multiplier, calibrate_noise_multiplier_reference):
+        with pytest.raises(ConfigError, match="target"):
+            calibrate(0.0, q_u=0.05, q_e=0.5, m_max=10, rounds=10)
+        with pytest.raises(ConfigError, match="0 for every"):
+            calibrate(1.0, q_u=0.0, q_e=0.0, m_max=10, rounds=10)
+        with pytest.raises(ConfigError, match="infinite for every"):
+            calibrate(1.0, q_u=0.05, m_max=None, rounds=10, method="user_dp")  # uedp adjacency: s_e = inf
+        with pytest.raises(ConfigError, match="tolerance"):
+            calibrate(1.0, q_u=0.05, q_e=0.5, m_max=10, rounds=10, tol=0.0)
+        with pytest.raises(ConfigError, match="rounds"):
+            calibrate(1.0, q_u=0.05, q_e=0.5, m_max=10, rounds=0)
+        with pytest.raises(ConfigError, match="q_e"):
+            calibrate(1.0, q_u=0.05, m_max=10, rounds=10)
+
+
+def _power_law(z: float) -> float:
+    return 8.0 * z**-1.5
+
+
+@pytest.mark.parametrize("guess", [1e-3, 0.2, 1.0, 1.0001, 1.5, 30.0])
+@pytest.mark.parametrize("slope", [-1.5, -0.2, -10.0, float("nan"), 1.0])
+def test_the_fine_finish_recovers_from_any_guess_and_slope(guess, slope) -> None:
+    """The last step proves the guarantee on the fine values whatever the prediction was."""
+    target, tol = 2.0, 1e-3
+    crossing = (8.0 / target) ** (1 / 1.5)
+    z = _finish(_power_law, target, tol, guess * crossing, slope)
+    assert _power_law(z) <= target < _power_law(z - tol)
+    assert crossing <= z < crossing + tol
+
+
+def test_the_fine_finish_on_a_curve_that_is_not_monotone() -> None:
+    """A grid can make eps jump up a little as z grows: the result still satisfies the guarantee."""
+    target, tol = 2.0, 1e-3
+
+    def bumpy(z: float) -> float:
+        return _power_law(z) * (1.0 + 0.01 * math.sin(2000.0 * z))
+
+    for guess in (1.0, 2.52, 2.6, 4.0):
+        z = _finish(bumpy, target, tol, guess, -1.5)
+        assert bumpy(z) <= target < bumpy(z - tol)

@@ -1,0 +1,166 @@
+"""The mechanism specs: one frozen description per training mechanism, in one registry.
+
+A `MechanismSpec` says everything the rest of the code needs to know about a mechanism, so that no module
+keeps its own list of mechanism names:
+
+    config        strategy.name (+ strategy.estimator for UeDP) picks the spec: `spec_for(strategy, estimator)`
+    strategy      cohort truncation at m_max, slots for the entity cap, round key, noise or plain mean
+    accountant    `accounting` (the sensitivity rule of uedp.privacy.sensitivity, recorded in the ledger as
+                  the round's `method`) and the sampling rates `rates(privacy)` it is accounted with
+    client        `keyed` (entity sampling by the round key, with the rates' q_e and q_s: q_s = 0 means no
+                  extended entity), `deidentify` (entities replaced by placeholders before training)
+    budget check  `claim`: the adjacency whose epsilon the run promises and stops on ("uedp" or "user"),
+                  None for the non-private baselines
+
+The sampling-rate rule (which q_e and q_s a round is accounted with) is written once, in
+`sampling_rates`; the ledger's records are validated against it too (uedp.privacy.accounting).
+
+Adding a mechanism: one `register(MechanismSpec(...))` below. Its name is what the server sends to the
+client (uedp.protocol), its `strategy`/`estimator` what the config says, and a Hydra preset
+`strategy=<name>` is generated from it (experiments/run.py). A new sensitivity rule also needs its case in
+uedp.privacy.sensitivity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from uedp.errors import ConfigError
+from uedp.privacy.sensitivity import METHODS
+
+ESTIMATORS = ("f_E+", "f_E")  # UeDP's estimators (config strategy.estimator): with / without extended entities
+CLAIMS = ("uedp", "user")
+
+
+class PrivacyParams(Protocol):
+    """What a spec reads from the run's privacy settings (uedp.config.PrivacyConfig)."""
+
+    q_e: float
+    q_s: float
+    m_max: int
+    k_cap: int
+
+
+def sampling_rates(accounting: str, *, q_e: float, q_s: float) -> tuple[float, float]:
+    """(q_e, q_s) a round of this accounting method is accounted with: a mechanism that uses every sentence
+    of a sampled user samples no entity (1, 1); the naive f_E never uses extended entities (q_s = 0)."""
+    if accounting not in METHODS:
+        raise ConfigError(f"accounting method must be one of {', '.join(METHODS)}, got {accounting!r}")
+    if accounting in ("user_dp", "noiseless"):
+        return 1.0, 1.0
+    if accounting == "uedp_naive":
+        return float(q_e), 0.0
+    return float(q_e), float(q_s)
+
+
+@dataclass(frozen=True)
+class MechanismSpec:
+    name: str  # unique; sent to clients in the training message
+    strategy: str  # config strategy.name
+    estimator: str | None  # config strategy.estimator this spec answers (None: the estimator is not used)
+    accounting: str  # uedp.privacy.sensitivity method; the ledger's `method`
+    claim: str | None  # adjacency of the promised epsilon ("uedp" | "user"); None: no guarantee
+    keyed: bool  # clients select sentences by keyed-hash entity sampling (a round key is sent)
+    truncate: bool  # the cohort is truncated at m_max (the sensitivities assume it)
+    entity_cap: bool  # slots are assigned when privacy.k_cap > 0
+    deidentify: bool = False  # clients replace detected protected entities by placeholders
+    aliases: tuple[str, ...] = ()  # extra names of its Hydra preset (strategy=<alias>)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.accounting not in METHODS:
+            raise ValueError(f"{self.name}: accounting must be one of {METHODS}, got {self.accounting!r}")
+        if self.claim not in (*CLAIMS, None):
+            raise ValueError(f"{self.name}: claim must be one of {CLAIMS} or None, got {self.claim!r}")
+        if (self.claim is None) != (self.accounting == "noiseless"):
+            raise ValueError(f"{self.name}: exactly the noiseless mechanisms claim nothing")
+        if self.entity_cap and not self.keyed:
+            raise ValueError(f"{self.name}: the entity cap needs keyed entity sampling")
+        if self.estimator is not None and self.estimator not in ESTIMATORS:
+            raise ValueError(f"{self.name}: estimator must be one of {ESTIMATORS} or None")
+
+    @property
+    def private(self) -> bool:
+        """Noise, clipping and a claimed epsilon (False for the noiseless baselines)."""
+        return self.claim is not None
+
+    def rates(self, privacy: PrivacyParams) -> tuple[float, float]:
+        """(q_e, q_s) of this mechanism's rounds: what clients are told and what the ledger records."""
+        return sampling_rates(self.accounting, q_e=privacy.q_e, q_s=privacy.q_s)
+
+    def k_cap(self, privacy: PrivacyParams) -> int | None:
+        """The entity cap in force (None: off)."""
+        return privacy.k_cap if (self.entity_cap and privacy.k_cap) else None
+
+    def m_max(self, privacy: PrivacyParams) -> int | None:
+        """The cohort truncation in force (None: plain Poisson sampling)."""
+        return privacy.m_max if self.truncate else None
+
+
+_SPECS: dict[str, MechanismSpec] = {}
+_BY_CONFIG: dict[tuple[str, str | None], MechanismSpec] = {}
+
+
+def register(spec: MechanismSpec) -> MechanismSpec:
+    key = (spec.strategy, spec.estimator)
+    if spec.name in _SPECS or key in _BY_CONFIG:
+        raise ValueError(f"mechanism {spec.name!r} (strategy {key}) is registered twice")
+    _SPECS[spec.name] = spec
+    _BY_CONFIG[key] = spec
+    return spec
+
+
+def get(name: str) -> MechanismSpec:
+    """The spec of this name (as sent in a training message)."""
+    try:
+        return _SPECS[name]
+    except KeyError:
+        raise ConfigError(f"unknown mechanism {name!r}; known: {', '.join(_SPECS)}") from None
+
+
+def specs() -> tuple[MechanismSpec, ...]:
+    """Every registered spec, in registration order."""
+    return tuple(_SPECS.values())
+
+
+def strategies() -> tuple[str, ...]:
+    """The values config strategy.name accepts."""
+    return tuple(dict.fromkeys(s for s, _ in _BY_CONFIG))
+
+
+def spec_for(strategy: str, estimator: str) -> MechanismSpec:
+    """The spec the configuration selects (strategy.name, strategy.estimator)."""
+    if estimator not in ESTIMATORS:
+        raise ConfigError(f"strategy.estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
+    spec = _BY_CONFIG.get((strategy, estimator)) or _BY_CONFIG.get((strategy, None))
+    if spec is None:
+        raise ConfigError(f"strategy.name must be one of {', '.join(strategies())}, got {strategy!r}")
+    return spec
+
+
+register(MechanismSpec(
+    name="uedp", strategy="uedp", estimator="f_E+", accounting="uedp", claim="uedp", keyed=True,
+    truncate=True, entity_cap=True,
+    description="UeDP-Alg (f_E+): sentences whose entities are all sampled, plus sampled extended entities",
+))
+register(MechanismSpec(
+    name="uedp_naive", strategy="uedp", estimator="f_E", accounting="uedp_naive", claim="uedp", keyed=True,
+    truncate=True, entity_cap=True,
+    description="UeDP with the naive estimator f_E: extended entities are never used (q_s = 0)",
+))
+register(MechanismSpec(
+    name="user_dp", strategy="user_dp", estimator=None, accounting="user_dp", claim="user", keyed=False,
+    truncate=False, entity_cap=False,
+    description="user-level DP (DP-FedAvg, estimator f_f): every sentence of a Poisson-sampled user",
+))
+register(MechanismSpec(
+    name="fedavg", strategy="fedavg", estimator=None, accounting="noiseless", claim=None, keyed=False,
+    truncate=False, entity_cap=False, aliases=("noiseless",),
+    description="noiseless FedAvg: unclipped, mean of the replies; no guarantee (the utility reference)",
+))
+register(MechanismSpec(
+    name="deid", strategy="deid", estimator=None, accounting="noiseless", claim=None, keyed=False,
+    truncate=False, entity_cap=False, deidentify=True,
+    description="de-identification: FedAvg on text with detected entities replaced by [CATEGORY]; no guarantee",
+))
