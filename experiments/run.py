@@ -6,7 +6,8 @@
 
 Each job writes config.json, metrics.csv/jsonl, ledger.json, summary.json, model.pt into its Hydra output
 directory (federation.out_dir defaults to it). A job that fails writes error.json there, reports the job
-and the error, and the sweep goes on with the other jobs.
+and the error, and the sweep goes on with the other jobs; a single job that fails exits with status 2 for
+bad input or configuration (a UedpError, e.g. a refused resume), 1 otherwise.
 
 The defaults come from RunConfig: uedp/hydra_schema.py registers them in Hydra's ConfigStore (`register()`,
 called on import, before Hydra composes); conf/ holds only presets and the entry point's own settings.
@@ -21,10 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from uedp import hydra_schema
 from uedp.config import RunConfig
+from uedp.errors import UedpError
 
 hydra_schema.register()
 
@@ -62,6 +66,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any] | None:
             summary = simulate(run_cfg)
     except Exception as exc:  # one failed job must not stop a sweep
         (out / "error.json").write_text(json.dumps({"error": f"{type(exc).__name__}: {exc}",
+                                                    "bad_input": isinstance(exc, UedpError),
                                                     "traceback": traceback.format_exc()}, indent=1))
         print(f"JOB FAILED in {out}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return None
@@ -73,7 +78,10 @@ def run_job(cfg: DictConfig) -> dict[str, Any] | None:
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    run_job(cfg)
+    summary = run_job(cfg)
+    if summary is None and HydraConfig.get().mode is not RunMode.MULTIRUN:  # a sweep goes on; one job exits
+        error = json.loads((Path(str(OmegaConf.select(cfg, "federation.out_dir") or ".")) / "error.json").read_text())
+        raise SystemExit(2 if error.get("bad_input") else 1)
 
 
 if __name__ == "__main__":

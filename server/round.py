@@ -16,7 +16,8 @@ from flwr.app import ArrayRecord, ConfigRecord
 from flwr.serverapp import Grid
 
 from server.checkpoint import Checkpoint, save_checkpoint
-from server.setup import LEDGER, RunContext, RunState
+from server.resume import LEDGER
+from server.setup import RunContext, RunState
 from uedp.models.base import get_weights
 from uedp.privacy.accounting import epsilon
 from uedp.training import evaluate_encoded

@@ -3,7 +3,7 @@
 `setup` prepares the data, picks the mechanism spec the config names (uedp.privacy.mechanisms), fixes the
 noise multiplier (given, or calibrated to privacy.target_epsilon over federation.rounds), builds the
 strategy, model, server optimizer and ledger, and, with federation.resume, continues the saved ledger
-from the last checkpoint.
+from the last checkpoint, fail-closed (server/resume.py).
 
 `Components` are the seams: the noise source, the aggregation function and the noise multiplier may be
 passed in instead of being built from the config. Real runs pass none. The audit's broken controls pass a
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from server.checkpoint import load_checkpoint
 from server.metrics import MetricsWriter
 from server.optimizer import ServerOptimizer
+from server.resume import ResumeError, resume_state
 from strategies import MechanismStrategy
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
@@ -34,8 +34,6 @@ from uedp.privacy.ledger import Ledger
 from uedp.privacy.mechanisms import MechanismSpec, spec_for
 from uedp.privacy.noise import FIXED_SEED_WARNING, GaussianNoise, NoiseSource
 from uedp.training import evaluate_encoded
-
-LEDGER = "ledger.json"
 
 
 @dataclass(frozen=True)
@@ -115,9 +113,14 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
     if components.broken:
         print(f"WARNING: {components.broken}; this run is NOT private", file=stream, flush=True)
     rng: random.Random = random.Random(p.seed) if fixed else secrets.SystemRandom()
+    resumed = resume_state(out, delta=p.delta, num_users=population) if cfg.federation.resume else None
+    if resumed is not None and len(resumed.ledger) and resumed.ledger.records[-1].method != spec.accounting:
+        raise ResumeError(f"cannot resume in {out}: its ledger records {resumed.ledger.records[-1].method!r} "
+                          f"rounds, this run is {spec.name!r} ({spec.accounting!r})")
     z = components.noise_multiplier
-    if z is None:
-        z = noise_multiplier(cfg, spec, population=population)
+    if z is None:  # a resumed run keeps its recorded z; a new one calibrates (or takes the configured z)
+        z = resumed.z if resumed is not None and resumed.z is not None else noise_multiplier(
+            cfg, spec, population=population)
     strategy = MechanismStrategy(
         spec, privacy=p, train=cfg.train, noise_multiplier=z, population=population, noise=noise, rng=rng,
         num_entities=manifest.num_entities, num_extended=manifest.num_extended, aggregator=components.aggregator,
@@ -127,16 +130,15 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
     strategy.set_template(get_weights(model))
     ledger = Ledger(delta=p.delta, num_users=population)
     first_round = 1
-    if cfg.federation.resume:
-        ledger = Ledger.resume(out / LEDGER, delta=p.delta, num_users=population)
-        ckpt = load_checkpoint(out)
+    if resumed is not None:
+        ledger, ckpt, first_round = resumed.ledger, resumed.checkpoint, resumed.next_round
         if ckpt is not None:
             model.load_state_dict(ckpt.model_state)
             optimizer.load_state_dict(ckpt.optimizer_state)
-        first_round = (ledger.last_round or 0) + 1
         lost = (ledger.last_round or 0) - (ckpt.round if ckpt else 0)
         print(f"resuming after round {ledger.last_round or 0} (checkpoint of round "
-              f"{ckpt.round if ckpt else 0}; {lost} round(s) after it stay charged)", file=stream, flush=True)
+              f"{ckpt.round if ckpt else 0}; {lost} round(s) after it stay charged; z from the ledger)",
+              file=stream, flush=True)
     strategy.summary()
     print(f"{cfg.strategy.name} ({spec.accounting}): z={z:.4f} sigma={strategy.sigma:.4g} Z={strategy.Z:.4g} "
           f"population={population} rounds={cfg.federation.rounds}", file=stream, flush=True)
