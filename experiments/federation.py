@@ -2,14 +2,18 @@
 with its own port and `partition-id`), the app submitted with `flwr run`, and every process stopped by
 process id when the run ends, fails or is interrupted.
 
-    python -m experiments.federation --nodes 3 [--tls] [--out outputs/federation] \\
+    python -m experiments.federation --nodes 3 [--tls | --auth] [--out outputs/federation] \\
         [-c federation.rounds=2 -c privacy.target_epsilon=4 ...] [--kill-node-after-round 1]
 
 `-c KEY=VALUE` overrides the run config (the keys of [tool.flwr.app.config] in pyproject.toml; values are
 TOML, so strings need quotes: -c 'dataset.options="{\\"num_users\\": 3}"'). `federation.num_nodes` is set to
 --nodes, so node i trains as the corpus's i-th user. `--tls` makes a self-signed CA and a server certificate
 for 127.0.0.1 (uedp/tls.py) and runs every link over TLS; without it the processes run with --insecure,
-which is only for loopback. `--kill-node-after-round R` SIGKILLs the last SuperNode once round R is logged
+which is only for loopback. `--auth` (implies --tls) admits only invited SuperNodes: one OpenSSH ECDSA key
+per node (OUT/flwr-home/keys/), the SuperLink started with --enable-supernode-auth, every public key
+registered with `flwr supernode register` before the nodes start, each node started with
+--auth-supernode-private-key; registrations live in the SuperLink's --database file, so they survive a
+restart of the SuperLink. `--kill-node-after-round R` SIGKILLs the last SuperNode once round R is logged
 (a data owner disappearing mid-run). Logs of every process are in OUT/logs/.
 """
 
@@ -27,13 +31,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from uedp.commands.options import parse_options, toml_value
 from uedp.errors import ConfigError
+from uedp.tls import NodeKey
 
 ROOT = Path(__file__).resolve().parents[1]
 CONNECTION = "uedp-procs"
@@ -63,9 +68,15 @@ class Federation:
     home: Path
     tls: bool = False
     node_config: dict[int, dict[str, str]] = field(default_factory=dict)  # extra node config per partition
+    auth: bool = False  # SuperNode authentication: only registered keys join (implies tls)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     port: int = 0
+    keys: dict[int, NodeKey] = field(default_factory=dict)  # node i's key pair (auth)
     _logs: list[IO[bytes]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.auth:
+            self.tls = True  # flower-superlink refuses --enable-supernode-auth with --insecure
 
     # -- start / stop -------------------------------------------------------------------------------------
     def _env(self) -> dict[str, str]:
@@ -91,25 +102,84 @@ class Federation:
             node_sec = ["--root-certificates", str(self.certs.ca)]
         else:
             link_sec, node_sec = ["--insecure"], ["--insecure"]
+        # --host 127.0.0.1 binds the whole SuperLink to loopback: in Flower 1.42 the Fleet, Control (node
+        # registration, runs) and Runtime APIs share this one HTTP(S) host:port (--control-api-address is
+        # deprecated and ignored). --database keeps its state, SuperNode registrations included, on disk.
         self._link_argv = [executable("flower-superlink"), *link_sec, "--host", "127.0.0.1", "--port", str(self.port),
                            "--disable-runtime-dependency-installation", "--database", str(self.home / "state.db")]
+        if self.auth:
+            self._link_argv.append("--enable-supernode-auth")
         self._spawn("superlink", self._link_argv)
         self.write_connection()
+        if self.auth:
+            from uedp.tls import make_node_keys
+
+            made = make_node_keys(self.home / "keys", [f"node-{i}" for i in range(self.nodes)])
+            self.keys = dict(enumerate(made))
+            self.wait_for_superlink()
+            self.register(*self.keys.values())  # before any node starts
         for i in range(self.nodes):
             self.start_node(i, node_sec)
         return self
 
-    def start_node(self, i: int, node_sec: list[str] | None = None) -> None:
+    def start_node(self, i: int, node_sec: list[str] | None = None, *, name: str | None = None,
+                   key: NodeKey | None = None, extra_args: Sequence[str] = ()) -> None:
+        """Start SuperNode `name` (default supernode-i) with node config partition-id=i, num-partitions and
+        node_config[i]; under auth it signs with `key` (default: node i's registered key, if any)."""
         if node_sec is None:
             node_sec = ["--root-certificates", str(self.certs.ca)] if self.tls else ["--insecure"]
+        key = key or self.keys.get(i)
+        auth = ["--auth-supernode-private-key", str(key.private)] if key is not None else []
         cfg = {"partition-id": str(i), "num-partitions": str(self.nodes), **self.node_config.get(i, {})}
         node_config = " ".join(f"{k}={v if v.lstrip('-').isdigit() else json.dumps(v)}" for k, v in cfg.items())
-        self._spawn(f"supernode-{i}", [executable("flower-supernode"), *node_sec, "--superlink",
-                                       f"127.0.0.1:{self.port}", "--port", str(free_port()),
-                                       "--node-config", node_config])
+        self._spawn(name or f"supernode-{i}", [executable("flower-supernode"), *node_sec, *auth, "--superlink",
+                                               f"127.0.0.1:{self.port}", "--port", str(free_port()),
+                                               "--node-config", node_config, *extra_args])
+
+    def wait_for_superlink(self, timeout: float = 60.0) -> None:
+        """Until the SuperLink accepts connections (uvicorn listens once its start-up is done)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.procs["superlink"].poll() is not None:
+                raise RuntimeError(f"flower-superlink exited ({self.procs['superlink'].returncode}); "
+                                   f"see {self.home / 'logs' / 'superlink.log'}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"SuperLink not listening on 127.0.0.1:{self.port} after {timeout:.0f} s")
+            time.sleep(0.1)
+
+    def register(self, *keys: NodeKey, timeout: float = 120.0) -> None:
+        """`flwr supernode register KEY.pub uedp-procs` for each key (in parallel), through the Control API;
+        raises if any fails. Logs: logs/register-NAME.log."""
+        procs: dict[str, subprocess.Popen] = {}
+        try:
+            for k in keys:
+                log = (self.home / "logs" / f"register-{k.name}.log").open("wb")
+                self._logs.append(log)
+                procs[k.name] = subprocess.Popen(
+                    [executable("flwr"), "supernode", "register", str(k.public), CONNECTION, "--name", k.name],
+                    cwd=ROOT, env=self._env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            deadline = time.monotonic() + timeout
+            rcs = {}
+            for name, proc in procs.items():
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    rcs[name] = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        finally:  # a time-out or an interrupt: stop what is still running
+            for proc in procs.values():
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        failed = [f"{name} (exit {rcs.get(name, 'timed out')}): "
+                  f"{(self.home / 'logs' / f'register-{name}.log').read_text()[-800:]}"
+                  for name in procs if rcs.get(name) != 0]
+        if failed:
+            raise RuntimeError("flwr supernode register failed for " + "; ".join(failed))
 
     def restart_superlink(self) -> None:
-        """Start the SuperLink again on the same port (after it was killed); the SuperNodes reconnect."""
+        """Start the SuperLink again on the same port and database (after it was killed); the SuperNodes
+        reconnect, and under auth their registrations are still there (kept in the --database file)."""
         self.kill("superlink")
         self._spawn("superlink", self._link_argv)
 
@@ -187,10 +257,10 @@ def _toml(v: Any) -> str:
 
 
 @contextlib.contextmanager
-def federation(nodes: int, home: Path, *, tls: bool = False,
+def federation(nodes: int, home: Path, *, tls: bool = False, auth: bool = False,
                node_config: dict[int, dict[str, str]] | None = None) -> Iterator[Federation]:
     """Start a federation and stop all of its processes on exit, also on an exception or SIGINT/SIGTERM."""
-    fed = Federation(nodes=nodes, home=home, tls=tls, node_config=node_config or {})
+    fed = Federation(nodes=nodes, home=home, tls=tls, auth=auth, node_config=node_config or {})
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def interrupted(signum, frame):  # turn SIGTERM into an exception so the finally below runs
@@ -213,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=3)
     ap.add_argument("--tls", action="store_true", help="TLS with a generated CA (default: --insecure, loopback only)")
+    ap.add_argument("--auth", action="store_true",
+                    help="only registered SuperNodes join (one generated key per node; implies --tls)")
     ap.add_argument("--out", type=Path, default=Path("outputs/federation"))
     ap.add_argument("-c", "--config", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--kill-node-after-round", type=int, default=0, metavar="R")
@@ -227,8 +299,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(out / "flwr-home", ignore_errors=True)
     overrides = {"federation.out_dir": str(out / "run"), **config, "federation.num_nodes": args.nodes}
     t0 = time.perf_counter()
-    with federation(args.nodes, out / "flwr-home", tls=args.tls) as fed:
-        print(f"SuperLink on 127.0.0.1:{fed.port} ({'TLS' if args.tls else 'insecure'}), {args.nodes} SuperNodes; "
+    with federation(args.nodes, out / "flwr-home", tls=args.tls, auth=args.auth) as fed:
+        mode = "TLS, SuperNode auth" if args.auth else "TLS" if args.tls else "insecure"
+        print(f"SuperLink on 127.0.0.1:{fed.port} ({mode}), {args.nodes} SuperNodes; "
               f"pids {', '.join(f'{n}={p.pid}' for n, p in fed.procs.items())}", flush=True)
 
         def on_round(r: int) -> None:

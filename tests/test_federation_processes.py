@@ -1,9 +1,11 @@
 """Real separate Flower processes on loopback (experiments/federation.py): a SuperLink, SuperNodes and
-`flwr run`, insecure and over TLS, and with faults (a client that raises, one that hangs past the round
-time-out, a SuperNode killed mid-run). Every process started is stopped by process id afterwards."""
+`flwr run`, insecure and over TLS with SuperNode authentication (only registered nodes join), and with
+faults (a client that raises, one that hangs past the round time-out, a SuperNode killed mid-run). Every
+process started is stopped by process id afterwards."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import shutil
@@ -61,28 +63,55 @@ def test_three_supernodes_two_rounds(tmp_path):
 
 
 @pytest.mark.e2e
-def test_tls_federation(tmp_path):
+def test_tls_federation_only_registered_nodes_join(tmp_path):
+    """Over TLS with SuperNode authentication (--auth): the three registered nodes run a private run to the
+    end, also after a SuperLink restart (registrations are kept in its --database file), while a SuperNode
+    without a key and one with a valid but never registered key are refused, exit, and are never counted."""
+    import sqlite3
+    import subprocess
+    import time
+
+    from uedp.tls import make_node_keys
+
     out = tmp_path / "run"
-    with federation(3, tmp_path / "home", tls=True) as fed:
+    home = tmp_path / "home"
+    with federation(3, home, auth=True) as fed:
         # the SuperLink speaks TLS with a certificate valid for 127.0.0.1 under our CA
         ctx = ssl.create_default_context(cafile=str(fed.certs.ca))
-        for _ in range(100):
+        with socket.create_connection(("127.0.0.1", fed.port), timeout=5) as raw, \
+                ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:  # (start() waited until it listens)
+            assert tls.version() in ("TLSv1.2", "TLSv1.3")
+        assert "--enable-supernode-auth" in fed._link_argv and len(fed.keys) == 3
+        assert all(k.private.stat().st_mode & 0o777 == 0o600 for k in fed.keys.values())
+        # two uninvited owners: no key (self-registration is refused), and a valid key nobody registered
+        stranger = make_node_keys(tmp_path / "stranger", ["stranger"])[0]
+        fed.start_node(3, name="intruder-nokey", extra_args=["--max-retries", "1"])
+        fed.start_node(4, name="intruder-key", key=stranger, extra_args=["--max-retries", "1"])
+        refused = {"intruder-nokey": "[code: 2001]", "intruder-key": "[code: 2004] Failed to activate SuperNode"}
+        for name, why in refused.items():
             try:
-                with socket.create_connection(("127.0.0.1", fed.port), timeout=5) as raw, \
-                        ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
-                    assert tls.version() in ("TLSv1.2", "TLSv1.3")
-                break
-            except ConnectionRefusedError:
-                import time
-
-                time.sleep(0.2)
-        else:
-            pytest.fail("SuperLink did not start")
+                rc = fed.procs[name].wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"{name} was not refused: {(home / 'logs' / f'{name}.log').read_text()[-2000:]}")
+            assert rc != 0 and why in (home / "logs" / f"{name}.log").read_text()
+        # the registrations survive a restart of the SuperLink (same --database), and the nodes reconnect
+        fed.restart_superlink()  # SIGKILL, then the same argv
+        t0 = time.monotonic()
         rc = fed.run(_overrides(out, 3), timeout=400)
+        run_s = time.monotonic() - t0
     _assert_all_stopped(fed)
-    assert rc == 0, (tmp_path / "home" / "logs" / "flwr-run.log").read_text()[-3000:]
-    assert json.loads((out / "summary.json").read_text())["rounds"] == 2
-    assert "insecure" not in (tmp_path / "home" / "config.toml").read_text()
+    run_log = (home / "logs" / "flwr-run.log").read_text()
+    assert rc == 0, run_log[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rounds"] == 2 and summary["population"] == 3 and summary["private"]
+    assert "3 nodes registered" in run_log  # the SuperLink's node list held the three invited nodes only
+    rounds = _rounds(out)
+    assert [r["sampled"] for r in rounds] == [3.0, 3.0] and [r["replies"] for r in rounds] == [3.0, 3.0]
+    with contextlib.closing(sqlite3.connect(home / "state.db")) as db:  # Flower 1.42's LinkState schema
+        assert db.execute("SELECT COUNT(*) FROM node").fetchone()[0] == 3
+    config = (home / "config.toml").read_text()
+    assert "insecure" not in config and "root-certificates" in config
+    print(f"auth run after restart: {run_s:.1f} s")
 
 
 @pytest.mark.e2e
@@ -137,6 +166,31 @@ def test_certificates_have_loopback_san_and_private_keys(tmp_path):
     assert certs.key.stat().st_mode & 0o777 == 0o600
     with pytest.raises(ValueError, match="at least one host"):
         make_certificates(tmp_path / "d", hosts=())
+
+
+def test_node_keys_are_openssh_ecdsa_flower_accepts(tmp_path, capsys):
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import load_ssh_private_key, load_ssh_public_key
+
+    from uedp.tls import main as tls_main
+    from uedp.tls import make_node_keys
+
+    keys = make_node_keys(tmp_path / "k", ["owner-0", "owner-1"])
+    for k in keys:
+        priv = load_ssh_private_key(k.private.read_bytes(), None)  # what flower-supernode loads
+        pub = load_ssh_public_key(k.public.read_bytes())  # what flwr supernode register loads
+        assert isinstance(priv, ec.EllipticCurvePrivateKey) and priv.curve.name == "secp384r1"
+        assert priv.public_key().public_numbers() == pub.public_numbers()
+        assert k.private.stat().st_mode & 0o777 == 0o600
+        assert k.public.read_text().startswith("ecdsa-sha2-nistp384 ")
+    assert keys[0].public.read_bytes() != keys[1].public.read_bytes()
+    with pytest.raises(ValueError, match="key names"):
+        make_node_keys(tmp_path / "k", ["../x"])
+    # the CLI: `keys OUT NAME...`, and the certificate form `OUT HOST...` as before
+    assert tls_main(["keys", str(tmp_path / "cli"), "a", "b"]) == 0
+    assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == ["a.key", "a.pub", "b.key", "b.pub"]
+    assert tls_main([str(tmp_path / "certs"), "127.0.0.1"]) == 0
+    assert (tmp_path / "certs" / "server.pem").is_file() and "a.key" in capsys.readouterr().out
 
 
 @pytest.mark.e2e

@@ -7,6 +7,15 @@
 A CA key and certificate, and a server certificate signed by it whose subject alternative names hold every
 host given (IP addresses as IP SANs, names as DNS SANs). For production, use certificates from your own
 PKI; these are for loopback and test federations. Private keys are written with mode 0600.
+
+SuperNode authentication keys (one per data owner; the SuperLink admits only registered public keys):
+
+    keys = make_node_keys(Path("keys"), ["owner-0", "owner-1"])
+    # operator: flwr supernode register keys/owner-0.pub CONNECTION   (SuperLink: --enable-supernode-auth)
+    # owner:    flower-supernode --auth-supernode-private-key keys/owner-0.key ...
+
+Each is an ECDSA P-384 key pair in OpenSSH format (what `flwr supernode register` and
+`flower-supernode --auth-supernode-private-key` read), the private key unencrypted with mode 0600.
 """
 
 from __future__ import annotations
@@ -14,6 +23,8 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,16 +87,65 @@ def make_certificates(directory: Path, *, hosts: Sequence[str] = ("127.0.0.1", "
     return out
 
 
+@dataclass(frozen=True)
+class NodeKey:
+    name: str
+    private: Path  # OpenSSH private key, mode 0600: flower-supernode --auth-supernode-private-key
+    public: Path  # OpenSSH public key ("ecdsa-sha2-nistp384 ... NAME"): flwr supernode register
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def make_node_keys(directory: Path, names: Sequence[str]) -> list[NodeKey]:
+    """Write DIRECTORY/NAME.key (private, 0600) and DIRECTORY/NAME.pub for each name: ECDSA P-384 key pairs in
+    OpenSSH format, one per SuperNode (data owner). An existing key file is replaced."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    bad = [n for n in names if not _NAME.fullmatch(n)]
+    if bad or len(set(names)) != len(names):
+        raise ValueError(f"key names must be distinct file names of letters, digits, '_', '.', '-' (got {list(names)})")
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name in names:
+        key = ec.generate_private_key(ec.SECP384R1())
+        nk = NodeKey(name=name, private=directory / f"{name}.key", public=directory / f"{name}.pub")
+        _write_private(nk.private, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                                     serialization.NoEncryption()))
+        nk.public.write_bytes(key.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                                            serialization.PublicFormat.OpenSSH)
+                              + f" {name}\n".encode())
+        out.append(nk)
+    return out
+
+
 def _write_private(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # also when the file existed with a wider mode
     with os.fdopen(fd, "wb") as f:
         f.write(data)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m uedp.tls OUT_DIR HOST [HOST ...]: write ca.pem, server.pem, server.key (and ca.key)."""
+    """python -m uedp.tls OUT_DIR HOST [HOST ...]: write ca.pem, server.pem, server.key (and ca.key).
+    python -m uedp.tls keys OUT_DIR NAME [NAME ...]: write NAME.key (0600) and NAME.pub per SuperNode."""
     import argparse
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["keys"]:  # (certificates into a folder called "keys": python -m uedp.tls ./keys HOST)
+        ap = argparse.ArgumentParser(prog="python -m uedp.tls keys", description=main.__doc__)
+        ap.add_argument("out", type=Path)
+        ap.add_argument("names", nargs="+", help="one per SuperNode (data owner), e.g. owner-17")
+        args = ap.parse_args(argv[1:])
+        try:
+            keys = make_node_keys(args.out, args.names)
+        except ValueError as exc:
+            ap.error(str(exc))
+        for k in keys:
+            print(f"{k.name}: private {k.private} (give to the owner), public {k.public} "
+                  "(flwr supernode register)")
+        return 0
     ap = argparse.ArgumentParser(prog="python -m uedp.tls", description=main.__doc__)
     ap.add_argument("out", type=Path)
     ap.add_argument("hosts", nargs="+", help="the SuperLink's addresses as the SuperNodes reach it (IPs or names)")
