@@ -29,7 +29,7 @@ from client.update import ClientRound  # noqa: E402
 from experiments.local_grid import LocalGrid, set_local_task_identity  # noqa: E402
 from server.app import run_server  # noqa: E402
 from server.setup import Components  # noqa: E402
-from uedp.audit.config import audit_config, canary_free_tokenizer  # noqa: E402
+from uedp.audit.config import audit_config  # noqa: E402
 from uedp.audit.controls import (  # noqa: E402
     PER_STEP_CLIPPING_WARNING,
     ReducedNoise,
@@ -52,8 +52,7 @@ from uedp.privacy.noise import GaussianNoise  # noqa: E402
 def train(variant: Variant, cfg: RunConfig, log: TextIO) -> dict[str, Any]:
     """One training run; returns run_server's summary plus what the control did."""
     set_local_task_identity()
-    canary_free_tokenizer(cfg)
-    manifest = prepare(cfg)
+    manifest = prepare(cfg)  # the pipeline as is: the private_tokenizer control differs only by its config
     seed = cfg.privacy.seed if cfg.privacy.seed >= 0 else None
     components, client_fn, extra = Components(), ClientRound(), {}
     if variant.defect == TOO_LITTLE_NOISE:

@@ -27,7 +27,7 @@ from strategies import MechanismStrategy
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
 from uedp.models.base import UedpModel, get_weights
-from uedp.pipeline import EncodedSentences, load_split, new_model, prepare
+from uedp.pipeline import EncodedSentences, load_split, new_model, prepare, tokenizer_warning
 from uedp.privacy.aggregation import Aggregator, aggregate
 from uedp.privacy.calibration import calibrate_noise_multiplier
 from uedp.privacy.ledger import Ledger
@@ -56,9 +56,10 @@ class RunContext:
     strategy: MechanismStrategy
     test: EncodedSentences
     metric_name: str
-    warning: str | None  # fixed seed or broken component: the run is for reproduction or audit only
+    warning: str | None  # fixed seed, broken component or private-split tokenizer: the run is not private
     metrics: MetricsWriter
     stream: TextIO
+    tokenizer: dict | None = None  # what the tokenizer was trained on (Manifest.tokenizer_info)
 
     @property
     def private(self) -> bool:
@@ -145,10 +146,13 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
     test = load_split(cfg, "test")
     initial = evaluate_encoded(model, test)
     warning = components.broken or (FIXED_SEED_WARNING if fixed else None)
+    if tok_warning := tokenizer_warning(manifest):  # tokenizer.source=private_split: refused nowhere, labelled
+        print(f"WARNING: {tok_warning}", file=stream, flush=True)
+        warning = f"{warning}; {tok_warning}" if warning else tok_warning
     ctx = RunContext(
         cfg=cfg, spec=spec, out=out, population=population, z=z, strategy=strategy, test=test,
         metric_name="perplexity" if cfg.task.name == "next_word" else "error", warning=warning,
-        metrics=MetricsWriter(out, stream=stream), stream=stream,
+        metrics=MetricsWriter(out, stream=stream), stream=stream, tokenizer=manifest.tokenizer_info,
     )
     eps = ledger.epsilons() if len(ledger) and spec.private else {}
     state = RunState(model=model, optimizer=optimizer, ledger=ledger, first_round=first_round, initial=initial,

@@ -246,6 +246,44 @@ def test_control_a_runs_at_beta_one_beside_its_sound_twin(tmp_path):
     assert sound.privacy.beta == RunConfig().privacy.beta  # the full audit: the main job's defaults
 
 
+def test_private_tokenizer_control_is_uedp_with_the_private_split_tokenizer(tmp_path):
+    """Every variant runs the default pipeline's (public) tokenizer; the private_tokenizer control is UeDP
+    with tokenizer.source=private_split and nothing else changed, and `--set tokenizer.source` never undoes
+    its defect."""
+    from uedp.audit.config import audit_config
+    from uedp.audit.variants import VARIANTS
+
+    for quick in (True, False):
+        control = audit_config(quick=quick, variant="private_tokenizer", out_dir=tmp_path)
+        twin = audit_config(quick=quick, variant="uedp", out_dir=tmp_path)
+        assert control.tokenizer.source == "private_split" and control.strategy.name == "uedp"
+        assert VARIANTS["private_tokenizer"].reference == "uedp"
+        control.tokenizer.source, control.federation.out_dir = twin.tokenizer.source, twin.federation.out_dir
+        assert control == twin
+        for name in VARIANTS:
+            if name != "private_tokenizer":
+                cfg = audit_config(quick=quick, variant=name, out_dir=tmp_path)
+                assert (cfg.tokenizer.source, cfg.tokenizer.public_corpus) == ("public", "auto"), name
+    over = {"tokenizer.source": "public"}
+    assert audit_config(quick=True, variant="private_tokenizer", out_dir=tmp_path,
+                        overrides=over).tokenizer.source == "private_split"
+    assert audit_config(quick=True, variant="uedp", out_dir=tmp_path,
+                        overrides={"tokenizer.source": "private_split"}).tokenizer.source == "private_split"
+
+
+def test_private_tokenizer_leak_flags_it_against_uedp():
+    """UeDP claims eps_uedp for entity canaries directly: a leak through the vocabulary flags the control,
+    and its reference is the same mechanism with the public tokenizer."""
+    from uedp.audit.verdicts import Verdict, verdicts
+
+    leak = _group("private_tokenizer", 4, exposure_mean=6.9, exposure_nonmember_mean=1.8)
+    quiet = _group("uedp", 4, chance_p=0.4, exposure_mean=1.5, exposure_nonmember_mean=1.4)
+    assert not leak.group_privacy
+    assert verdicts(["uedp", "private_tokenizer"], [quiet, leak]) == {
+        "uedp": Verdict(reference=None, flagged=False),
+        "private_tokenizer": Verdict(reference="uedp", flagged=True)}
+
+
 def test_audit_overrides_reach_the_config_and_bad_keys_fail_before_training(tmp_path):
     """`--set KEY=VALUE` audits another configuration: mechanism keys and canary options both apply, to
     every variant; an unknown key or an attempt to change the variant's strategy is refused up front."""

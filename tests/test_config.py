@@ -28,6 +28,7 @@ def test_flat_round_trip():
         ({"federation.resume": 1}, "federation.resume must be true or false"),
         ({"dataset.options": "[1, 2]"}, "dataset.options must be a JSON object"),
         ({"strategy.name": "dpsgd"}, "strategy.name"),
+        ({"tokenizer.source": "users"}, "tokenizer.source must be public or private_split"),
     ],
 )
 def test_bad_values_name_the_key(flat, message):

@@ -2,7 +2,8 @@
 
 Every file the run writes (out_dir, recursively, binary files read as bytes) and its captured stdout and
 stderr are searched. The prepared corpus and annotation caches under UEDP_CACHE_DIR hold the data by
-design (the data owners' files) and are not outputs of the run.
+design (the data owners' files) and are not outputs of the run. The run's tokenizer (the default, trained
+on public text) has learnt nothing of the canaries: no half of a secret is a token.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from experiments.local_grid import LocalGrid, set_local_task_identity
 from tests.helpers import tiny_config
 from uedp.data.store import load_corpus_dir
-from uedp.pipeline import load_manifest, prepare
+from uedp.pipeline import load_manifest, load_tokenizer, prepare
 
 
 def _needles(cfg) -> set[str]:
@@ -45,7 +46,8 @@ def test_private_run_outputs_hold_no_secret_or_entity(tmp_path, capfd):
     from server.app import run_server
 
     stream = io.StringIO()
-    run_server(LocalGrid(cfg, len(prepare(cfg).users)), cfg, stream=stream)
+    summary = run_server(LocalGrid(cfg, len(prepare(cfg).users)), cfg, stream=stream)
+    assert summary["private"] and summary["tokenizer"]["source"] == "public"
     captured = capfd.readouterr()
     needles = _needles(cfg)
     assert len(needles) > 20  # the search has something to find
@@ -56,6 +58,10 @@ def test_private_run_outputs_hold_no_secret_or_entity(tmp_path, capfd):
     blobs["<stdout>"] = captured.out.encode()
     blobs["<stderr>"] = captured.err.encode()
     assert _leaks(blobs, needles) == []
+    vocab = set(load_tokenizer(load_manifest(cfg).tokenizer).get_vocab())
+    for c in load_corpus_dir(load_manifest(cfg).corpus_dir).meta["canaries"]:
+        first, second = c["secret"].split("-")
+        assert not {f"Ġ{first}", second} & vocab, c["secret"]
 
 
 def test_the_search_would_find_a_leak(tmp_path):

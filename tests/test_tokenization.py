@@ -1,5 +1,6 @@
-"""Tokenizers: exact round trips, training on the train split only, caching keyed by corpus + config,
-framing/padding/truncation, and length bucketing."""
+"""Tokenizers: exact round trips, training on the train split only (the private-split tokenizer,
+`tokenizer.source=private_split`), caching keyed by corpus + config, framing/padding/truncation, and
+length bucketing. The default, public tokenizer: tests/test_public_tokenizer.py."""
 
 from __future__ import annotations
 

