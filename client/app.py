@@ -1,11 +1,12 @@
 """The ClientApp: the data owner's side of a round (client/update.py) behind Flower's Message API.
 
-Per training message: decode the instructions (uedp.protocol), run `client_update` on this node's
-partition, and reply with the update only (plus training metrics in non-private runs). In private runs
-nothing about the round is logged.
+Per training message: decode the instructions (uedp.protocol), run `client_update` on this node's data
+(federation.data = "corpus": user partition-id of the run's corpus; "owners": only the file node config `data-
+path` names, encoded with the tokenizer the message carries), and reply with the update only (plus training
+metrics in non-private runs). In private runs nothing about the round is logged.
 
-`make_client_app(cfg)` binds a RunConfig (Hydra entry point, tests); the module-level `app` reads the
-config from `context.run_config` (`flwr run`).
+`make_client_app(cfg)` binds a RunConfig (Hydra entry point, tests); the module-level `app` reads the config
+from `context.run_config` (`flwr run`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from flwr.clientapp import ClientApp
 
 from client.update import client_update
 from uedp.config import RunConfig
-from uedp.protocol import TrainInstructions
+from uedp.owners import shipped_tokenizer
+from uedp.protocol import TOKENIZER_RECORD, TrainInstructions
 
 
 def inject_fault(fault: str) -> None:
@@ -47,7 +49,14 @@ def make_client_app(cfg: RunConfig | None = None) -> ClientApp:
         inject_fault(str(context.node_config.get("fault", "")))
         ins = TrainInstructions.from_record(msg.content["config"])
         weights = msg.content["arrays"].to_numpy_ndarrays()
-        update, metrics = client_update(run_cfg, int(context.node_config["partition-id"]), weights, ins)
+        data_path = str(context.node_config.get("data-path", ""))
+        if run_cfg.federation.data == "owners":  # this owner's own file, the tokenizer the server shipped
+            if not data_path:
+                raise ValueError("federation.data = owners: start this SuperNode with node config data-path")
+            tokenizer = shipped_tokenizer(dict(msg.content[TOKENIZER_RECORD]))
+            update, metrics = client_update.owner(run_cfg, data_path, tokenizer, weights, ins)
+        else:
+            update, metrics = client_update(run_cfg, int(context.node_config["partition-id"]), weights, ins)
         content = RecordDict({"update": ArrayRecord(update)})
         if metrics:
             content["metrics"] = MetricRecord(metrics)

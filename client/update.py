@@ -1,16 +1,17 @@
 """The data owner's side of a round (contract steps 3-6): from a training message to the update it returns.
 
-`ClientRound()(cfg, partition_id, weights, ins)`: read the user's sentences and entity sets (cached in this
-process), select sentences as the round's mechanism says (uedp.privacy.mechanisms: keyed-hash entity
-sampling with the "every entity sampled" rule and the entity-cap slot, or every sentence), train from the
-received global model with entity weights, then clip the WHOLE update theta_local - theta_t to beta ONCE
-and scale it by w_u. In private runs nothing but the update is returned: no loss, count or entity
-statistic, and nothing about the round is logged.
+`ClientRound()(cfg, partition_id, weights, ins)`: read the user's sentences and entity sets (user
+`partition_id` of the run's prepared corpus, cached in this process; or, with `.owner(...)`, the owner's own
+file, node config data-path, cached on its disk: uedp.owners), select sentences as the round's mechanism says
+(uedp.privacy.mechanisms: keyed-hash entity sampling with the "every entity sampled" rule and the entity-cap
+slot, or every sentence), train from the received global model with entity weights, then clip the WHOLE update
+theta_local - theta_t to beta ONCE and scale it by w_u. In private runs nothing but the update is returned: no
+loss, count or entity statistic, and nothing about the round is logged.
 
-`client_update` is the instance every real run uses. Two parts are injectable, for the audit's broken
-controls only (uedp.audit.controls): a hook on the gradients before each local step, and the function that
-bounds the update (`bound_update` here). Nothing else differs, so a control is this code with one part
-swapped, never a copy of it.
+`client_update` is the instance every real run uses. Two parts are injectable, for the audit's broken controls
+only (uedp.audit.controls): a hook on the gradients before each local step, and the function that bounds the
+update (`bound_update` here). Nothing else differs, so a control is this code with one part swapped, never a
+copy of it.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ import numpy as np
 import torch
 
 from uedp.config import RunConfig
-from uedp.models.base import get_weights, set_weights
+from uedp.models.base import UedpModel, get_weights, set_weights
+from uedp.owners import model_shape, owner_data
 from uedp.pipeline import UserData, load_manifest, load_user_data, new_model
 from uedp.privacy.clipping import clip_update, scale
 from uedp.privacy.selection import SelectionParams, select_sentences
 from uedp.protocol import TrainInstructions
+from uedp.tokenization import TextTokenizer
 from uedp.training import LocalTraining, local_train
 
 GradientHook = Callable[[TrainInstructions, Sequence[torch.nn.Parameter]], None]
@@ -75,10 +78,21 @@ class ClientRound:
 
     def __call__(self, cfg: RunConfig, partition_id: int, weights: list[np.ndarray], ins: TrainInstructions
                  ) -> tuple[list[np.ndarray], dict[str, float]]:
-        """The update this user returns for one round, and (non-private runs only) training metrics."""
+        """The update user `partition_id` of the run's corpus returns for one round, and (non-private runs
+        only) training metrics."""
         key = tuple(sorted(cfg.to_flat().items()))
-        data = _user_data(key, partition_id, ins.spec.deidentify)
-        model = _model(key)
+        return self.train(_user_data(key, partition_id, ins.spec.deidentify), _model(key), weights, ins)
+
+    def owner(self, cfg: RunConfig, data_path: str, tokenizer: TextTokenizer, weights: list[np.ndarray],
+              ins: TrainInstructions) -> tuple[list[np.ndarray], dict[str, float]]:
+        """The same for a data owner who reads only its own file (node config data-path; uedp.owners),
+        encoded with the tokenizer the server shipped."""
+        data = owner_data(cfg, data_path, tokenizer, deidentified=ins.spec.deidentify)
+        return self.train(data, new_model(cfg, model_shape(cfg, tokenizer)), weights, ins)
+
+    def train(self, data: UserData, model: UedpModel, weights: list[np.ndarray], ins: TrainInstructions
+              ) -> tuple[list[np.ndarray], dict[str, float]]:
+        """Select, train from `weights`, bound the update (see the module docstring)."""
         set_weights(model, weights)
         rows, omega = select(data, ins)
         w = torch.zeros(len(data.sids), dtype=torch.float32)

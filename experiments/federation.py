@@ -68,6 +68,9 @@ class Federation:
     home: Path
     tls: bool = False
     node_config: dict[int, dict[str, str]] = field(default_factory=dict)  # extra node config per partition
+    # extra environment per node (key i) and for the SuperLink with its ServerApp (key "server"): e.g. each its
+    # own UEDP_CACHE_DIR, so that on loopback every owner and the server have separate disks
+    env: dict[int | str, dict[str, str]] = field(default_factory=dict)
     auth: bool = False  # SuperNode authentication: only registered keys join (implies tls)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     port: int = 0
@@ -79,16 +82,17 @@ class Federation:
             self.tls = True  # flower-superlink refuses --enable-supernode-auth with --insecure
 
     # -- start / stop -------------------------------------------------------------------------------------
-    def _env(self) -> dict[str, str]:
+    def _env(self, who: int | str | None = None) -> dict[str, str]:
         return {**os.environ, "FLWR_HOME": str(self.home), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
                 "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-                "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}", "TOKENIZERS_PARALLELISM": "false"}
+                "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}", "TOKENIZERS_PARALLELISM": "false",
+                **self.env.get(who, {})}  # type: ignore[arg-type]
 
-    def _spawn(self, name: str, argv: list[str]) -> None:
+    def _spawn(self, name: str, argv: list[str], who: int | str | None = None) -> None:
         log = (self.home / "logs" / f"{name}.log").open("wb")
         self._logs.append(log)
-        self.procs[name] = subprocess.Popen(argv, cwd=ROOT, env=self._env(), stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+        self.procs[name] = subprocess.Popen(argv, cwd=ROOT, env=self._env(who), stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
 
     def start(self) -> Federation:
         (self.home / "logs").mkdir(parents=True, exist_ok=True)
@@ -109,7 +113,7 @@ class Federation:
                            "--disable-runtime-dependency-installation", "--database", str(self.home / "state.db")]
         if self.auth:
             self._link_argv.append("--enable-supernode-auth")
-        self._spawn("superlink", self._link_argv)
+        self._spawn("superlink", self._link_argv, "server")
         self.write_connection()
         if self.auth:
             from uedp.tls import make_node_keys
@@ -134,7 +138,7 @@ class Federation:
         node_config = " ".join(f"{k}={v if v.lstrip('-').isdigit() else json.dumps(v)}" for k, v in cfg.items())
         self._spawn(name or f"supernode-{i}", [executable("flower-supernode"), *node_sec, *auth, "--superlink",
                                                f"127.0.0.1:{self.port}", "--port", str(free_port()),
-                                               "--node-config", node_config, *extra_args])
+                                               "--node-config", node_config, *extra_args], i)
 
     def wait_for_superlink(self, timeout: float = 60.0) -> None:
         """Until the SuperLink accepts connections (uvicorn listens once its start-up is done)."""
@@ -181,7 +185,7 @@ class Federation:
         """Start the SuperLink again on the same port and database (after it was killed); the SuperNodes
         reconnect, and under auth their registrations are still there (kept in the --database file)."""
         self.kill("superlink")
-        self._spawn("superlink", self._link_argv)
+        self._spawn("superlink", self._link_argv, "server")
 
     def write_connection(self) -> None:
         sec = f'root-certificates = "{self.certs.ca}"' if self.tls else "insecure = true"
@@ -258,9 +262,10 @@ def _toml(v: Any) -> str:
 
 @contextlib.contextmanager
 def federation(nodes: int, home: Path, *, tls: bool = False, auth: bool = False,
-               node_config: dict[int, dict[str, str]] | None = None) -> Iterator[Federation]:
+               node_config: dict[int, dict[str, str]] | None = None,
+               env: dict[int | str, dict[str, str]] | None = None) -> Iterator[Federation]:
     """Start a federation and stop all of its processes on exit, also on an exception or SIGINT/SIGTERM."""
-    fed = Federation(nodes=nodes, home=home, tls=tls, auth=auth, node_config=node_config or {})
+    fed = Federation(nodes=nodes, home=home, tls=tls, auth=auth, node_config=node_config or {}, env=env or {})
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def interrupted(signum, frame):  # turn SIGTERM into an exception so the finally below runs
@@ -279,6 +284,34 @@ def federation(nodes: int, home: Path, *, tls: bool = False, auth: bool = False,
                 signal.signal(s, h)
 
 
+@dataclass(frozen=True)
+class Owners:
+    """A federation of data owners who keep their own files (federation.data = owners): node i reads only
+    its file, and each node and the server get their own UEDP_CACHE_DIR (separate disks on loopback)."""
+
+    files: list[Path]
+    server_cache: Path
+
+    @classmethod
+    def from_dir(cls, owners_dir: Path, out: Path) -> Owners:
+        """The owners of `owners_dir` (experiments/owner_files.py layout: owner-*/data.jsonl)."""
+        files = sorted(p.resolve() for p in owners_dir.glob("owner-*/data.jsonl"))
+        if not files:
+            raise ConfigError(f"--owners {owners_dir}: no owner-*/data.jsonl (make them with "
+                              "python -m experiments.owner_files)")
+        return cls(files, (out / "server-cache").resolve())
+
+    def node_config(self) -> dict[int, dict[str, str]]:
+        return {i: {"data-path": str(f)} for i, f in enumerate(self.files)}
+
+    def env(self) -> dict[int | str, dict[str, str]]:
+        return {"server": {"UEDP_CACHE_DIR": str(self.server_cache)},
+                **{i: {"UEDP_CACHE_DIR": str(f.parent / "cache")} for i, f in enumerate(self.files)}}
+
+    def overrides(self) -> dict[str, Any]:
+        return {"federation.data": "owners", "federation.num_nodes": len(self.files)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=3)
@@ -289,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-c", "--config", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--kill-node-after-round", type=int, default=0, metavar="R")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before the run is stopped")
+    ap.add_argument("--owners", type=Path, default=None, metavar="DIR",
+                    help="owners keep their own files: one node per DIR/owner-*/data.jsonl, which only it reads; "
+                         "the server reads no private text (federation.data = owners; --nodes is ignored)")
     args = ap.parse_args(argv)
     try:
         config = {k.strip(): v for k, v in parse_options(args.config, value=toml_value).items()}
@@ -297,16 +333,21 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve()
     if out.exists():
         shutil.rmtree(out / "flwr-home", ignore_errors=True)
-    overrides = {"federation.out_dir": str(out / "run"), **config, "federation.num_nodes": args.nodes}
+    owners = Owners.from_dir(args.owners, out) if args.owners else None
+    nodes = len(owners.files) if owners else args.nodes
+    overrides = {"federation.out_dir": str(out / "run"), **config, "federation.num_nodes": nodes,
+                 **(owners.overrides() if owners else {})}
     t0 = time.perf_counter()
-    with federation(args.nodes, out / "flwr-home", tls=args.tls, auth=args.auth) as fed:
+    with federation(nodes, out / "flwr-home", tls=args.tls, auth=args.auth,
+                    node_config=owners.node_config() if owners else None,
+                    env=owners.env() if owners else None) as fed:
         mode = "TLS, SuperNode auth" if args.auth else "TLS" if args.tls else "insecure"
-        print(f"SuperLink on 127.0.0.1:{fed.port} ({mode}), {args.nodes} SuperNodes; "
+        print(f"SuperLink on 127.0.0.1:{fed.port} ({mode}), {nodes} SuperNodes; "
               f"pids {', '.join(f'{n}={p.pid}' for n, p in fed.procs.items())}", flush=True)
 
         def on_round(r: int) -> None:
             if args.kill_node_after_round and r == args.kill_node_after_round:
-                victim = f"supernode-{args.nodes - 1}"
+                victim = f"supernode-{nodes - 1}"
                 fed.kill(victim)
                 print(f"*** killed {victim} (SIGKILL) after round {r}", flush=True)
 
@@ -315,8 +356,9 @@ def main(argv: list[str] | None = None) -> int:
     summary = out / "run" / "summary.json"
     if rc == 0 and summary.is_file():
         s = json.loads(summary.read_text())
+        shown = s["final"].get(s["metric"], float("nan"))
         print(f"summary: strategy={s['strategy']} rounds={s['rounds']} eps_uedp={s['eps_uedp']:.4g} "
-              f"eps_user={s['eps_user']:.4g} {s['metric']}={s['final'][s['metric']]:.4g}")
+              f"eps_user={s['eps_user']:.4g} {s['metric']}={shown:.4g}")
     return rc
 
 

@@ -13,7 +13,7 @@ is kept: its message could hold data.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +22,8 @@ from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 from client.update import client_update
 from server.setup import Components
 from uedp.config import RunConfig
-from uedp.protocol import TrainInstructions
+from uedp.owners import shipped_tokenizer
+from uedp.protocol import TOKENIZER_RECORD, TrainInstructions
 
 ClientFn = Callable[[RunConfig, int, list[np.ndarray], TrainInstructions], tuple[list[np.ndarray], dict[str, float]]]
 
@@ -42,11 +43,19 @@ class LocalGrid:
     num_nodes: int
     failing: frozenset[int] = frozenset()
     client_fn: ClientFn = client_update
+    data_paths: Sequence[str] = ()  # federation.data = owners: node i reads only data_paths[i]
     calls: int = 0
     client_seconds: list[float] = field(default_factory=list)
 
     def get_node_ids(self) -> Iterable[int]:
-        return range(self.num_nodes)
+        return range(len(self.data_paths) if self.data_paths else self.num_nodes)
+
+    def _answer(self, node: int, msg: Message, ins: TrainInstructions) -> tuple[list, dict[str, float]]:
+        weights = msg.content["arrays"].to_numpy_ndarrays()
+        if not self.data_paths:
+            return self.client_fn(self.cfg, node, weights, ins)
+        tokenizer = shipped_tokenizer(dict(msg.content[TOKENIZER_RECORD]))  # as client/app.py does
+        return client_update.owner(self.cfg, self.data_paths[node], tokenizer, weights, ins)
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[LocalReply]:
         replies = []
@@ -59,7 +68,7 @@ class LocalGrid:
             t0 = time.perf_counter()
             ins = TrainInstructions.from_record(msg.content["config"])
             try:
-                update, metrics = self.client_fn(self.cfg, node, msg.content["arrays"].to_numpy_ndarrays(), ins)
+                update, metrics = self._answer(node, msg, ins)
             except Exception as exc:  # as in Flower: a raising ClientApp is an error reply, the round goes on
                 replies.append(LocalReply(RecordDict(), error=f"client raised {type(exc).__name__}"))
                 continue
@@ -83,7 +92,9 @@ def set_local_task_identity() -> None:
 
 def run_local(cfg: RunConfig, *, components: Components | None = None, **grid_options) -> dict:
     """run_server over a LocalGrid with one node per participating user (`grid_options`: LocalGrid's
-    failing, client_fn; `components`: the server's injected parts, see server.setup.Components)."""
+    failing, client_fn, data_paths; `components`: the server's injected parts, see server.setup.Components).
+    With federation.data = owners the nodes are the owners whose files `data_paths` lists, and this process
+    prepares no corpus."""
     from server.app import run_server
     from uedp.pipeline import prepare
 
@@ -91,5 +102,5 @@ def run_local(cfg: RunConfig, *, components: Components | None = None, **grid_op
     import torch
 
     torch.set_num_threads(1)  # small per-client models: threads only contend (as in the Flower client)
-    manifest = prepare(cfg)
-    return run_server(LocalGrid(cfg, len(manifest.users), **grid_options), cfg, components=components)
+    nodes = cfg.federation.num_nodes if cfg.federation.data == "owners" else len(prepare(cfg).users)
+    return run_server(LocalGrid(cfg, nodes, **grid_options), cfg, components=components)

@@ -18,21 +18,27 @@ import torch
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from server.metrics import OPERATOR_LOGS
 from server.round import run_round
-from server.setup import Components, RunContext, RunState, setup
+from server.setup import Components, RunContext, RunState, evaluate, setup
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
 from uedp.models.base import get_weights
-from uedp.training import evaluate_encoded
 
 SUMMARY = "summary.json"
 
 
-def wait_for_nodes(grid: Grid, expected: int, timeout: float, stream: TextIO) -> int:
+def wait_for_nodes(grid: Grid, expected: int, timeout: float, stream: TextIO, *, strict: bool = True) -> int:
+    """Wait until `expected` nodes have registered. At the deadline (`timeout`) a strict wait fails; a
+    lenient one (invited owners: federation.data = owners) starts with those connected."""
     t0 = time.monotonic()
     seen = len(list(grid.get_node_ids()))
     while seen < expected:
         if time.monotonic() - t0 > timeout:
+            if not strict:
+                print(f"deadline: starting with {seen} of {expected} invited owners connected (the others are "
+                      "sampled as usual and contribute zero)", file=stream, flush=True)
+                return seen
             raise ConfigError(f"only {seen} of {expected} nodes registered within {timeout:.0f} s "
                               "(federation.wait_timeout)")
         time.sleep(0.2)
@@ -43,7 +49,7 @@ def wait_for_nodes(grid: Grid, expected: int, timeout: float, stream: TextIO) ->
 
 def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, Any]:
     """Write summary.json and model.pt (the ledger is already saved) and return the summary."""
-    final = evaluate_encoded(state.model, ctx.test) if state.stopped_by_budget else state.last_eval
+    final = evaluate(state.model, ctx.test) if state.stopped_by_budget else state.last_eval
     eps = state.eps
     if ctx.spec.private and len(state.ledger) and "eps_rdp_bound" not in eps:  # not yet all four
         eps = state.ledger.epsilons()
@@ -54,7 +60,8 @@ def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, 
         "delta": ctx.cfg.privacy.delta, "population": ctx.population, "stopped_by_budget": state.stopped_by_budget,
         **{k: eps.get(k, float("inf")) for k in ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound")},
         "metric": ctx.metric_name, "initial": state.initial, "final": final,
-        "private": ctx.private, "warning": ctx.warning, "tokenizer": ctx.tokenizer, "seconds": round(seconds, 1),
+        "private": ctx.private, "warning": ctx.warning, "tokenizer": ctx.tokenizer,
+        "metrics_note": OPERATOR_LOGS if ctx.spec.private else None, "seconds": round(seconds, 1),
     }
     (ctx.out / SUMMARY).write_text(json.dumps(summary, indent=1, default=str))
     torch.save({"weights": get_weights(state.model), "config": ctx.cfg.to_nested()}, ctx.out / "model.pt")
@@ -66,7 +73,8 @@ def run_server(grid: Grid, cfg: RunConfig, *, components: Components | None = No
     stream = stream or sys.stderr
     t_start = time.monotonic()
     ctx, state = setup(cfg, components=components or Components(), stream=stream)
-    wait_for_nodes(grid, ctx.population, cfg.federation.wait_timeout, stream)
+    wait_for_nodes(grid, ctx.population, cfg.federation.wait_timeout, stream,
+                   strict=cfg.federation.data != "owners")
     for rnd in range(state.first_round, cfg.federation.rounds + 1):
         if not run_round(ctx, state, grid, rnd):
             break

@@ -1,7 +1,9 @@
 """Per-round metrics as CSV and JSONL, and a one-line progress display (round, epsilon, metric).
 
-Only aggregate, public quantities are written: round, cohort size, reply/drop counts, epsilon, central
-evaluation metrics. Never per-client statistics, entity strings or round keys (contract section 1).
+Only aggregate quantities are written: round, cohort size, reply/drop counts, epsilon, central evaluation
+metrics. Never per-client statistics, entity strings or round keys (contract section 1). The counts are
+operator logs outside the guarantee (they reveal who took part in a round: `OPERATOR_LOGS`, which private
+runs' summary.json repeats); the model, ledger and epsilons are what a run releases.
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
+
+# Written into summary.json of private runs: the per-round counts are for the operator, not released.
+OPERATOR_LOGS = ("metrics.csv and metrics.jsonl are operator logs outside the privacy guarantee: their per-round "
+                 "counts (sampled, replies, missing, failed, re-check statuses) reveal who took part in a round; "
+                 "release the model, the ledger and the epsilons, not these files")
 
 
 class MetricsWriter:

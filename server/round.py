@@ -17,10 +17,9 @@ from flwr.serverapp import Grid
 
 from server.checkpoint import Checkpoint, save_checkpoint
 from server.resume import LEDGER
-from server.setup import RunContext, RunState
+from server.setup import RunContext, RunState, evaluate
 from uedp.models.base import get_weights
 from uedp.privacy.accounting import epsilon
-from uedp.training import evaluate_encoded
 
 EPSILON_KEYS = ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound")
 
@@ -61,7 +60,7 @@ def run_round(ctx: RunContext, state: RunState, grid: Grid, rnd: int) -> bool:
                          else epsilon(spec.claim, ledger.groups(), delta=p.delta, num_users=ctx.population)}
             row.update(state.eps)
     if evaluate_now:
-        state.last_eval = evaluate_encoded(state.model, ctx.test)
+        state.last_eval = evaluate(state.model, ctx.test)
         row.update({f"test_{k}": v for k, v in state.last_eval.items()})
     ctx.metrics.write(row)
     shown = row.get(f"test_{ctx.metric_name}")

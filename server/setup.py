@@ -27,12 +27,13 @@ from strategies import MechanismStrategy
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
 from uedp.models.base import UedpModel, get_weights
-from uedp.pipeline import EncodedSentences, load_split, new_model, prepare, tokenizer_warning
+from uedp.pipeline import EncodedSentences
 from uedp.privacy.aggregation import Aggregator, aggregate
 from uedp.privacy.calibration import calibrate_noise_multiplier
 from uedp.privacy.ledger import Ledger
 from uedp.privacy.mechanisms import MechanismSpec, spec_for
 from uedp.privacy.noise import FIXED_SEED_WARNING, GaussianNoise, NoiseSource
+from uedp.server_data import server_data
 from uedp.training import evaluate_encoded
 
 
@@ -54,7 +55,7 @@ class RunContext:
     population: int
     z: float
     strategy: MechanismStrategy
-    test: EncodedSentences
+    test: EncodedSentences | None  # the evaluation set (None: no central evaluation)
     metric_name: str
     warning: str | None  # fixed seed, broken component or private-split tokenizer: the run is not private
     metrics: MetricsWriter
@@ -102,8 +103,8 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
     out = Path(cfg.federation.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(cfg.to_nested(), indent=1))
-    manifest = prepare(cfg)
-    population = len(manifest.users)
+    data = server_data(cfg)  # owners mode: public things only, no private text
+    population = data.population
     spec = spec_for(cfg.strategy.name, cfg.strategy.estimator)
     p = cfg.privacy
     fixed = p.seed >= 0
@@ -124,9 +125,10 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
             cfg, spec, population=population)
     strategy = MechanismStrategy(
         spec, privacy=p, train=cfg.train, noise_multiplier=z, population=population, noise=noise, rng=rng,
-        num_entities=manifest.num_entities, num_extended=manifest.num_extended, aggregator=components.aggregator,
+        num_entities=data.num_entities, num_extended=data.num_extended, aggregator=components.aggregator,
+        shipped=data.shipped(),
     )
-    model = new_model(cfg, manifest, seed=p.seed if fixed else None)
+    model = data.new_model(cfg, seed=p.seed if fixed else None)
     optimizer = ServerOptimizer(model, name=cfg.server.optimizer, lr=cfg.server.lr, momentum=cfg.server.momentum)
     strategy.set_template(get_weights(model))
     ledger = Ledger(delta=p.delta, num_users=population)
@@ -143,19 +145,22 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
     strategy.summary()
     print(f"{cfg.strategy.name} ({spec.accounting}): z={z:.4f} sigma={strategy.sigma:.4g} Z={strategy.Z:.4g} "
           f"population={population} rounds={cfg.federation.rounds}", file=stream, flush=True)
-    test = load_split(cfg, "test")
-    initial = evaluate_encoded(model, test)
+    initial = evaluate(model, data.test)
     warning = components.broken or (FIXED_SEED_WARNING if fixed else None)
-    if tok_warning := tokenizer_warning(manifest):  # tokenizer.source=private_split: refused nowhere, labelled
+    if tok_warning := data.tokenizer_warning:  # tokenizer.source=private_split: refused nowhere, labelled
         print(f"WARNING: {tok_warning}", file=stream, flush=True)
         warning = f"{warning}; {tok_warning}" if warning else tok_warning
     ctx = RunContext(
-        cfg=cfg, spec=spec, out=out, population=population, z=z, strategy=strategy, test=test,
+        cfg=cfg, spec=spec, out=out, population=population, z=z, strategy=strategy, test=data.test,
         metric_name="perplexity" if cfg.task.name == "next_word" else "error", warning=warning,
-        metrics=MetricsWriter(out, stream=stream), stream=stream, tokenizer=manifest.tokenizer_info,
+        metrics=MetricsWriter(out, stream=stream), stream=stream, tokenizer=data.tokenizer_info,
     )
     eps = ledger.epsilons() if len(ledger) and spec.private else {}
     state = RunState(model=model, optimizer=optimizer, ledger=ledger, first_round=first_round, initial=initial,
                      last_eval=initial, eps=eps)
     return ctx, state
 
+
+def evaluate(model: UedpModel, test: EncodedSentences | None) -> dict[str, float]:
+    """Central evaluation on the server's evaluation set ({} when the run has none)."""
+    return {} if test is None else evaluate_encoded(model, test)

@@ -23,7 +23,8 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
@@ -37,7 +38,7 @@ from uedp.privacy.ledger import RoundRecord
 from uedp.privacy.mechanisms import MechanismSpec
 from uedp.privacy.noise import NoiseSource
 from uedp.privacy.sampling import RoundKey, new_round_key
-from uedp.protocol import TrainInstructions
+from uedp.protocol import TOKENIZER_RECORD, TrainInstructions
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class MechanismStrategy(Strategy):
         num_entities: int = 0,
         num_extended: int = 0,
         aggregator: Aggregator = aggregate,
+        shipped: Mapping[str, Any] | None = None,
     ) -> None:
         if population < 1:
             raise ValueError(f"population must be >= 1, got {population}")
@@ -67,6 +69,7 @@ class MechanismStrategy(Strategy):
         self.noise = noise
         self.rng = rng
         self.aggregator = aggregator
+        self.shipped = None if shipped is None else ConfigRecord(dict(shipped))  # e.g. the tokenizer (owners mode)
         self.k_cap = spec.k_cap(privacy)
         self.m_max = spec.m_max(privacy)
         self.q_e, self.q_s = spec.rates(privacy)
@@ -97,9 +100,12 @@ class MechanismStrategy(Strategy):
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        population = sorted(grid.get_node_ids())
+        # The population is N public places (the corpus's users, or the invited owners); the connected nodes
+        # fill the first places. An owner who is not connected is sampled as usual and contributes zero (a
+        # missing reply), and a node beyond the first N is never sampled.
+        nodes = sorted(grid.get_node_ids())[: self.population]
         cohort = sample_cohort(
-            population, q_u=self.privacy.q_u, m_max=self.m_max or len(population) or 1,
+            range(self.population), q_u=self.privacy.q_u, m_max=self.m_max or self.population,
             use_slots=self.k_cap is not None, rng=self.rng,
         )
         self._last = cohort
@@ -107,7 +113,9 @@ class MechanismStrategy(Strategy):
         if self.spec.keyed:  # fixed-seed reproduction runs derive it from the seed
             key = RoundKey(self.rng.randbytes(16)) if self.privacy.seed >= 0 else new_round_key()
         messages = []
-        for i, node in enumerate(cohort.nodes):
+        for i, place in enumerate(cohort.nodes):
+            if place >= len(nodes):
+                continue  # an invited owner who is not connected
             ins = TrainInstructions(
                 round=server_round, mechanism=self.spec.name, q_e=self.q_e, q_s=self.q_s,
                 k_cap=self.k_cap or 0, m_max=self.privacy.m_max,
@@ -119,7 +127,9 @@ class MechanismStrategy(Strategy):
                 seed=self.rng.randrange(2**31) if self.privacy.seed >= 0 else -1,
             )
             content = RecordDict({"arrays": arrays, "config": ins.to_record()})
-            messages.append(Message(content, dst_node_id=node, message_type="train"))
+            if self.shipped is not None:
+                content[TOKENIZER_RECORD] = self.shipped
+            messages.append(Message(content, dst_node_id=nodes[place], message_type="train"))
         return messages
 
     def aggregate_train(

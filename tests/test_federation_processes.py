@@ -63,19 +63,30 @@ def test_three_supernodes_two_rounds(tmp_path):
 
 
 @pytest.mark.e2e
-def test_tls_federation_only_registered_nodes_join(tmp_path):
-    """Over TLS with SuperNode authentication (--auth): the three registered nodes run a private run to the
-    end, also after a SuperLink restart (registrations are kept in its --database file), while a SuperNode
-    without a key and one with a valid but never registered key are refused, exit, and are never counted."""
+def test_owners_keep_their_files_and_only_registered_nodes_join(tmp_path):
+    """Three data owners, each with its own JSONL file in its own directory (and its own cache directory:
+    its own disk), the server with none, over TLS with SuperNode authentication (--auth): the registered
+    nodes run a private run to the end, also after a SuperLink restart (registrations are kept in its
+    --database file), while a SuperNode without a key and one with a valid but never registered key are
+    refused, exit, and are never counted. The server's disk ends up holding the public tokenizer only."""
     import sqlite3
     import subprocess
     import time
 
+    from experiments.federation import Owners
+    from experiments.owner_files import write_owner_files
     from uedp.tls import make_node_keys
 
     out = tmp_path / "run"
     home = tmp_path / "home"
-    with federation(3, home, auth=True) as fed:
+    small = {"min_sentences": 20, "max_sentences": 25}
+    write_owner_files(tmp_path / "owners", dataset="synthetic", options={"num_users": 3, **small})
+    evaluation = write_owner_files(tmp_path / "eval", dataset="synthetic", splits=("test",),
+                                   options={"num_users": 1, "seed": 7, **small})[0]
+    owners = Owners.from_dir(tmp_path / "owners", tmp_path)
+    overrides = {**_overrides(out, 3), **owners.overrides(), "entities.detector": "rules",
+                 "federation.eval_data": str(evaluation)}
+    with federation(3, home, auth=True, node_config=owners.node_config(), env=owners.env()) as fed:
         # the SuperLink speaks TLS with a certificate valid for 127.0.0.1 under our CA
         ctx = ssl.create_default_context(cafile=str(fed.certs.ca))
         with socket.create_connection(("127.0.0.1", fed.port), timeout=5) as raw, \
@@ -97,13 +108,14 @@ def test_tls_federation_only_registered_nodes_join(tmp_path):
         # the registrations survive a restart of the SuperLink (same --database), and the nodes reconnect
         fed.restart_superlink()  # SIGKILL, then the same argv
         t0 = time.monotonic()
-        rc = fed.run(_overrides(out, 3), timeout=400)
+        rc = fed.run(overrides, timeout=400)
         run_s = time.monotonic() - t0
     _assert_all_stopped(fed)
     run_log = (home / "logs" / "flwr-run.log").read_text()
     assert rc == 0, run_log[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rounds"] == 2 and summary["population"] == 3 and summary["private"]
+    assert summary["tokenizer"]["source"] == "public" and "perplexity" in summary["final"]
     assert "3 nodes registered" in run_log  # the SuperLink's node list held the three invited nodes only
     rounds = _rounds(out)
     assert [r["sampled"] for r in rounds] == [3.0, 3.0] and [r["replies"] for r in rounds] == [3.0, 3.0]
@@ -111,6 +123,13 @@ def test_tls_federation_only_registered_nodes_join(tmp_path):
         assert db.execute("SELECT COUNT(*) FROM node").fetchone()[0] == 3
     config = (home / "config.toml").read_text()
     assert "insecure" not in config and "root-certificates" in config
+    # each owner prepared only its own file, on its own disk; the server holds no private text at all
+    server = {p.relative_to(owners.server_cache).parts[0] for p in owners.server_cache.rglob("*") if p.is_file()}
+    assert server == {"tokenizers"}
+    for f in owners.files:
+        cached = [p.name for p in (f.parent / "cache" / "owners").glob("data-*.pt")]
+        annotated = list((f.parent / "cache" / "annotations").glob("*.parquet"))
+        assert len(cached) == 1 and len(annotated) == 1, f
     print(f"auth run after restart: {run_s:.1f} s")
 
 

@@ -47,6 +47,10 @@ class EntityConfig:
 class TaskConfig:
     name: str = "next_word"  # next_word | classification
     max_len: int = 32
+    labels: str = ""  # classification with federation.data = "owners": the public label set, comma-separated
+
+    def label_list(self) -> list[str] | None:
+        return [x.strip() for x in self.labels.split(",") if x.strip()] or None
 
 
 @dataclass
@@ -123,6 +127,10 @@ class FederationConfig:
     checkpoint_every: int = 10
     resume: bool = False
     ray_address: str = ""  # simulation on an existing Ray cluster ("host:port"); "" = $RAY_ADDRESS or a local one
+    # "corpus": the server prepares dataset.name and node partition-id i reads user i (simulations);
+    # "owners": each node reads only its own file (node config data-path), the server opens no private text
+    data: str = "corpus"
+    eval_data: str = ""  # owners mode: a public or server-owned JSONL file for central evaluation ("" = none)
 
 
 @dataclass
@@ -203,8 +211,35 @@ class RunConfig:
             raise ConfigError(f"task.name must be next_word or classification, got {self.task.name!r}")
         if self.federation.rounds < 1 or self.federation.eval_every < 1:
             raise ConfigError("federation.rounds and federation.eval_every must be >= 1")
+        self._validate_owners()
         self.dataset.option_dict()
         self.model.option_dict()
+
+
+    def _validate_owners(self) -> None:
+        """federation.data = "owners": the server has no private text, so nothing it uses may come from it."""
+        fed = self.federation
+        if fed.data not in ("corpus", "owners"):
+            raise ConfigError(f"federation.data must be corpus or owners, got {fed.data!r}")
+        if fed.data == "corpus":
+            if fed.eval_data:
+                raise ConfigError("federation.eval_data is for federation.data = owners (the corpus has a test split)")
+            return
+        if fed.num_nodes < 1:
+            raise ConfigError("federation.data = owners needs federation.num_nodes = N, the number of invited "
+                              "owners (public)")
+        if self.privacy.paper_z:
+            raise ConfigError("privacy.paper_z counts W_e and W_s on the users' data: refused with federation.data "
+                              "= owners (the server holds no private text); the default Z = q_u N is public")
+        if self.tokenizer.source != "public":
+            raise ConfigError("federation.data = owners needs tokenizer.source = public (the server trains nothing "
+                              "on private text; the nodes use the tokenizer it ships)")
+        if self.entities.detector == "gold":
+            raise ConfigError("entities.detector = gold needs ground-truth spans, which an owner's JSONL file does "
+                              "not have: with federation.data = owners choose spacy+rules, spacy or rules")
+        if self.task.name == "classification" and self.task.label_list() is None:
+            raise ConfigError("classification with federation.data = owners needs task.labels, the public label "
+                              "set (comma-separated), so that every owner's labels map to the same classes")
 
 
 def _json_object(key: str, text: str) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from uedp.config import RunConfig
 from uedp.data.corpus import Corpus
 from uedp.data.loaders import materialize
 from uedp.data.store import read_user_rows
-from uedp.entities.annotations import annotate_cached, read_user_annotations
+from uedp.entities.annotations import annotate_cached, read_user_annotations, select_sids
 from uedp.entities.categories import resolve_categories
 from uedp.entities.deid import deidentify_many
 from uedp.entities.detectors import entity_sets
@@ -47,7 +47,6 @@ from uedp.models.registry import MODELS, build_model, build_tokenizer
 from uedp.paths import cache_root
 from uedp.tasks import get_task
 from uedp.tokenization import (
-    PRIVATE_SPLIT_WARNING,
     TextTokenizer,
     TokenizerConfig,
     get_public_tokenizer,
@@ -129,11 +128,13 @@ def prepare(cfg: RunConfig) -> Manifest:
     return manifest
 
 
-def run_tokenizer(cfg: RunConfig, corpus: Corpus) -> tuple[TextTokenizer, dict[str, Any]]:
+def run_tokenizer(cfg: RunConfig, corpus: Corpus | None) -> tuple[TextTokenizer, dict[str, Any]]:
     """The run's tokenizer and what it was trained on. Pretrained models keep their own; otherwise
     tokenizer.source "public" (default) trains on the public corpus tokenizer.public_corpus names (the
     private corpus is not read: only the dataset's name picks "auto"'s default), "private_split" on the
-    users' training split (reported not private: `tokenizer_warning`)."""
+    users' training split (reported not private: uedp.server_data.ServerData.tokenizer_warning). `corpus`
+    is None on a server that holds no private text (federation.data = owners), where only public and
+    pretrained tokenizers exist."""
     pretrained = cfg.model.option_dict().get("pretrained")
     tok_cfg = TokenizerConfig(kind=cfg.tokenizer.kind, vocab_size=cfg.tokenizer.vocab_size)
     if cfg.model.name == "minilm" or pretrained is not None:
@@ -142,6 +143,8 @@ def run_tokenizer(cfg: RunConfig, corpus: Corpus) -> tuple[TextTokenizer, dict[s
                 "vocab_size": tokenizer.vocab_size, "kind": "pretrained"}
         return tokenizer, info
     if cfg.tokenizer.source == "private_split":
+        if corpus is None:
+            raise ConfigError("tokenizer.source = private_split needs the users' text, which this server does not hold")
         tokenizer = build_tokenizer(cfg.model.name, corpus, config=tok_cfg)
         info = {"source": "private_split", "corpus": f"{cfg.dataset.name} training split (the users' text)"}
     else:
@@ -157,12 +160,6 @@ def run_tokenizer(cfg: RunConfig, corpus: Corpus) -> tuple[TextTokenizer, dict[s
         tokenizer = get_public_tokenizer(source, tok_cfg)
         info = {"source": "public", "corpus": source.description}
     return tokenizer, {**info, "vocab_size": tokenizer.vocab_size, "kind": cfg.tokenizer.kind}
-
-
-def tokenizer_warning(manifest: Manifest) -> str | None:
-    """Why the run's tokenizer voids the guarantee (trained on the private split), or None."""
-    info = manifest.tokenizer_info or {}
-    return PRIVATE_SPLIT_WARNING if info.get("source") == "private_split" else None
 
 
 def _entity_totals(corpus, annotations: pa.Table, users: list[str], cfg: RunConfig) -> tuple[int, int]:
@@ -189,7 +186,17 @@ def load_tokenizer(path: str) -> TextTokenizer:
     return TextTokenizer(Tokenizer.from_file(path), source=path)
 
 
-def new_model(cfg: RunConfig, manifest: Manifest, *, seed: int | None = None) -> UedpModel:
+@dataclass(frozen=True)
+class ModelShape:
+    """What building the model needs besides the config: a Manifest has these too."""
+
+    vocab_size: int
+    pad_id: int
+    num_labels: int | None
+
+
+def new_model(cfg: RunConfig, manifest: Manifest | ModelShape, *, seed: int | None = None) -> UedpModel:
+    """The run's model, sized by `manifest` (anything with vocab_size, pad_id and num_labels)."""
     if seed is not None:
         torch.manual_seed(seed)
     return build_model(cfg.model.name, task=cfg.task.name, vocab_size=manifest.vocab_size,
@@ -242,16 +249,31 @@ def load_user_data(cfg: RunConfig, partition_id: int, *, deidentified: bool = Fa
         raise ConfigError(f"partition-id {partition_id} outside 0..{len(manifest.users) - 1}")
     user = manifest.users[partition_id]
     rows = read_user_rows(manifest.corpus_dir, user, split="train")
+    ann = read_user_annotations(manifest.annotations, rows.column("sid").to_numpy())
+    return _user_data(cfg, user, rows, ann, load_tokenizer(manifest.tokenizer), deidentified)
+
+
+def user_data_from(cfg: RunConfig, corpus: Corpus, tokenizer: TextTokenizer, *, split: str = "train",
+                   deidentified: bool = False) -> UserData:
+    """All of `corpus`'s `split` sentences as ONE data owner's data (a node reading its own file:
+    uedp.owners), entities detected here with entities.detector (annotations cached on this machine)."""
+    _, annotations = annotate_cached(corpus, cfg.entities.detector)
+    rows = corpus.split(split)
+    ann = select_sids(annotations, rows.column("sid").to_numpy())
+    user = corpus.users()[0] if corpus.num_sentences else "owner"
+    return _user_data(cfg, user, rows, ann, tokenizer, deidentified)
+
+
+def _user_data(cfg: RunConfig, user: str, rows: pa.Table, ann: pa.Table, tokenizer: TextTokenizer,
+               deidentified: bool) -> UserData:
     sids = rows.column("sid").to_numpy()
-    ann = read_user_annotations(manifest.annotations, sids)
     protected = resolve_categories(cfg.entities.protected)
     ents = entity_sets(ann, protected)
     labels = rows.column("label").to_pylist() if cfg.task.name == CLASSIFICATION else None
     texts = rows.column("text").to_pylist()
     if deidentified:
         texts = deidentify_many(texts, ann.column("entities").to_pylist(), protected)
-    enc = encode_sentences(load_tokenizer(manifest.tokenizer), texts, labels,
-                           task=cfg.task.name, max_len=cfg.task.max_len)
+    enc = encode_sentences(tokenizer, texts, labels, task=cfg.task.name, max_len=cfg.task.max_len)
     return UserData(user=user, sids=sids, entities=ents, encoded=enc)
 
 

@@ -24,6 +24,10 @@ from uedp.privacy import mechanisms
 from uedp.privacy.mechanisms import MechanismSpec
 from uedp.privacy.sampling import RoundKey
 
+# With federation.data = "owners", each training message also carries the tokenizer the server ships
+# (ConfigRecord "tokenizer": its JSON bytes and SHA-256; uedp.owners.tokenizer_payload).
+TOKENIZER_RECORD = "tokenizer"
+
 
 @dataclass(frozen=True)
 class TrainInstructions:

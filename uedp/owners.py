@@ -1,0 +1,132 @@
+"""Data owners who keep their own text (`federation.data = "owners"`): what each side of such a run reads.
+
+The server holds no private text. It needs only public things: the tokenizer (trained on a public corpus,
+uedp.pipeline.run_tokenizer, and shipped to the nodes with the training messages), the number N of invited
+owners (`federation.num_nodes`), the label set of a classification task (`task.labels`), and optionally a
+public or server-owned evaluation file (`federation.eval_data`): `server_side(cfg)`.
+
+Each owner's node is started with node config `data-path` naming its own JSONL file (the project's format,
+uedp.data.jsonl). `owner_data(cfg, path, tokenizer)` reads only that file, detects entities on the node
+(`entities.detector`, cached on that machine), and encodes the training sentences with the shipped
+tokenizer. Everything an owner prepares is cached on its own disk (`cache_root()/owners/`), keyed by the
+file's content, the tokenizer and the options, so the fresh ClientApp process Flower starts for every
+message reads it back in milliseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from uedp.config import RunConfig
+from uedp.data.corpus import Corpus
+from uedp.errors import CorpusError
+from uedp.models.base import CLASSIFICATION
+from uedp.paths import cache_root
+from uedp.pipeline import EncodedSentences, ModelShape, UserData, encode_sentences, user_data_from
+from uedp.tokenization import TextTokenizer
+
+
+def model_shape(cfg: RunConfig, tokenizer: TextTokenizer) -> ModelShape:
+    labels = cfg.task.label_list() if cfg.task.name == CLASSIFICATION else None
+    return ModelShape(tokenizer.vocab_size, tokenizer.pad_id, None if labels is None else len(labels))
+
+
+# -- the tokenizer the server ships ---------------------------------------------------------------------
+def tokenizer_payload(tokenizer: TextTokenizer) -> dict[str, Any]:
+    """The tokenizer as message content: its JSON bytes and their SHA-256."""
+    data = tokenizer.backend.to_str().encode()
+    return {"json": data, "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def shipped_tokenizer(payload: dict[str, Any]) -> TextTokenizer:
+    """The tokenizer a training message carries (checked against its digest), cached on this node's disk."""
+    data, digest = bytes(payload["json"]), str(payload["sha256"])
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise ValueError("the shipped tokenizer does not match its SHA-256")
+    path = cache_root() / "owners" / f"tokenizer-{digest}.json"
+    if not path.is_file():
+        _write_atomic(path, data)
+    return TextTokenizer(Tokenizer.from_str(data.decode()), source=f"shipped:{digest[:16]}")
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+# -- an owner's file ------------------------------------------------------------------------------------
+def read_owner_file(cfg: RunConfig, path: str | os.PathLike[str]) -> Corpus:
+    """The owner's JSONL file as a corpus whose labels index `task.labels` (the public label set)."""
+    from uedp.data.jsonl import load_jsonl
+
+    task = "classification" if cfg.task.name == CLASSIFICATION else "lm"
+    corpus = load_jsonl(path=path, task=task)
+    if cfg.task.name != CLASSIFICATION:
+        return corpus
+    public = cfg.task.label_list() or []
+    unknown = sorted(set(corpus.label_names or ()) - set(public))
+    if unknown:
+        raise CorpusError(f"{path}: label(s) {', '.join(map(repr, unknown))} are not in task.labels "
+                          f"({', '.join(public)})")
+    remap = np.array([public.index(n) for n in corpus.label_names or ()], dtype=np.int32)
+    labels = corpus.table.column("label").to_numpy(zero_copy_only=False)
+    table = corpus.table.set_column(corpus.table.schema.get_field_index("label"), "label",
+                                    [remap[labels].astype(np.int32)])
+    return Corpus(corpus.name, table.cast(corpus.table.schema), label_names=public, has_gold=False,
+                  meta=corpus.meta)
+
+
+def _owner_key(cfg: RunConfig, path: Path, tokenizer: TextTokenizer, deidentified: bool) -> str:
+    payload = json.dumps({
+        "file": hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest(),
+        "tokenizer": hashlib.sha256(tokenizer.backend.to_str().encode()).hexdigest(),
+        "detector": cfg.entities.detector, "protected": cfg.entities.protected, "task": cfg.task.name,
+        "max_len": cfg.task.max_len, "labels": cfg.task.labels, "deidentified": deidentified,
+    }, sort_keys=True)
+    return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
+
+
+def owner_data(cfg: RunConfig, path: str | os.PathLike[str], tokenizer: TextTokenizer, *,
+               deidentified: bool = False) -> UserData:
+    """This owner's training sentences (uedp.pipeline.UserData), from its own file only; cached on its disk."""
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"node config data-path {str(path)!r}: no such file")
+    cached = cache_root() / "owners" / f"data-{_owner_key(cfg, path, tokenizer, deidentified)}.pt"
+    if cached.is_file():
+        raw = torch.load(cached, weights_only=False)
+        return UserData(user=raw["user"], sids=raw["sids"], entities=[frozenset(e) for e in raw["entities"]],
+                        encoded=EncodedSentences(**raw["encoded"]))
+    corpus = read_owner_file(cfg, path)
+    data = user_data_from(cfg, corpus, tokenizer, split="train", deidentified=deidentified)
+    raw = {"user": data.user, "sids": data.sids, "entities": [sorted(e) for e in data.entities],
+           "encoded": {"ids": data.encoded.ids, "mask": data.encoded.mask, "labels": data.encoded.labels}}
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=cached.parent, prefix=cached.name, suffix=".tmp")
+    os.close(fd)
+    torch.save(raw, tmp)
+    os.replace(tmp, cached)
+    return data
+
+
+def eval_data(cfg: RunConfig, tokenizer: TextTokenizer) -> EncodedSentences | None:
+    """The server's evaluation set: every sentence of `federation.eval_data` (public or server-owned), or
+    None when no file is named."""
+    if not cfg.federation.eval_data:
+        return None
+    corpus = read_owner_file(cfg, cfg.federation.eval_data)
+    labels = corpus.table.column("label").to_pylist() if cfg.task.name == CLASSIFICATION else None
+    return encode_sentences(tokenizer, corpus.table.column("text").to_pylist(), labels, task=cfg.task.name,
+                            max_len=cfg.task.max_len)
