@@ -43,6 +43,8 @@ from uedp.tls import NodeKey
 ROOT = Path(__file__).resolve().parents[1]
 CONNECTION = "uedp-procs"
 ROUND_LINE = re.compile(r"\[round\s+(\d+)/(\d+)\]")
+TASK_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"  # Flower 1.42: 0.01..60 s, default 1.0
+TASK_POLL = 0.2  # measured: docs/figures/overhead.md (python -m experiments.scaling overhead)
 
 
 def free_port() -> int:
@@ -71,6 +73,8 @@ class Federation:
     # extra environment per node (key i) and for the SuperLink with its ServerApp (key "server"): e.g. each its
     # own UEDP_CACHE_DIR, so that on loopback every owner and the server have separate disks
     env: dict[int | str, dict[str, str]] = field(default_factory=dict)
+    # seconds between a SuperNode's SuperExec checks for a task (Flower's default 1.0 when None)
+    task_poll: float | None = TASK_POLL
     auth: bool = False  # SuperNode authentication: only registered keys join (implies tls)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     port: int = 0
@@ -83,10 +87,11 @@ class Federation:
 
     # -- start / stop -------------------------------------------------------------------------------------
     def _env(self, who: int | str | None = None) -> dict[str, str]:
+        poll = {TASK_POLL_ENV: str(self.task_poll)} if self.task_poll and isinstance(who, int) else {}
         return {**os.environ, "FLWR_HOME": str(self.home), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
                 "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
                 "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}", "TOKENIZERS_PARALLELISM": "false",
-                **self.env.get(who, {})}  # type: ignore[arg-type]
+                **poll, **self.env.get(who, {})}  # type: ignore[arg-type]
 
     def _spawn(self, name: str, argv: list[str], who: int | str | None = None) -> None:
         log = (self.home / "logs" / f"{name}.log").open("wb")
@@ -263,9 +268,11 @@ def _toml(v: Any) -> str:
 @contextlib.contextmanager
 def federation(nodes: int, home: Path, *, tls: bool = False, auth: bool = False,
                node_config: dict[int, dict[str, str]] | None = None,
-               env: dict[int | str, dict[str, str]] | None = None) -> Iterator[Federation]:
+               env: dict[int | str, dict[str, str]] | None = None,
+               task_poll: float | None = TASK_POLL) -> Iterator[Federation]:
     """Start a federation and stop all of its processes on exit, also on an exception or SIGINT/SIGTERM."""
-    fed = Federation(nodes=nodes, home=home, tls=tls, auth=auth, node_config=node_config or {}, env=env or {})
+    fed = Federation(nodes=nodes, home=home, tls=tls, auth=auth, node_config=node_config or {}, env=env or {},
+                     task_poll=task_poll)
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def interrupted(signum, frame):  # turn SIGTERM into an exception so the finally below runs

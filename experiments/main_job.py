@@ -69,12 +69,15 @@ def main(argv: list[str] | None = None) -> int:
                      "eps_user": s["eps_user"] if private else math.inf,
                      "eps_undetected": s["eps_undetected"] if private else math.inf,
                      "perplexity": s["final"]["perplexity"], "initial": s["initial"]["perplexity"],
-                     "z": s["noise_multiplier"], "warning": s.get("warning")})
+                     "z": s["noise_multiplier"], "warning": s.get("warning"), "tokenizer": s.get("tokenizer")})
     rows.append({"label": "untrained model", "rounds": 0, "delta": rows[0]["delta"], "eps_uedp": 0.0,
                  "eps_user": 0.0, "eps_undetected": 0.0, "perplexity": rows[0]["initial"]})
     text = table(rows)
     note = (f"\nUeDP noise multiplier z = {rows[0]['z']:.4f} (calibrated to target epsilon "
             f"{base.privacy.target_epsilon} over {base.federation.rounds} rounds); total {time.monotonic() - t0:.0f} s")
+    if rows[0].get("tokenizer"):
+        tok = rows[0]["tokenizer"]
+        note += f"\ntokenizer: {tok['source']}, trained on {tok['corpus']} ({tok['vocab_size']} tokens)"
     if rows[0].get("warning"):
         note += f"\nWARNING: {rows[0]['warning']}"
     out.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,10 @@ upper bound. Seconds per round are the median over rounds 2..T (round 1 includes
 
 `overhead`: one workload (N users, q_u = 1, the tiny model) run three ways: in-process (no Flower),
 as a Ray-backed Flower simulation and as real processes (a SuperLink and N SuperNodes on loopback,
-experiments/federation.py). Seconds per round, median over rounds 2..T.
+experiments/federation.py). Seconds per round, median over rounds 2..T. The real processes run with 1 and N
+nodes, each twice in the same command: with Flower 1.42's defaults (the ServerApp's grid waits 3 s between
+pulls for replies, a node's SuperExec looks for tasks every 1 s) and with the project's levers on
+(`LEVERS`: federation.poll_interval 0.1 s, task poll TASK_POLL s); `x_flower_defaults` is their ratio.
 
 Both write OUT.md and OUT.json.
 """
@@ -34,6 +37,7 @@ from typing import Any
 
 import psutil
 
+from experiments.federation import TASK_POLL
 from experiments.processes import GONE
 from uedp.markdown import dict_table
 
@@ -111,8 +115,6 @@ def bench_users(sizes: list[int], rounds: int, work: Path) -> list[dict[str, Any
 
 
 def bench_overhead(nodes: int, rounds: int, work: Path) -> list[dict[str, Any]]:
-    from experiments.federation import federation
-
     common = [f"dataset.options.num_users={nodes}", "privacy.q_u=1.0", f"privacy.m_max={nodes}",
               f"federation.rounds={rounds}", f"federation.eval_every={rounds}"]
     rows = []
@@ -122,23 +124,40 @@ def bench_overhead(nodes: int, rounds: int, work: Path) -> list[dict[str, Any]]:
         med, first = round_seconds(out) if rc == 0 else (float("nan"), float("nan"))
         rows.append({"runner": {"local": "in-process (no Flower)", "simulation": "Flower simulation (Ray)"}[runner],
                      "s_per_round": med, "first_round_s": first, "wall_s": wall})
-    out = work / "overhead-processes"
-    overrides = {"dataset.options": json.dumps({"num_users": nodes, "min_sentences": 5, "max_sentences": 10}),
-                 "tokenizer.vocab_size": 300, "model.options": json.dumps({"emb_dim": 16, "hidden_dim": 16}),
-                 "privacy.q_u": 1.0, "privacy.m_max": nodes, "privacy.target_epsilon": 8.0,
-                 "federation.rounds": rounds, "federation.eval_every": rounds, "federation.num_nodes": nodes,
-                 "federation.out_dir": str(out)}
-    t0 = time.perf_counter()
-    with federation(nodes, work / "flwr-home") as fed:
-        rc = fed.run(overrides, timeout=1200)
-    wall = time.perf_counter() - t0
-    med, first = round_seconds(out) if rc == 0 else (float("nan"), float("nan"))
-    rows.append({"runner": f"real processes ({nodes} SuperNodes + SuperLink)", "s_per_round": med,
-                 "first_round_s": first, "wall_s": wall})
+    for n in dict.fromkeys((1, nodes)):  # Flower's defaults, then the project's levers (LEVERS)
+        for label, (poll, task_poll) in LEVERS.items():
+            rows.append(_real_processes(n, rounds, work / f"processes-{n}-{label}", poll=poll, task_poll=task_poll,
+                                        label=f"real processes ({n} SuperNode{'s' if n > 1 else ''}), {label}"))
+            if label != "Flower defaults":
+                default = next(r for r in rows if r["runner"].startswith(f"real processes ({n} ")
+                               and r["runner"].endswith("Flower defaults"))
+                rows[-1]["x_flower_defaults"] = rows[-1]["s_per_round"] / default["s_per_round"]
     base = rows[0]["s_per_round"]
     for r in rows:
         r["x_in_process"] = r["s_per_round"] / base if base > 0 else float("nan")
     return rows
+
+
+# Real-process round latency: (federation.poll_interval of the ServerApp, SuperExec task poll of each node).
+# Flower 1.42's defaults: the grid's fixed 3-s pull (poll 0) and a 1-s task poll.
+LEVERS = {"Flower defaults": (0.0, None), "levers on": (0.1, TASK_POLL)}
+
+
+def _real_processes(nodes: int, rounds: int, out: Path, *, poll: float, task_poll: float | None,
+                    label: str) -> dict[str, Any]:
+    from experiments.federation import federation
+
+    overrides = {"dataset.options": json.dumps({"num_users": nodes, "min_sentences": 5, "max_sentences": 10}),
+                 "tokenizer.vocab_size": 300, "model.options": json.dumps({"emb_dim": 16, "hidden_dim": 16}),
+                 "privacy.q_u": 1.0, "privacy.m_max": nodes, "privacy.target_epsilon": 8.0,
+                 "federation.rounds": rounds, "federation.eval_every": rounds, "federation.num_nodes": nodes,
+                 "federation.poll_interval": poll, "federation.out_dir": str(out)}
+    t0 = time.perf_counter()
+    with federation(nodes, out.parent / f"{out.name}-home", task_poll=task_poll) as fed:
+        rc = fed.run(overrides, timeout=1200)
+    wall = time.perf_counter() - t0
+    med, first = round_seconds(out) if rc == 0 else (float("nan"), float("nan"))
+    return {"runner": label, "s_per_round": med, "first_round_s": first, "wall_s": wall}
 
 
 def _cell(v: Any) -> str:
@@ -147,7 +166,7 @@ def _cell(v: Any) -> str:
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    return dict_table(rows, list(rows[0]), fmt=_cell)  # the first row's columns (a failed run lacks some)
+    return dict_table(rows, fmt=_cell)  # every column any row has (a failed run lacks some: empty cells)
 
 
 def main(argv: list[str] | None = None) -> int:

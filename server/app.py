@@ -19,6 +19,7 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from server.metrics import OPERATOR_LOGS
+from server.polling import fast_polling
 from server.round import run_round
 from server.setup import Components, RunContext, RunState, evaluate, setup
 from uedp.config import RunConfig
@@ -87,7 +88,7 @@ def make_server_app(cfg: RunConfig | None = None) -> ServerApp:
     @app.main()
     def main(grid: Grid, context: Context) -> None:
         run_cfg = cfg if cfg is not None else RunConfig.from_flat(dict(context.run_config))
-        run_server(grid, run_cfg)
+        run_server(fast_polling(grid, run_cfg.federation.poll_interval), run_cfg)
 
     return app
 

@@ -131,6 +131,7 @@ class FederationConfig:
     # "owners": each node reads only its own file (node config data-path), the server opens no private text
     data: str = "corpus"
     eval_data: str = ""  # owners mode: a public or server-owned JSONL file for central evaluation ("" = none)
+    poll_interval: float = 0.1  # real processes: the ServerApp pulls replies this often (0 = Flower's 3 s)
 
 
 @dataclass
@@ -211,6 +212,8 @@ class RunConfig:
             raise ConfigError(f"task.name must be next_word or classification, got {self.task.name!r}")
         if self.federation.rounds < 1 or self.federation.eval_every < 1:
             raise ConfigError("federation.rounds and federation.eval_every must be >= 1")
+        if not self.federation.poll_interval >= 0:
+            raise ConfigError(f"federation.poll_interval must be >= 0, got {self.federation.poll_interval}")
         self._validate_owners()
         self.dataset.option_dict()
         self.model.option_dict()
