@@ -75,6 +75,10 @@ class Federation:
     env: dict[int | str, dict[str, str]] = field(default_factory=dict)
     # seconds between a SuperNode's SuperExec checks for a task (Flower's default 1.0 when None)
     task_poll: float | None = TASK_POLL
+    # OMP_NUM_THREADS of each node's processes (the ClientApp trains with one thread; several fresh processes
+    # share the cores); None: the library's default
+    threads: int | None = 1
+    root: Path = ROOT  # the app's source tree: `flwr run` submits it, the processes import from it
     auth: bool = False  # SuperNode authentication: only registered keys join (implies tls)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     port: int = 0
@@ -88,15 +92,17 @@ class Federation:
     # -- start / stop -------------------------------------------------------------------------------------
     def _env(self, who: int | str | None = None) -> dict[str, str]:
         poll = {TASK_POLL_ENV: str(self.task_poll)} if self.task_poll and isinstance(who, int) else {}
+        if self.threads and isinstance(who, int):
+            poll["OMP_NUM_THREADS"] = str(self.threads)
         return {**os.environ, "FLWR_HOME": str(self.home), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
                 "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-                "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}", "TOKENIZERS_PARALLELISM": "false",
+                "PYTHONPATH": f"{self.root}:{os.environ.get('PYTHONPATH', '')}", "TOKENIZERS_PARALLELISM": "false",
                 **poll, **self.env.get(who, {})}  # type: ignore[arg-type]
 
     def _spawn(self, name: str, argv: list[str], who: int | str | None = None) -> None:
         log = (self.home / "logs" / f"{name}.log").open("wb")
         self._logs.append(log)
-        self.procs[name] = subprocess.Popen(argv, cwd=ROOT, env=self._env(who), stdout=log,
+        self.procs[name] = subprocess.Popen(argv, cwd=self.root, env=self._env(who), stdout=log,
                                             stderr=subprocess.STDOUT, start_new_session=True)
 
     def start(self) -> Federation:
@@ -120,12 +126,12 @@ class Federation:
             self._link_argv.append("--enable-supernode-auth")
         self._spawn("superlink", self._link_argv, "server")
         self.write_connection()
+        self.wait_for_superlink()  # or `flwr run` may find no SuperLink yet
         if self.auth:
             from uedp.tls import make_node_keys
 
             made = make_node_keys(self.home / "keys", [f"node-{i}" for i in range(self.nodes)])
             self.keys = dict(enumerate(made))
-            self.wait_for_superlink()
             self.register(*self.keys.values())  # before any node starts
         for i in range(self.nodes):
             self.start_node(i, node_sec)
@@ -168,7 +174,7 @@ class Federation:
                 self._logs.append(log)
                 procs[k.name] = subprocess.Popen(
                     [executable("flwr"), "supernode", "register", str(k.public), CONNECTION, "--name", k.name],
-                    cwd=ROOT, env=self._env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                    cwd=self.root, env=self._env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             deadline = time.monotonic() + timeout
             rcs = {}
             for name, proc in procs.items():
@@ -235,7 +241,7 @@ class Federation:
         path.write_text("".join(f"{k} = {_toml(v)}\n" for k, v in overrides.items()))
         log = (self.home / "logs" / "flwr-run.log").open("w")
         proc = subprocess.Popen([executable("flwr"), "run", ".", CONNECTION, "--stream", "--run-config", str(path)],
-                                cwd=ROOT, env=self._env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                cwd=self.root, env=self._env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, start_new_session=True)
         self.procs["flwr-run"] = proc
         timer = threading.Timer(timeout, lambda: self.kill("flwr-run"))
@@ -269,10 +275,11 @@ def _toml(v: Any) -> str:
 def federation(nodes: int, home: Path, *, tls: bool = False, auth: bool = False,
                node_config: dict[int, dict[str, str]] | None = None,
                env: dict[int | str, dict[str, str]] | None = None,
-               task_poll: float | None = TASK_POLL) -> Iterator[Federation]:
+               task_poll: float | None = TASK_POLL, threads: int | None = 1,
+               root: Path = ROOT) -> Iterator[Federation]:
     """Start a federation and stop all of its processes on exit, also on an exception or SIGINT/SIGTERM."""
     fed = Federation(nodes=nodes, home=home, tls=tls, auth=auth, node_config=node_config or {}, env=env or {},
-                     task_poll=task_poll)
+                     task_poll=task_poll, threads=threads, root=root)
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def interrupted(signum, frame):  # turn SIGTERM into an exception so the finally below runs

@@ -4,18 +4,20 @@
     python -m experiments.scaling overhead [--nodes 3] [--rounds 4] [--out docs/figures/overhead]
 
 `users`: the Ray-backed simulation (one virtual SuperNode per user) for each population size, with a small
-model (LSTM 16/16, vocabulary 300, 5-10 sentences per user) and a FIXED expected cohort of 20 users per
-round (q_u = 20 / N), so what grows with N is the engine's per-user cost, not the training work. Peak
-memory is the largest sum of resident set sizes over the job's whole process tree (the driver, Ray's
-GCS, raylet and workers), sampled every 0.25 s: shared pages are counted in every process, so it is an
-upper bound. Seconds per round are the median over rounds 2..T (round 1 includes Ray's start-up).
+model (LSTM 16/16, vocabulary 300, 5-10 sentences per user) and a FIXED expected cohort of 20 users per round
+(q_u = 20 / N), so what grows with N is the engine's per-user cost, not the training work. Peak memory is the
+largest sum of resident set sizes over the job's whole process tree (the driver, Ray's GCS, raylet and
+workers), sampled every 0.25 s: shared pages are counted in every process, so it is an upper bound. Seconds
+per round are the median over rounds 2..T (round 1 includes Ray's start-up).
 
-`overhead`: one workload (N users, q_u = 1, the tiny model) run three ways: in-process (no Flower),
-as a Ray-backed Flower simulation and as real processes (a SuperLink and N SuperNodes on loopback,
+`overhead`: one workload (N users, q_u = 1, the tiny model) run three ways: in-process (no Flower), as a Ray-
+backed Flower simulation and as real processes (a SuperLink and N SuperNodes on loopback,
 experiments/federation.py). Seconds per round, median over rounds 2..T. The real processes run with 1 and N
 nodes, each twice in the same command: with Flower 1.42's defaults (the ServerApp's grid waits 3 s between
-pulls for replies, a node's SuperExec looks for tasks every 1 s) and with the project's levers on
-(`LEVERS`: federation.poll_interval 0.1 s, task poll TASK_POLL s); `x_flower_defaults` is their ratio.
+pulls for replies, a node's SuperExec looks for tasks every 1 s) and with the project's levers on (`LEVERS`:
+federation.poll_interval 0.1 s, task poll TASK_POLL s, one OpenMP thread per node process). With `--baseline-
+rev REV` the real processes also run with the code at git revision REV (a worktree), first; `x_first_real` is
+each real-process row's seconds per round over the first real-process row of the same number of nodes.
 
 Both write OUT.md and OUT.json.
 """
@@ -114,7 +116,7 @@ def bench_users(sizes: list[int], rounds: int, work: Path) -> list[dict[str, Any
     return rows
 
 
-def bench_overhead(nodes: int, rounds: int, work: Path) -> list[dict[str, Any]]:
+def bench_overhead(nodes: int, rounds: int, work: Path, *, baseline_rev: str | None = None) -> list[dict[str, Any]]:
     common = [f"dataset.options.num_users={nodes}", "privacy.q_u=1.0", f"privacy.m_max={nodes}",
               f"federation.rounds={rounds}", f"federation.eval_every={rounds}"]
     rows = []
@@ -124,36 +126,57 @@ def bench_overhead(nodes: int, rounds: int, work: Path) -> list[dict[str, Any]]:
         med, first = round_seconds(out) if rc == 0 else (float("nan"), float("nan"))
         rows.append({"runner": {"local": "in-process (no Flower)", "simulation": "Flower simulation (Ray)"}[runner],
                      "s_per_round": med, "first_round_s": first, "wall_s": wall})
-    for n in dict.fromkeys((1, nodes)):  # Flower's defaults, then the project's levers (LEVERS)
-        for label, (poll, task_poll) in LEVERS.items():
-            rows.append(_real_processes(n, rounds, work / f"processes-{n}-{label}", poll=poll, task_poll=task_poll,
-                                        label=f"real processes ({n} SuperNode{'s' if n > 1 else ''}), {label}"))
-            if label != "Flower defaults":
-                default = next(r for r in rows if r["runner"].startswith(f"real processes ({n} ")
-                               and r["runner"].endswith("Flower defaults"))
-                rows[-1]["x_flower_defaults"] = rows[-1]["s_per_round"] / default["s_per_round"]
+    for n in dict.fromkeys((1, nodes)):  # the code at baseline_rev, Flower's defaults, the levers (LEVERS)
+        who = f"real processes ({n} SuperNode{'s' if n > 1 else ''})"
+        if baseline_rev:
+            with _worktree(baseline_rev, work) as tree:
+                rows.append(_real_processes(n, rounds, work / f"processes-{n}-baseline", poll=None, task_poll=None,
+                                            threads=None, root=tree,
+                                            label=f"{who}, code at {baseline_rev}, Flower defaults"))
+        for label, levers in LEVERS.items():
+            rows.append(_real_processes(n, rounds, work / f"processes-{n}-{label.replace(' ', '-')}", **levers,
+                                        label=f"{who}, {label}"))
+        first = next(r for r in rows if r["runner"].startswith(f"real processes ({n} "))
+        for r in rows:
+            if r["runner"].startswith(f"real processes ({n} ") and r is not first:
+                r["x_first_real"] = r["s_per_round"] / first["s_per_round"]
     base = rows[0]["s_per_round"]
     for r in rows:
         r["x_in_process"] = r["s_per_round"] / base if base > 0 else float("nan")
     return rows
 
 
-# Real-process round latency: (federation.poll_interval of the ServerApp, SuperExec task poll of each node).
-# Flower 1.42's defaults: the grid's fixed 3-s pull (poll 0) and a 1-s task poll.
-LEVERS = {"Flower defaults": (0.0, None), "levers on": (0.1, TASK_POLL)}
+# Real-process round latency: federation.poll_interval of the ServerApp, the SuperExec task poll and the
+# OpenMP threads of each node. Flower 1.42's defaults: the grid's fixed 3-s pull (poll 0), a 1-s task poll.
+LEVERS = {"Flower defaults": {"poll": 0.0, "task_poll": None, "threads": None},
+          "levers on": {"poll": 0.1, "task_poll": TASK_POLL, "threads": 1}}
 
 
-def _real_processes(nodes: int, rounds: int, out: Path, *, poll: float, task_poll: float | None,
-                    label: str) -> dict[str, Any]:
+@contextlib.contextmanager
+def _worktree(rev: str, work: Path):
+    """A git worktree of `rev` (the code before a change, run side by side with it), removed afterwards."""
+    tree = work / f"tree-{rev}"
+    subprocess.run(["git", "worktree", "add", "--force", "--detach", str(tree), rev], cwd=ROOT, check=True,
+                   capture_output=True)
+    try:
+        yield tree
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
+
+
+def _real_processes(nodes: int, rounds: int, out: Path, *, poll: float | None, task_poll: float | None,
+                    threads: int | None, label: str, root: Path = ROOT) -> dict[str, Any]:
     from experiments.federation import federation
 
     overrides = {"dataset.options": json.dumps({"num_users": nodes, "min_sentences": 5, "max_sentences": 10}),
                  "tokenizer.vocab_size": 300, "model.options": json.dumps({"emb_dim": 16, "hidden_dim": 16}),
                  "privacy.q_u": 1.0, "privacy.m_max": nodes, "privacy.target_epsilon": 8.0,
                  "federation.rounds": rounds, "federation.eval_every": rounds, "federation.num_nodes": nodes,
-                 "federation.poll_interval": poll, "federation.out_dir": str(out)}
+                 "federation.out_dir": str(out)}
+    if poll is not None:  # code before issue 12 has no such key
+        overrides["federation.poll_interval"] = poll
     t0 = time.perf_counter()
-    with federation(nodes, out.parent / f"{out.name}-home", task_poll=task_poll) as fed:
+    with federation(nodes, out.parent / f"{out.name}-home", task_poll=task_poll, threads=threads, root=root) as fed:
         rc = fed.run(overrides, timeout=1200)
     wall = time.perf_counter() - t0
     med, first = round_seconds(out) if rc == 0 else (float("nan"), float("nan"))
@@ -177,13 +200,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--work", type=Path, default=None, help="run directories (default: a temporary one)")
+    ap.add_argument("--baseline-rev", default=None, metavar="REV",
+                    help="overhead: also run the real processes with the code at git revision REV (a worktree)")
     args = ap.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="uedp-scaling-"))
     work.mkdir(parents=True, exist_ok=True)
     if args.what == "users":
         rows = bench_users(args.users, args.rounds, work)
     else:
-        rows = bench_overhead(args.nodes, args.rounds, work)
+        rows = bench_overhead(args.nodes, args.rounds, work, baseline_rev=args.baseline_rev)
     out = args.out or Path("docs/figures") / ("scaling" if args.what == "users" else "overhead")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
