@@ -4,11 +4,17 @@ keeps their own text (`federation.data = "owners"`; README, "Data owners' own fi
     python -m experiments.owner_files OUT [--dataset synthetic] [-o num_users=3 ...] [--split train]
 
 writes OUT/owner-000/data.jsonl, OUT/owner-001/data.jsonl, ... (the project's JSONL format: one
-{"user", "text", "split", "label"?} object per sentence; only the owner's training sentences by default)
+{"user", "text", "split", "label"?, "entities"?} object per sentence; only the owner's training sentences
+by default; "entities" are the corpus's gold spans where it has them)
 and OUT/owners.txt, the public list of invited owners (one name per line: its length is the population N).
 Each SuperNode is then started with node config `data-path="OUT/owner-00i/data.jsonl"` and reads only
 that file. This tool exists for demos and tests, where one corpus stands in for many owners; a real owner
 writes their own file.
+
+    python -m experiments.owner_files --one-file FILE.jsonl [--dataset synthetic] [-o ...] [--split ...]
+
+writes every user's sentences to one file instead (user names kept): a corpus in the JSONL format, e.g.
+the fixture tests/assets/my_corpus.jsonl of README's "Your own corpus".
 """
 
 from __future__ import annotations
@@ -28,6 +34,24 @@ def owner_dir(out: Path, i: int) -> Path:
     return out / f"owner-{i:03d}"
 
 
+def _record(row: dict, user: str, names: list[str] | None) -> str:
+    record = {"user": user, "text": row["text"], "split": row["split"]}
+    if names is not None and row["label"] is not None:
+        record["label"] = names[row["label"]]
+    if row["gold"] is not None:
+        record["entities"] = [[g["start"], g["end"], g["category"]] for g in row["gold"]]
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def write_one_file(path: Path, *, dataset: str, options: dict, splits: tuple[str, ...]) -> int:
+    """Every user's sentences of the given splits in one JSONL file; returns the number of lines."""
+    _, corpus = materialize(dataset, **options)
+    rows = [r for r in corpus.table.to_pylist() if r["split"] in splits]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(_record(r, r["user"], corpus.label_names) for r in rows), encoding="utf-8")
+    return len(rows)
+
+
 def write_owner_files(out: Path, *, dataset: str, options: dict, splits: tuple[str, ...] = ("train",),
                       max_owners: int | None = None) -> list[Path]:
     """One DATA_FILE per user of the corpus (at most `max_owners`), and OWNERS_FILE; returns the files."""
@@ -41,12 +65,7 @@ def write_owner_files(out: Path, *, dataset: str, options: dict, splits: tuple[s
         rows = [r for r in table if r["user"] == user and r["split"] in splits]
         path = owner_dir(out, i) / DATA_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", encoding="utf-8") as fh:
-            for r in rows:
-                record = {"user": f"owner-{i:03d}", "text": r["text"], "split": r["split"]}
-                if names is not None and r["label"] is not None:
-                    record["label"] = names[r["label"]]
-                fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        path.write_text("".join(_record(r, f"owner-{i:03d}", names) for r in rows), encoding="utf-8")
         paths.append(path)
     (out / OWNERS_FILE).write_text("".join(f"owner-{i:03d}\n" for i in range(len(users))))
     return paths
@@ -54,13 +73,21 @@ def write_owner_files(out: Path, *, dataset: str, options: dict, splits: tuple[s
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out", type=Path)
+    ap.add_argument("out", type=Path, nargs="?", help="directory of the owners' directories")
+    ap.add_argument("--one-file", type=Path, default=None, help="write all users to this one JSONL file")
     ap.add_argument("--dataset", default="synthetic")
     ap.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
                     help="loader option (JSON value), e.g. -o num_users=3")
     ap.add_argument("--split", action="append", default=None, help="splits to write (default: train)")
     ap.add_argument("--max-owners", type=int, default=None)
     args = ap.parse_args(argv)
+    if (args.out is None) == (args.one_file is None):
+        ap.error("give OUT (one directory per owner) or --one-file FILE, not both")
+    if args.one_file is not None:
+        n = write_one_file(args.one_file, dataset=args.dataset, options=parse_options(args.option),
+                           splits=tuple(args.split or ("train",)))
+        print(f"{n} sentences in {args.one_file}")
+        return 0
     paths = write_owner_files(args.out, dataset=args.dataset, options=parse_options(args.option),
                               splits=tuple(args.split or ("train",)), max_owners=args.max_owners)
     print(f"{len(paths)} owners: {paths[0].parent.parent}/owner-*/{DATA_FILE}; invited owners in "

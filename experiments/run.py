@@ -16,6 +16,7 @@ called on import, before Hydra composes); conf/ holds only presets and the entry
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import traceback
 from pathlib import Path
@@ -28,14 +29,31 @@ from omegaconf import DictConfig, OmegaConf
 
 from uedp import hydra_schema
 from uedp.config import RunConfig
-from uedp.errors import UedpError
+from uedp.errors import ConfigError, UedpError
 
 hydra_schema.register()
 
 RUNNERS = ("simulation", "local")
 
 
+def _missing_keys(cfg: Any, prefix: str = "") -> list[str]:
+    """Dotted keys left at Hydra's `???` (a preset's mandatory value)."""
+    keys: list[str] = []
+    if isinstance(cfg, DictConfig):
+        for key in cfg.keys():
+            name = f"{prefix}{key}"
+            if OmegaConf.is_missing(cfg, key):
+                keys.append(name)
+            else:
+                keys.extend(_missing_keys(cfg._get_node(key), f"{name}."))
+    return keys
+
+
 def to_run_config(cfg: DictConfig) -> tuple[RunConfig, str]:
+    missing = sorted(k for k in _missing_keys(cfg) if not k.startswith("hydra."))
+    if missing:  # e.g. dataset=jsonl without dataset.options.path
+        raise ConfigError(f"missing value for {', '.join(missing)}: set it on the command line "
+                          f"({missing[0]}=...)")
     data: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     data.pop("hydra", None)
     runner = data.pop("runner", "simulation")
@@ -54,6 +72,8 @@ def to_run_config(cfg: DictConfig) -> tuple[RunConfig, str]:
 def run_job(cfg: DictConfig) -> dict[str, Any] | None:
     out = Path(str(OmegaConf.select(cfg, "federation.out_dir") or "."))
     out.mkdir(parents=True, exist_ok=True)
+    # Flower's state database runs alembic, which logs each plugin it sets up at INFO, Hydra's root level
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         run_cfg, runner = to_run_config(cfg)
         if runner == "local":

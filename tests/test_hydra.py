@@ -147,3 +147,18 @@ def test_sweep_runs_jobs_and_survives_a_failing_one(tmp_path):
     uedp_row = next(r for r in rows if "strategy=uedp" in r and "FAILED" not in r)
     assert "privacy.target_epsilon=4" in uedp_row and "| uedp |" in uedp_row
     assert (tmp_path / "table.csv").is_file() and (tmp_path / "table.png").stat().st_size > 1000
+
+
+def test_dataset_jsonl_takes_its_path_and_the_task_from_the_task_group(tmp_path):
+    cfg = _compose(["dataset=jsonl", "dataset.options.path=my.jsonl", "task=classification"])
+    assert cfg.dataset.name == "jsonl"
+    assert cfg.loader_options() == {"path": "my.jsonl", "sentence_split": True, "seed": 0,
+                                    "split_fractions": [0.8, 0.1, 0.1], "task": "classification"}
+    assert _compose(["dataset=jsonl", "dataset.options.path=my.jsonl"]).loader_options()["task"] == "lm"
+    assert cfg.detector() == "spacy+rules"  # auto: gold only on a corpus whose spans are exact by construction
+    assert _compose([]).detector() == "gold"
+    assert _compose(["dataset=jsonl", "dataset.options.path=x", "entities.detector=gold"]).detector() == "gold"
+    with pytest.raises(ConfigError, match="dataset.options.task: the task comes from the task group"):
+        _compose(["dataset=jsonl", "dataset.options.path=x", "+dataset.options.task=lm"])
+    with pytest.raises(ConfigError, match=r"missing value for dataset.options.path: set it on the command line"):
+        _compose(["dataset=jsonl"])

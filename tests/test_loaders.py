@@ -568,3 +568,84 @@ def test_jsonl_classification_needs_every_label(tmp_path: Path) -> None:
         load_corpus("jsonl", path=path, task="ner")
     with pytest.raises(ConfigError, match="no option"):
         load_corpus("jsonl", path=path, taks="lm")
+
+
+def _labelled(text: str, *entities: tuple[str, str]) -> dict:
+    """A JSONL record whose entities are given by surface string (first occurrence) and category."""
+    return {"user": "u", "text": text,
+            "entities": [[text.index(s), text.index(s) + len(s), c] for s, c in entities]}
+
+
+def _surfaces(corpus: Corpus) -> list[tuple[str, list[tuple[str, str]]]]:
+    return [(r["text"], [(r["text"][g["start"]:g["end"]], g["category"]) for g in r["gold"]])
+            for r in corpus.table.to_pylist()]
+
+
+def test_jsonl_gold_entities_follow_their_sentences(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "g.jsonl", [
+        _labelled("I met  Bob Smith in Paris. Then we flew to New\u00a0York!",
+                  ("Bob Smith", "PERSON"), ("Paris", "GPE"), ("New\u00a0York", "GPE")),
+        {"user": "v", "text": "Nothing to see here.", "entities": []},
+    ])
+    split = load_corpus("jsonl", path=path)
+    assert split.has_gold
+    assert sorted(_surfaces(split)) == [
+        ("I met Bob Smith in Paris.", [("Bob Smith", "PERSON"), ("Paris", "GPE")]),
+        ("Nothing to see here.", []),
+        ("Then we flew to New York!", [("New York", "GPE")]),
+    ]
+    whole = load_corpus("jsonl", path=path, sentence_split=False)
+    assert _surfaces(whole)[0] == ("I met Bob Smith in Paris. Then we flew to New York!",
+                                   [("Bob Smith", "PERSON"), ("Paris", "GPE"), ("New York", "GPE")])
+    plain = load_corpus("jsonl", path=write_jsonl(tmp_path / "p.jsonl", [{"user": "u", "text": "Hi Bob."}]))
+    assert not plain.has_gold and plain.table.column("gold").to_pylist() == [None]
+
+
+@pytest.mark.parametrize(
+    ("entities", "message"),
+    [
+        ([[0, 99, "PERSON"]], r"line 2: entity \[0, 99, 'PERSON'\]: offsets out of range"),
+        ([[3, 3, "PERSON"]], r"line 2: entity \[3, 3, 'PERSON'\]: offsets out of range"),
+        ([[-1, 3, "PERSON"]], r"line 2: entity \[-1, 3, 'PERSON'\]: offsets out of range"),
+        ([[0, 3, "PERS"]], r"line 2: entity \[0, 3, 'PERS'\]: unknown category 'PERS'; known: PERSON"),
+        ([[0, 3, "person"]], r"line 2: .*unknown category 'person'"),
+        ([[0, 9, "PERSON"], [4, 9, "PERSON"]], r"line 2: entities \[0, 9, 'PERSON'\] \('Ann Smith'\) and "
+                                               r"\[4, 9, 'PERSON'\] \('Smith'\) overlap"),
+        ([[0, 3]], r"line 2: entity \[0, 3\] must be \[start, end, CATEGORY\]"),
+        ([["0", 3, "PERSON"]], r"line 2: .*must be \[start, end, CATEGORY\]"),
+        ({"start": 0}, r"line 2: field 'entities' must be a list"),
+        ([[0, 18, "PERSON"]], r"line 2: entity \[0, 18, 'PERSON'\] \('Ann Smith left. We'\) crosses a "
+                              r"sentence boundary"),
+    ],
+)
+def test_jsonl_bad_entities(tmp_path: Path, entities: object, message: str) -> None:
+    path = write_jsonl(tmp_path / "e.jsonl", [{"user": "a", "text": "Fine.", "entities": []},
+                                              {"user": "u", "text": "Ann Smith left. We stayed.",
+                                               "entities": entities}])
+    with pytest.raises(CorpusError, match=re.escape(str(path)) + " " + message):
+        load_corpus("jsonl", path=path)
+
+
+def test_jsonl_a_line_without_entities_in_a_labelled_file_is_an_error(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "m.jsonl", [
+        {"user": "a", "text": "Ann left.", "entities": [[0, 3, "PERSON"]]},
+        {"user": "b", "text": "Bob stayed."},
+    ])
+    with pytest.raises(CorpusError, match=r"m\.jsonl line 2: field 'entities' is missing, but line 1 has it"):
+        load_corpus("jsonl", path=path)
+
+
+def test_jsonl_gold_spans_measure_a_detector(tmp_path: Path) -> None:
+    """corpus_stats reports recall and precision per category against a user's own spans."""
+    from uedp.entities.annotations import annotate
+    from uedp.entities.categories import resolve_categories
+    from uedp.entities.stats import corpus_stats
+
+    path = write_jsonl(tmp_path / "r.jsonl", [
+        _labelled("Write to ann@example.com today.", ("ann@example.com", "EMAIL")),
+        _labelled("Call me, it's about the wedding.", ("the wedding", "MISC")),  # rules find no MISC
+    ])
+    corpus = load_corpus("jsonl", path=path)
+    stats = corpus_stats(corpus, annotate(corpus, "rules"), resolve_categories("all"), detector="rules")
+    assert stats["per_category"]["EMAIL"]["recall"] == 1.0
+    assert stats["per_category"]["MISC"]["recall"] == 0.0 and stats["recall"] == 0.5

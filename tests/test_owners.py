@@ -45,6 +45,22 @@ def test_owner_files_each_in_its_own_directory(files):
     assert users == {"owner-001"}
 
 
+def test_one_file_keeps_users_splits_labels_and_gold_spans(tmp_path):
+    """--one-file writes a corpus in the JSONL format that loads back to the same sentences and spans."""
+    from experiments.owner_files import main
+    from uedp.data.loaders import load_corpus
+
+    options = {"num_users": 3, "min_sentences": 5, "max_sentences": 8}
+    path = tmp_path / "all.jsonl"
+    args = [f"-o{k}={v}" for k, v in options.items()]
+    assert main(["--one-file", str(path), *args, "--split", "train", "--split", "valid", "--split", "test"]) == 0
+    original = load_corpus("synthetic", **options).table.to_pylist()
+    back = load_corpus("jsonl", path=path, sentence_split=False).table.to_pylist()
+    fields = ("user", "text", "split", "gold")
+    assert [[r[f] for f in fields] for r in back] == [[r[f] for f in fields] for r in original]
+    assert any(r["gold"] for r in back)
+
+
 def test_a_run_where_the_server_reads_no_private_text(files, tmp_path, monkeypatch):
     """3 of 4 invited owners connected; nothing in the process may materialize or prepare a corpus (the
     owners read their files with the JSONL reader); the absent owner is sampled and contributes zero."""

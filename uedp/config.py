@@ -37,10 +37,26 @@ class DatasetConfig:
         return _json_object("dataset.options", self.options)
 
 
+# Loaders whose gold spans are exact by construction (the generator inserted the entities): there the
+# default detector `auto` uses them. Human-labelled spans (conll2003, a JSONL file with "entities") measure a
+# detector; a run uses them only when asked for with entities.detector = gold.
+GOLD_BY_CONSTRUCTION = ("synthetic", "audit_synthetic")
+AUTO_DETECTOR = "spacy+rules"  # `auto` everywhere else, and always on an owner's node
+# Loaders with a `task` option: the task group's name -> the loader's value.
+TASK_LOADERS = {"jsonl": {"next_word": "lm", "classification": "classification"}}
+
+
 @dataclass
 class EntityConfig:
-    detector: str = "gold"  # gold | spacy | spacy+rules | rules
+    detector: str = "auto"  # auto | gold | spacy | spacy+rules | rules
     protected: str = "all"  # group or comma-separated categories (uedp.entities.categories)
+
+    def detector_for(self, dataset: str | None) -> str:
+        """The detector a run uses on `dataset` (None: an owner's own file): `auto` is `gold` on a corpus
+        whose spans are exact by construction (GOLD_BY_CONSTRUCTION), else spacy+rules."""
+        if self.detector != "auto":
+            return self.detector
+        return "gold" if dataset in GOLD_BY_CONSTRUCTION else AUTO_DETECTOR
 
 
 @dataclass
@@ -147,6 +163,24 @@ class RunConfig:
     server: ServerConfig = field(default_factory=ServerConfig)
     federation: FederationConfig = field(default_factory=FederationConfig)
 
+    # -- what the run uses ----------------------------------------------------------------------------
+    def detector(self) -> str:
+        """The entity detector this run uses (EntityConfig.detector_for; owners' nodes read their own file)."""
+        return self.entities.detector_for(None if self.federation.data == "owners" else self.dataset.name)
+
+    def loader_options(self) -> dict[str, Any]:
+        """The corpus loader's keyword options: dataset.options, plus the task where the loader reads one
+        (`jsonl`: "lm" for next_word, "classification"), which comes from the task group only."""
+        options = self.dataset.option_dict()
+        if self.dataset.name in TASK_LOADERS:
+            if "task" in options:
+                raise ConfigError(
+                    f"dataset.options.task: the task comes from the task group (task={self.task.name}; "
+                    "task=classification for labelled text): remove it from dataset.options"
+                )
+            options["task"] = TASK_LOADERS[self.dataset.name][self.task.name]
+        return options
+
     # -- conversions ---------------------------------------------------------------------------------
     def to_flat(self) -> dict[str, Any]:
         return {
@@ -215,7 +249,7 @@ class RunConfig:
         if not self.federation.poll_interval >= 0:
             raise ConfigError(f"federation.poll_interval must be >= 0, got {self.federation.poll_interval}")
         self._validate_owners()
-        self.dataset.option_dict()
+        self.loader_options()
         self.model.option_dict()
 
 

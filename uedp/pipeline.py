@@ -81,7 +81,7 @@ def data_key(cfg: RunConfig) -> str:
     payload = json.dumps(
         {
             "dataset": [cfg.dataset.name, cfg.dataset.option_dict()],
-            "entities": cfg.entities.detector,
+            "entities": cfg.detector(),
             "tokenizer": [cfg.tokenizer.kind, cfg.tokenizer.vocab_size, cfg.tokenizer.source,
                           cfg.tokenizer.public_corpus],
             "model": [cfg.model.name, cfg.model.option_dict().get("pretrained")],
@@ -98,10 +98,10 @@ def manifest_path(cfg: RunConfig) -> Path:
 
 def prepare(cfg: RunConfig) -> Manifest:
     """Materialize corpus, annotations and tokenizer for `cfg` (all cached) and write the manifest."""
-    corpus_dir, corpus = materialize(cfg.dataset.name, **cfg.dataset.option_dict())
+    corpus_dir, corpus = materialize(cfg.dataset.name, **cfg.loader_options())
     if cfg.task.name == CLASSIFICATION:
         corpus.require_labels()
-    ann_path, annotations = annotate_cached(corpus, cfg.entities.detector)
+    ann_path, annotations = annotate_cached(corpus, cfg.detector())
     tokenizer, tokenizer_info = run_tokenizer(cfg, corpus)
     tok_path = cache_root() / "tokenizers" / f"run-{data_key(cfg)}.json"
     tokenizer.save(tok_path)
@@ -257,7 +257,7 @@ def user_data_from(cfg: RunConfig, corpus: Corpus, tokenizer: TextTokenizer, *, 
                    deidentified: bool = False) -> UserData:
     """All of `corpus`'s `split` sentences as ONE data owner's data (a node reading its own file:
     uedp.owners), entities detected here with entities.detector (annotations cached on this machine)."""
-    _, annotations = annotate_cached(corpus, cfg.entities.detector)
+    _, annotations = annotate_cached(corpus, cfg.detector())
     rows = corpus.split(split)
     ann = select_sids(annotations, rows.column("sid").to_numpy())
     user = corpus.users()[0] if corpus.num_sentences else "owner"

@@ -6,6 +6,15 @@ Fields: `user` (non-empty string) and `text` (string) are required; `label` (str
 `split` ("train", "valid" or "test") are optional; any other field is an error (a misspelt "lable" must
 not silently drop the labels). A `null` label or split counts as absent. Blank lines are skipped.
 
+Optional gold entities, hand-labelled: `"entities": [[start, end, "CATEGORY"], ...]`, character offsets
+into `text` (`text[start:end]` is the entity), categories of uedp.entities.categories (PERSON, GPE, LOC,
+ORG, DATE, NORP, MISC, EMAIL, PHONE, ID, CARD, URL), spans not overlapping. If any line has the field,
+every line must (`[]` for a sentence with no entity): a line without it is an error, never silently an
+entity-free sentence. The corpus then has gold spans: `uedp corpus-stats` measures a detector against
+them, and `entities.detector=gold` uses them (only when asked for: the default detector of a JSONL corpus
+is spacy+rules). With sentence splitting, each span moves to its sentence; a span across a sentence
+boundary is an error.
+
 - sentences: with `sentence_split=True` (default) each text is cut into sentences
   (`uedp.data.text.split_sentences`); with `False` each line's text is one sentence (white space
   normalized). A line's label and split apply to all of its sentences; sentences without a split get
@@ -27,17 +36,96 @@ import os
 from pathlib import Path
 from typing import Any
 
-from uedp.data.corpus import SPLITS, Corpus, CorpusBuilder
+from uedp.data.corpus import SPLITS, Corpus, CorpusBuilder, GoldSpan
 from uedp.data.loaders import LOADERS
 from uedp.data.text import normalize_whitespace, read_text, split_sentences, text_lines
 from uedp.errors import ConfigError, CorpusError
 
-FIELDS = ("user", "text", "label", "split")
+FIELDS = ("user", "text", "label", "split", "entities")
 TASKS = ("lm", "classification")
 
 
-def _record(line: str, *, where: str) -> tuple[str, str, str | int | None, str | None]:
-    """(user, text, label, split) of one non-blank line, validated."""
+Record = tuple[str, str, str | int | None, str | None, list[GoldSpan] | None]
+
+
+def _entities(value: Any, text: str, *, where: str) -> list[GoldSpan] | None:
+    """The `entities` field of one line as sorted GoldSpans (None when the field is absent), validated."""
+    from uedp.entities.categories import CATEGORIES
+
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise CorpusError(f"{where}: field 'entities' must be a list of [start, end, CATEGORY], got {value!r}")
+    spans = []
+    for item in value:
+        if (not isinstance(item, list) or len(item) != 3 or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in item[:2]) or not isinstance(item[2], str)):
+            raise CorpusError(f"{where}: entity {item!r} must be [start, end, CATEGORY] (two integers, a string)")
+        start, end, category = item
+        if category not in CATEGORIES:
+            raise CorpusError(f"{where}: entity {item!r}: unknown category {category!r}; known: "
+                              f"{', '.join(CATEGORIES)}")
+        if not 0 <= start < end <= len(text):
+            raise CorpusError(f"{where}: entity {item!r}: offsets out of range (the text has {len(text)} "
+                              "characters; 0 <= start < end <= length)")
+        spans.append(GoldSpan(start, end, category))
+    spans.sort(key=lambda g: (g.start, g.end))
+    for a, b in zip(spans, spans[1:]):
+        if b.start < a.end:
+            raise CorpusError(f"{where}: entities {[a.start, a.end, a.category]} ({text[a.start:a.end]!r}) and "
+                              f"{[b.start, b.end, b.category]} ({text[b.start:b.end]!r}) overlap")
+    return spans
+
+
+def _char_map(original: str, sentence: str) -> list[int | None]:
+    """For each character of `sentence` (a piece of `original` after white-space normalization), its
+    index in `original`, found by matching non-space characters in order; None for white space."""
+    out: list[int | None] = []
+    i = 0
+    for c in sentence:
+        if c.isspace():
+            out.append(None)
+            continue
+        while i < len(original) and original[i] != c:  # skips white space, invisible characters, bullets
+            i += 1
+        if i == len(original):
+            raise CorpusError(f"cannot find the sentence {sentence!r} in its line's text")
+        out.append(i)
+        i += 1
+    return out
+
+
+def _sentences(text: str, spans: list[GoldSpan] | None, *, split: bool,
+               where: str) -> list[tuple[str, list[GoldSpan] | None]]:
+    """The line's sentences, each with its gold spans moved to the sentence's offsets."""
+    sentences = split_sentences(text) if split else [t for t in [normalize_whitespace(text)] if t]
+    if spans is None:
+        return [(s, None) for s in sentences]
+    placed: list[tuple[str, list[GoldSpan] | None]] = []
+    todo = list(spans)
+    search_from = 0
+    for sentence in sentences:
+        rel = [(i, j) for i, j in enumerate(_char_map(text[search_from:], sentence)) if j is not None]
+        first, last = rel[0][1] + search_from, rel[-1][1] + search_from
+        inside = []
+        for g in [g for g in todo if g.start <= last and g.end > first]:
+            if g.start < first or g.end - 1 > last:
+                raise CorpusError(f"{where}: entity {[g.start, g.end, g.category]} ({text[g.start:g.end]!r}) "
+                                  "crosses a sentence boundary: fix the offsets, or load with sentence_split=false")
+            ends = [i for i, j in rel if g.start <= j + search_from < g.end]
+            inside.append(GoldSpan(ends[0], ends[-1] + 1, g.category))
+            todo.remove(g)
+        placed.append((sentence, inside))
+        search_from = last + 1
+    if todo:  # a span over white space or characters that no sentence kept
+        g = todo[0]
+        raise CorpusError(f"{where}: entity {[g.start, g.end, g.category]} ({text[g.start:g.end]!r}) covers no "
+                          "text of any sentence")
+    return placed
+
+
+def _record(line: str, *, where: str) -> Record:
+    """(user, text, label, split, entities) of one non-blank line, validated."""
     try:
         obj: Any = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -60,7 +148,7 @@ def _record(line: str, *, where: str) -> tuple[str, str, str | int | None, str |
     split = obj.get("split")
     if split is not None and split not in SPLITS:
         raise CorpusError(f"{where}: field 'split' must be one of {', '.join(SPLITS)}, got {split!r}")
-    return user, text, label, split
+    return user, text, label, split, _entities(obj.get("entities"), text, where=where)
 
 
 def _label_names(labels: set[str | int]) -> tuple[list[str], dict[str | int, int]]:
@@ -105,16 +193,20 @@ def load_jsonl(
                 f"{source} line {missing}: field 'label' is missing; task 'classification' needs a label "
                 "on every line"
             )
+    with_entities = [r[0] for r in records if r[5] is not None]
+    if with_entities and len(with_entities) < len(records):
+        missing = next(r[0] for r in records if r[5] is None)
+        raise CorpusError(
+            f"{source} line {missing}: field 'entities' is missing, but line {with_entities[0]} has it: with gold "
+            "entities every line needs the field ([] for a sentence without an entity)"
+        )
     names, index = _label_names(labels) if labels else (None, {})
-    builder = CorpusBuilder("jsonl", source=source)
-    for number, user, text, label, split in records:
+    builder = CorpusBuilder("jsonl", source=source, has_gold=bool(with_entities))
+    for number, user, text, label, split, spans in records:
         builder.add_user(user)
-        if sentence_split:
-            sentences = split_sentences(text)
-        else:
-            sentences = [t for t in [normalize_whitespace(text)] if t]
-        for sentence in sentences:
+        where = f"{source} line {number}"
+        for sentence, gold in _sentences(text, spans, split=sentence_split, where=where):
             builder.add(user, sentence, label=None if label is None else index[label], split=split,
-                        where=f"line {number}")
+                        gold=gold, where=f"line {number}")
     meta = {"options": {"task": task, "sentence_split": sentence_split, "seed": seed}}
     return builder.build(seed=seed, split_fractions=tuple(split_fractions), label_names=names, meta=meta)
