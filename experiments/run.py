@@ -40,7 +40,7 @@ def _missing_keys(cfg: Any, prefix: str = "") -> list[str]:
     """Dotted keys left at Hydra's `???` (a preset's mandatory value)."""
     keys: list[str] = []
     if isinstance(cfg, DictConfig):
-        for key in cfg.keys():
+        for key in cfg:
             name = f"{prefix}{key}"
             if OmegaConf.is_missing(cfg, key):
                 keys.append(name)

@@ -62,7 +62,8 @@ def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, 
         **{k: eps.get(k, float("inf")) for k in ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound")},
         "metric": ctx.metric_name, "initial": state.initial, "final": final,
         "private": ctx.private, "warning": ctx.warning, "tokenizer": ctx.tokenizer,
-        "detector": ctx.cfg.detector(), "metrics_note": OPERATOR_LOGS if ctx.spec.private else None, "seconds": round(seconds, 1),
+        "detector": ctx.cfg.detector(), "metrics_note": OPERATOR_LOGS if ctx.spec.private else None,
+        "seconds": round(seconds, 1),
     }
     (ctx.out / SUMMARY).write_text(json.dumps(summary, indent=1, default=str))
     torch.save({"weights": get_weights(state.model), "config": ctx.cfg.to_nested()}, ctx.out / "model.pt")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from experiments.simulate import _DropRunSimulationDeprecation, _quiet_libraries
 from flwr.common.logger import warn_deprecated_feature
+
+from experiments.simulate import _DropRunSimulationDeprecation, _quiet_libraries
 
 
 def test_only_the_run_simulation_notice_is_dropped(caplog):
