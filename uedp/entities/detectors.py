@@ -10,6 +10,9 @@ Detectors (registry `DETECTORS`, kind "detector"):
 - `spacy`: spaCy NER (uedp.entities.spacy_ner); options `model`, `batch_size`, `n_process`.
 - `spacy+rules`: both; where a rule span and a spaCy span overlap, the rule span wins (spaCy reads phone
   numbers as CARDINAL or DATE and e-mail addresses as PERSON or ORG).
+- `ensemble`: spacy+rules plus case-insensitive gazetteers of names, places and organizations
+  (uedp.entities.gazetteers), the union: a gazetteer span is added where no spaCy span overlaps it, and
+  rule spans win over both. Made for text with unreliable capitalization (README, "Detector quality").
 
 The table keeps the entities of ALL categories; which categories are protected is decided later, by
 `entity_sets` / `sensitive_mask`, so one cached table serves every choice of protected categories.
@@ -31,6 +34,8 @@ import pyarrow.compute as pc
 
 from uedp.data.corpus import Corpus
 from uedp.entities.categories import CATEGORIES, LABEL_MAP, entity_key
+from uedp.entities.gazetteers import GAZETTEER_VERSION
+from uedp.entities.informal import INFORMAL_VERSION, ensemble_spans
 from uedp.entities.rules import RULES_VERSION, Span, find_rule_spans, merge_rule_spans
 from uedp.entities.spacy_ner import SpacyNer
 from uedp.errors import ConfigError, CorpusError, UedpError
@@ -98,20 +103,27 @@ class RulesDetector(Detector):
 
 
 class SpacyDetector(Detector):
-    def __init__(self, *, model: str | None, batch_size: int, n_process: int, rules: bool) -> None:
+    def __init__(self, *, model: str | None, batch_size: int, n_process: int, rules: bool,
+                 gazetteers: bool = False) -> None:
         self.ner = SpacyNer(model=model, batch_size=batch_size, n_process=n_process)
         self.rules = rules
-        self.name = "spacy+rules" if rules else "spacy"
+        self.gazetteers = gazetteers
+        self.name = "ensemble" if gazetteers else "spacy+rules" if rules else "spacy"
 
     def identity(self) -> dict[str, Any]:
         out: dict[str, Any] = {"detector": self.name, **self.ner.identity()}
         if self.rules:
             out["rules_version"] = RULES_VERSION
+        if self.gazetteers:
+            out["gazetteer_version"] = GAZETTEER_VERSION
+            out["informal_version"] = INFORMAL_VERSION
         return out
 
     def _spans(self, rows: pa.Table) -> Iterator[list[Span]]:
         texts = rows.column("text").to_pylist()
         for text, spans in zip(texts, self.ner.spans(texts)):
+            if self.gazetteers:
+                spans = ensemble_spans(text, spans)
             yield merge_rule_spans(spans, find_rule_spans(text)) if self.rules else spans
 
 
@@ -136,6 +148,11 @@ def spacy_detector(*, model: str | None = None, batch_size: int = 256, n_process
 @DETECTORS.register("spacy+rules")
 def spacy_rules_detector(*, model: str | None = None, batch_size: int = 256, n_process: int = 1) -> Detector:
     return SpacyDetector(model=model, batch_size=batch_size, n_process=n_process, rules=True)
+
+
+@DETECTORS.register("ensemble")
+def ensemble_detector(*, model: str | None = None, batch_size: int = 256, n_process: int = 1) -> Detector:
+    return SpacyDetector(model=model, batch_size=batch_size, n_process=n_process, rules=True, gazetteers=True)
 
 
 def _rows_in_sid_order(corpus: Corpus) -> pa.Table:
