@@ -1,6 +1,8 @@
 """The ClientApp: the data owner's side of a round (client/update.py) behind Flower's Message API.
 
-Per training message: decode the instructions (uedp.protocol), run `client_update` on this node's data
+Per query message (strategy=dp_bart): client/rewrite.py rewrites this owner's sentences under local DP and
+replies with the rewrites only. Per training message: decode the instructions (uedp.protocol), run
+`client_update` on this node's data
 (federation.data = "corpus": user partition-id of the run's corpus; "owners": only the file node config `data-
 path` names, encoded with the tokenizer the message carries), and reply with the update only (plus training
 metrics in non-private runs). In private runs nothing about the round is logged.
@@ -17,10 +19,11 @@ import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from client.rewrite import client_rewrite
 from client.update import client_update
 from uedp.config import RunConfig
 from uedp.owners import shipped_tokenizer
-from uedp.protocol import TOKENIZER_RECORD, TrainInstructions
+from uedp.protocol import REWRITES_RECORD, TOKENIZER_RECORD, TrainInstructions
 
 
 def inject_fault(fault: str) -> None:
@@ -61,6 +64,17 @@ def make_client_app(cfg: RunConfig | None = None) -> ClientApp:
         if metrics:
             content["metrics"] = MetricRecord(metrics)
         return Message(content, reply_to=msg)
+
+    @app.query()
+    def query(msg: Message, context: Context) -> Message:
+        """strategy=dp_bart: rewrite this owner's sentences under local DP; reply with the rewrites only."""
+        torch.set_num_threads(1)
+        run_cfg = cfg if cfg is not None else RunConfig.from_flat(dict(context.run_config))
+        inject_fault(str(context.node_config.get("fault", "")))
+        partition = context.node_config.get("partition-id")
+        record = client_rewrite(run_cfg, partition_id=None if partition is None else int(partition),
+                                data_path=str(context.node_config.get("data-path", "")))
+        return Message(RecordDict({REWRITES_RECORD: record}), reply_to=msg)
 
     return app
 

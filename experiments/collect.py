@@ -3,7 +3,8 @@
     python -m experiments.collect multirun/2026-11-30_00-30-00 [--out table] [--plot-vs-epsilon SWEEP ...]
 
 One row per job: the job's overrides (from .hydra/overrides.yaml), rounds, eps_uedp, eps_user,
-eps_undetected, the final metric, and "FAILED: ..." for a job that wrote error.json.
+eps_undetected (and for strategy=dp_bart the local eps_local_document and eps_local_user), the final metric,
+and "FAILED: ..." for a job that wrote error.json.
 `--plot-vs-epsilon` also draws the final metric against `privacy.target_epsilon` (OUT.png), one line per
 setting of the other overrides; jobs without a target (noiseless baselines) and any extra sweep
 directories given are drawn as horizontal reference lines.
@@ -43,6 +44,8 @@ def collect(sweep: Path) -> list[dict[str, Any]]:
             s = json.loads((job / "summary.json").read_text())
             row.update({k: s[k] for k in ("strategy", "rounds", "noise_multiplier", "eps_uedp", "eps_user",
                                           "eps_undetected")})
+            if "eps_local_document" in s:  # strategy=dp_bart: local epsilons, other units than the central ones
+                row.update({k: s[k] for k in ("eps_local_document", "eps_local_user")})
             row[s["metric"]] = s["final"][s["metric"]]
             row["initial_" + s["metric"]] = s["initial"][s["metric"]]
         else:

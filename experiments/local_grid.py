@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 
+from client.rewrite import client_rewrite
 from client.update import client_update
 from server.setup import Components
 from uedp.config import RunConfig
 from uedp.owners import shipped_tokenizer
-from uedp.protocol import TOKENIZER_RECORD, TrainInstructions
+from uedp.protocol import REWRITES_RECORD, TOKENIZER_RECORD, TrainInstructions
 
 ClientFn = Callable[[RunConfig, int, list[np.ndarray], TrainInstructions], tuple[list[np.ndarray], dict[str, float]]]
 
@@ -66,6 +67,15 @@ class LocalGrid:
                 replies.append(LocalReply(RecordDict(), error="client raised"))
                 continue
             t0 = time.perf_counter()
+            if msg.metadata.message_type == "query":  # strategy=dp_bart: the owner's rewrites (client/rewrite.py)
+                try:
+                    record = client_rewrite(self.cfg, partition_id=None if self.data_paths else node,
+                                            data_path=self.data_paths[node] if self.data_paths else "")
+                except Exception as exc:
+                    replies.append(LocalReply(RecordDict(), error=f"client raised {type(exc).__name__}"))
+                    continue
+                replies.append(LocalReply(RecordDict({REWRITES_RECORD: record})))
+                continue
             ins = TrainInstructions.from_record(msg.content["config"])
             try:
                 update, metrics = self._answer(node, msg, ins)

@@ -25,6 +25,7 @@ from server.setup import Components, RunContext, RunState, evaluate, setup
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
 from uedp.models.base import get_weights
+from uedp.privacy.mechanisms import spec_for
 
 SUMMARY = "summary.json"
 
@@ -73,6 +74,10 @@ def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, 
 def run_server(grid: Grid, cfg: RunConfig, *, components: Components | None = None,
                stream: TextIO | None = None) -> dict[str, Any]:
     stream = stream or sys.stderr
+    if spec_for(cfg.strategy.name, cfg.strategy.estimator).local:  # dp_bart: one query, no rounds
+        from server.local_dp import run_local_dp
+
+        return run_local_dp(grid, cfg, stream=stream, summary_name=SUMMARY)
     t_start = time.monotonic()
     ctx, state = setup(cfg, components=components or Components(), stream=stream)
     wait_for_nodes(grid, ctx.population, cfg.federation.wait_timeout, stream,

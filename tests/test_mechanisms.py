@@ -42,7 +42,7 @@ def test_unknown_names_are_refused_everywhere():
 def test_the_sampling_rate_rule_is_shared_by_spec_and_accountant():
     privacy = PrivacyConfig(q_e=0.3, q_s=0.4, k_cap=2, m_max=50)
     expected = {"uedp": (0.3, 0.4), "uedp_naive": (0.3, 0.0), "user_dp": (1.0, 1.0), "fedavg": (1.0, 1.0),
-                "deid": (1.0, 1.0)}
+                "deid": (1.0, 1.0), "dp_bart": (1.0, 1.0)}
     for spec in mechanisms.specs():
         rates = spec.rates(privacy)
         assert rates == expected[spec.name] == sampling_rates(spec.accounting, q_e=0.3, q_s=0.4)

@@ -153,6 +153,20 @@ class FederationConfig:
 
 
 @dataclass
+class RewriteConfig:
+    """strategy=dp_bart (local DP, shared/docs/dp-bart.md; uedp.rewriting): each client rewrites its training
+    sentences once, the server trains on the pooled rewrites."""
+
+    epsilon: float = 1000.0  # per document (local)
+    delta: float = 1e-5  # per document (Gaussian noise)
+    variant: str = "clv"  # clv | pr | pr+
+    noise: str = "gaussian"  # gaussian | laplace
+    label_epsilon: float = 0.0  # > 0: labels by randomized response (0: labels in the clear: not private)
+    max_documents: int = 150  # per user: a public cap, so the per-user guarantee is a public number
+    epochs: int = 3  # central training epochs on the pooled rewrites (train.* optimizer, lr, batch size)
+
+
+@dataclass
 class RunConfig:
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     entities: EntityConfig = field(default_factory=EntityConfig)
@@ -164,6 +178,7 @@ class RunConfig:
     train: ClientTrainConfig = field(default_factory=ClientTrainConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
     federation: FederationConfig = field(default_factory=FederationConfig)
+    rewrite: RewriteConfig = field(default_factory=RewriteConfig)
 
     # -- what the run uses ----------------------------------------------------------------------------
     def detector(self) -> str:
@@ -182,6 +197,14 @@ class RunConfig:
                 )
             options["task"] = TASK_LOADERS[self.dataset.name][self.task.name]
         return options
+
+    def rewrite_settings(self) -> Any:
+        """rewrite.* as uedp.rewriting.rewrite.RewriteSettings (validated)."""
+        from uedp.rewriting.rewrite import RewriteSettings
+
+        r = self.rewrite
+        return RewriteSettings(epsilon=r.epsilon, delta=r.delta, variant=r.variant, noise=r.noise,
+                               label_epsilon=r.label_epsilon, max_documents=r.max_documents)
 
     # -- conversions ---------------------------------------------------------------------------------
     def to_flat(self) -> dict[str, Any]:
@@ -251,6 +274,10 @@ class RunConfig:
         if not self.federation.poll_interval >= 0:
             raise ConfigError(f"federation.poll_interval must be >= 0, got {self.federation.poll_interval}")
         self._validate_owners()
+        if self.rewrite.epochs < 1:
+            raise ConfigError(f"rewrite.epochs must be >= 1, got {self.rewrite.epochs}")
+        if self.strategy.name == "dp_bart":
+            self.rewrite_settings()  # checks rewrite.*
         self.loader_options()
         self.model.option_dict()
 
@@ -274,8 +301,9 @@ class RunConfig:
             raise ConfigError("federation.data = owners needs tokenizer.source = public (the server trains nothing "
                               "on private text; the nodes use the tokenizer it ships)")
         if self.entities.detector == "gold":
-            raise ConfigError("entities.detector = gold needs ground-truth spans, which an owner's JSONL file does "
-                              "not have: with federation.data = owners choose spacy+rules, spacy or rules")
+            raise ConfigError("entities.detector = gold would train on each owner's own labels, which the server "
+                              "cannot check are there or complete: with federation.data = owners choose auto "
+                              "(the ensemble detector), spacy+rules, spacy or rules")
         if self.task.name == "classification" and self.task.label_list() is None:
             raise ConfigError("classification with federation.data = owners needs task.labels, the public label "
                               "set (comma-separated), so that every owner's labels map to the same classes")

@@ -27,6 +27,10 @@ from uedp.privacy.sampling import RoundKey
 # With federation.data = "owners", each training message also carries the tokenizer the server ships
 # (ConfigRecord "tokenizer": its JSON bytes and SHA-256; uedp.owners.tokenizer_payload).
 TOKENIZER_RECORD = "tokenizer"
+# strategy=dp_bart: the query message carries the rewrite settings under REWRITE_RECORD (public: rewrite.*),
+# and the reply carries ConfigRecord REWRITES_RECORD {"texts": [...], "labels": [...]?}: only the rewrites.
+REWRITE_RECORD = "rewrite"
+REWRITES_RECORD = "rewrites"
 
 
 @dataclass(frozen=True)

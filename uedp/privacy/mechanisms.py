@@ -65,6 +65,7 @@ class MechanismSpec:
     truncate: bool  # the cohort is truncated at m_max (the sensitivities assume it)
     entity_cap: bool  # slots are assigned when privacy.k_cap > 0
     deidentify: bool = False  # clients replace detected protected entities by placeholders
+    local: bool = False  # no rounds: clients rewrite their text under local DP once (server/local_dp.py)
     aliases: tuple[str, ...] = ()  # extra names of its Hydra preset (strategy=<alias>)
     description: str = ""
 
@@ -163,4 +164,10 @@ register(MechanismSpec(
     name="deid", strategy="deid", estimator=None, accounting="noiseless", claim=None, keyed=False,
     truncate=False, entity_cap=False, deidentify=True,
     description="de-identification: FedAvg on text with detected entities replaced by [CATEGORY]; no guarantee",
+))
+register(MechanismSpec(
+    name="dp_bart", strategy="dp_bart", estimator=None, accounting="noiseless", claim=None, keyed=False,
+    truncate=False, entity_cap=False, local=True,
+    description="DP-BART: each client rewrites its sentences under local DP (rewrite.*), the server trains on "
+                "the rewrites; no central claim, a local one per document (shared/docs/dp-bart.md)",
 ))

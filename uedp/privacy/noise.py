@@ -64,3 +64,15 @@ class GaussianNoise:
 
     def __repr__(self) -> str:
         return f"GaussianNoise(reproducible={self.reproducible})"
+
+
+def secure_generator(seed: int | None = None) -> tuple[np.random.Generator, str | None]:
+    """A numpy Generator for privacy noise and the warning its output must carry: cryptographically seeded
+    (Philox, 128 bits from `secrets`) and no warning when `seed` is None; seeded for reproduction, with
+    FIXED_SEED_WARNING, otherwise. Used where a mechanism needs a Generator (uedp.rewriting)."""
+    if seed is None:
+        return np.random.Generator(np.random.Philox(secrets.randbits(128))), None
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"noise seed must be a non-negative integer or None, got {seed!r}")
+    log.warning("noise uses a fixed seed: %s (reproduction only)", FIXED_SEED_WARNING)
+    return np.random.Generator(np.random.Philox(seed)), FIXED_SEED_WARNING

@@ -1,0 +1,60 @@
+"""The data owner's side of strategy=dp_bart (local DP, shared/docs/dp-bart.md): rewrite this node's
+training sentences once, on this machine, and reply with the rewrites only.
+
+The node reads its own sentences (partition-id's user of the prepared corpus, or its own file with
+federation.data = owners), loads the public rewriter (uedp.rewriting.model: weights trained on public text
+independent of this corpus), and rewrites at most rewrite.max_documents sentences through the CLV mechanism
+with noise from a cryptographically seeded generator (privacy.seed >= 0: reproducible, not private). The
+rewrites (and labels, by randomized response when rewrite.label_epsilon > 0) are cached on this machine and
+sent again on a later run: rewriting again would spend epsilon again. Nothing else leaves the node.
+"""
+
+from __future__ import annotations
+
+from flwr.app import ConfigRecord
+
+from uedp.config import RunConfig
+from uedp.models.base import CLASSIFICATION
+from uedp.paths import cache_root
+
+
+def owner_sentences(cfg: RunConfig, *, partition_id: int | None, data_path: str) -> tuple[list[str], list[int] | None,
+                                                                                          int | None]:
+    """(training sentences, their labels or None, number of labels or None) of this node's owner."""
+    if cfg.federation.data == "owners":
+        from uedp.owners import read_owner_file
+
+        corpus = read_owner_file(cfg, data_path)
+        rows = corpus.split("train")
+    else:
+        from uedp.data.store import read_user_rows
+        from uedp.pipeline import load_manifest
+
+        manifest = load_manifest(cfg)
+        if partition_id is None or not 0 <= partition_id < len(manifest.users):
+            raise ValueError(f"partition-id {partition_id} outside 0..{len(manifest.users) - 1}")
+        rows = read_user_rows(manifest.corpus_dir, manifest.users[partition_id], split="train")
+        corpus = None
+    texts = rows.column("text").to_pylist()
+    if cfg.task.name != CLASSIFICATION:
+        return texts, None, None
+    names = corpus.label_names if corpus is not None else load_manifest(cfg).label_names
+    return texts, [int(y) for y in rows.column("label").to_pylist()], len(names or ())
+
+
+def client_rewrite(cfg: RunConfig, *, partition_id: int | None, data_path: str) -> ConfigRecord:
+    from uedp.privacy.noise import secure_generator
+    from uedp.rewriting.model import load_rewriter
+    from uedp.rewriting.rewrite import rewrite_cached, rewriter_corpus
+
+    settings = cfg.rewrite_settings()
+    texts, labels, num_labels = owner_sentences(cfg, partition_id=partition_id, data_path=data_path)
+    rewriter = load_rewriter(private_corpus=rewriter_corpus(cfg), variant=settings.variant,
+                             epsilon=settings.epsilon if settings.variant == "pr+" else None,
+                             delta=settings.delta, progress=False)
+    rng, _ = secure_generator(cfg.privacy.seed if cfg.privacy.seed >= 0 else None)
+    result = rewrite_cached(texts, labels, num_labels, rewriter, settings, rng, cache_dir=cache_root() / "rewrites")
+    record = ConfigRecord({"texts": result.texts})
+    if result.labels is not None:
+        record["labels"] = result.labels
+    return record

@@ -1,0 +1,131 @@
+"""The server of strategy=dp_bart (local DP, shared/docs/dp-bart.md): no rounds of updates; one query.
+
+1. Load the public rewriter (the same one the clients load) and compute the local guarantee from public
+   settings only: per document (rewrite.epsilon, rewrite.delta), per user by composition over
+   rewrite.max_documents (a public cap), per entity held by f documents. Write it to `local_dp.json`
+   before anything is trained (the privacy record comes before any model).
+2. Send every invited node one query message; each rewrites its own sentences once (client/rewrite.py) and
+   replies with the rewrites only (plus labels, privatized when rewrite.label_epsilon > 0).
+3. Train the model centrally on the pooled rewrites (post-processing of LDP outputs) for rewrite.epochs
+   epochs with the train.* optimizer, learning rate and batch size, evaluating on the ORIGINAL test split
+   after each epoch; write metrics, summary.json and model.pt.
+
+The summary has no central claim (eps_uedp = eps_user = inf): its local epsilons are `eps_local_document`,
+`eps_local_user` and `eps_local_entity`, in other units than the central ones (`local.units`). Released
+in the clear beside the rewrites: user ids (who replied), document counts, splits, and labels unless
+rewrite.label_epsilon > 0; a classification run with labels in the clear is reported `private: false`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TextIO
+
+import torch
+from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.serverapp import Grid
+
+from server.metrics import MetricsWriter
+from uedp.config import RunConfig
+from uedp.models.base import CLASSIFICATION, get_weights
+from uedp.pipeline import encode_sentences
+from uedp.privacy.noise import FIXED_SEED_WARNING
+from uedp.protocol import REWRITE_RECORD, REWRITES_RECORD
+from uedp.rewriting.rewrite import guarantee, mechanism_for, rewriter_corpus
+from uedp.server_data import server_data
+from uedp.training import LocalTraining, evaluate_encoded, local_train
+
+LOCAL_DP = "local_dp.json"
+LABELS_IN_CLEAR = "labels released in the clear (rewrite.label_epsilon = 0): not private"
+
+
+def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO, summary_name: str) -> dict[str, Any]:
+    from uedp.rewriting.model import load_rewriter
+
+    t_start = time.monotonic()
+    out = Path(cfg.federation.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(cfg.to_nested(), indent=1))
+    settings = cfg.rewrite_settings()
+    data = server_data(cfg)
+    rewriter = load_rewriter(private_corpus=rewriter_corpus(cfg), variant=settings.variant,
+                             epsilon=settings.epsilon if settings.variant == "pr+" else None, delta=settings.delta)
+    fixed = cfg.privacy.seed >= 0
+    warnings = [FIXED_SEED_WARNING] if fixed else []
+    if cfg.task.name == CLASSIFICATION and settings.label_epsilon <= 0:
+        warnings.append(LABELS_IN_CLEAR)
+    if not settings.max_documents:
+        warnings.append("rewrite.max_documents = 0: the per-user epsilon is computed from the data")
+    for w in warnings:
+        print(f"WARNING: {w}", file=stream, flush=True)
+    documents = settings.max_documents or cfg.rewrite.max_documents
+    local = guarantee(mechanism_for(rewriter, settings), settings, documents_per_user=documents,
+                      warning="; ".join(warnings) or None)
+    local["rewriter"], local["public_text"] = rewriter.identity(), rewriter.public
+    (out / LOCAL_DP).write_text(json.dumps(local, indent=1, default=str))
+    print(f"dp_bart ({local['mechanism']}): per document eps {settings.epsilon:g} delta "
+          f"{settings.mechanism_delta:g} sigma {local['sigma']:.4g}; per user eps {local['epsilon_user']:.4g} over "
+          f"{documents} documents; population={data.population}", file=stream, flush=True)
+
+    nodes = sorted(grid.get_node_ids())[: data.population]
+    ask = RecordDict({REWRITE_RECORD: ConfigRecord({k: v for k, v in asdict(settings).items()})})
+    t0 = time.monotonic()
+    replies = list(grid.send_and_receive([Message(ask, dst_node_id=n, message_type="query") for n in nodes],
+                                         timeout=cfg.federation.round_timeout))
+    texts: list[str] = []
+    labels: list[int] | None = [] if cfg.task.name == CLASSIFICATION else None
+    failed = 0
+    for reply in replies:
+        if reply.has_error():
+            failed += 1
+            continue
+        record = reply.content[REWRITES_RECORD]
+        got = list(record["texts"])
+        texts.extend(got)
+        if labels is not None:
+            labels.extend(int(y) for y in record["labels"])
+    metrics = MetricsWriter(out, stream=stream)
+    metrics.write({"round": 0, "seconds": round(time.monotonic() - t0, 3), "sampled": len(nodes),
+                   "replies": len(replies) - failed, "failed": failed, "missing": len(nodes) - len(replies),
+                   "documents": len(texts)})
+    print(f"rewrites from {len(replies) - failed} of {len(nodes)} owners: {len(texts)} documents "
+          f"({time.monotonic() - t0:.1f} s)", file=stream, flush=True)
+    if not texts:
+        raise RuntimeError("dp_bart: no owner returned a rewrite; see the clients' errors")
+
+    model = data.new_model(cfg, seed=cfg.privacy.seed if fixed else None)
+    initial = evaluate_encoded(model, data.test) if data.test is not None else {}
+    pooled = encode_sentences(data.tokenizer, texts, labels, task=cfg.task.name, max_len=cfg.task.max_len)
+    t = cfg.train
+    training = LocalTraining(optimizer=t.optimizer, lr=t.lr, momentum=t.momentum, local_epochs=1, local_steps=0,
+                             batch_size=t.batch_size)
+    rows, weights = torch.arange(len(pooled)), torch.ones(len(pooled))
+    metric = "perplexity" if cfg.task.name == "next_word" else "error"
+    final: dict[str, float] = initial
+    for epoch in range(1, cfg.rewrite.epochs + 1):
+        t_epoch = time.monotonic()
+        loss, steps = local_train(model, pooled, rows, weights, training)
+        final = evaluate_encoded(model, data.test) if data.test is not None else {}
+        metrics.write({"round": epoch, "seconds": round(time.monotonic() - t_epoch, 3), "train_loss": loss,
+                       "steps": steps, **{f"test_{k}": v for k, v in final.items()}})
+        metrics.progress(round=epoch, rounds=cfg.rewrite.epochs, eps=None,
+                         metric=(metric, final[metric]) if metric in final else None, extra=f"steps={steps}")
+    summary = {
+        "strategy": "dp_bart", "method": "local_dp", "estimator": None, "rounds": cfg.rewrite.epochs,
+        "noise_multiplier": None, "sigma": local["sigma"], "Z": None, "delta": settings.delta,
+        "population": data.population, "stopped_by_budget": False,
+        "eps_uedp": float("inf"), "eps_user": float("inf"), "eps_undetected": float("inf"),
+        "eps_rdp_bound": float("inf"),
+        "eps_local_document": settings.epsilon, "eps_local_user": local["epsilon_user"],
+        "eps_local_entity": local["epsilon_entity"], "local": local,
+        "metric": metric, "initial": initial, "final": final, "private": not warnings,
+        "warning": "; ".join(warnings) or None, "tokenizer": data.tokenizer_info, "detector": None,
+        "metrics_note": "per-round counts (owners replying, documents) are operator logs outside the guarantee",
+        "seconds": round(time.monotonic() - t_start, 1),
+    }
+    (out / summary_name).write_text(json.dumps(summary, indent=1, default=str))
+    torch.save({"weights": get_weights(model), "config": cfg.to_nested()}, out / "model.pt")
+    return summary

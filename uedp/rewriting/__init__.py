@@ -1,0 +1,50 @@
+"""DP-BART: privatized text rewriting under local DP (shared/docs/dp-bart.md).
+
+mechanism: the pure privacy mechanism of DP-BART-CLV / -PR (value clipping, sensitivities, the analytic
+Gaussian or Laplace noise, per-user composition over documents). No model code.
+"""
+
+from __future__ import annotations
+
+from uedp.rewriting.mechanism import (
+    ClvMechanism,
+    Composition,
+    analytic_gaussian_delta,
+    analytic_gaussian_sigma,
+    classic_gaussian_sigma,
+    compose_documents,
+    laplace_scale,
+    sensitivities,
+)
+
+__all__ = [
+    "ClvMechanism",
+    "Composition",
+    "analytic_gaussian_delta",
+    "analytic_gaussian_sigma",
+    "classic_gaussian_sigma",
+    "compose_documents",
+    "laplace_scale",
+    "sensitivities",
+]
+
+# The rewriter model (uedp.rewriting.model, torch + transformers) and its public training text
+# (uedp.rewriting.public_text), exported lazily so that importing the mechanism stays light.
+_LAZY = {
+    "Rewriter": "uedp.rewriting.model",
+    "RewriterConfig": "uedp.rewriting.model",
+    "load_rewriter": "uedp.rewriting.model",
+    "reconstruction_bleu": "uedp.rewriting.model",
+    "train_rewriter": "uedp.rewriting.model",
+    "PUBLIC_SOURCES": "uedp.rewriting.public_text",
+    "public_text_for": "uedp.rewriting.public_text",
+}
+__all__ += list(_LAZY)
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

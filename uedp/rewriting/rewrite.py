@@ -1,0 +1,180 @@
+"""Rewriting documents under local DP: a data owner's texts in, privatized rewrites and their guarantee out.
+
+    settings = RewriteSettings(epsilon=1000.0, variant="clv")
+    rewriter = load_rewriter(private_corpus="jsonl", variant="clv")        # public weights (uedp.rewriting.model)
+    texts = rewrite_texts(sentences, rewriter, mechanism_for(rewriter, settings), rng)
+    meta = guarantee(mechanism_for(rewriter, settings), settings, documents_per_user=40)
+
+A document is one sentence (the JSONL loader's sentence split), cut or padded to the rewriter's l tokens.
+Each is encoded, clipped by value, noised (uedp.rewriting.mechanism.ClvMechanism: per-document
+(epsilon, delta)-LDP) and decoded; decoding is post-processing. A user with n rewritten documents is covered
+by composition over n (`guarantee`: basic n*epsilon and the tighter PLD composition of n Gaussians); an
+entity in f documents likewise over f. `RewriteSettings.max_documents` caps n per user, so the per-user
+guarantee is a public number rather than a function of the user's data. Released beside the rewrites, in
+the clear: user ids, splits, and labels unless `label_epsilon` > 0 (then k-ary randomized response with
+that epsilon, composed into each document's label guarantee).
+
+Noise comes from a cryptographically seeded generator (uedp.privacy.noise.secure_generator) unless a seed
+is given for reproduction, which `guarantee` then reports as not private. A document is rewritten once:
+rewriting it again spends epsilon again (`rewrite_cached` keeps the rewrites of a user's data on that
+machine and reuses them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from uedp.errors import ConfigError
+from uedp.rewriting.mechanism import ClvMechanism
+
+VARIANTS = ("clv", "pr", "pr+")
+NOISES = ("gaussian", "laplace")
+ENTITY_DOCUMENTS = (1, 2, 4, 8, 32)  # documents holding one entity: the per-entity guarantee is reported for these
+IN_THE_CLEAR = ("user ids", "splits", "the number of documents per user")
+UNITS_NOTE = ("local DP: epsilon per document (any two documents are neighbours), composed over a user's "
+              "documents; not comparable one-to-one with central eps_uedp / eps_user, whose neighbours differ "
+              "by one user and one entity of the whole dataset")
+
+
+@dataclass(frozen=True)
+class RewriteSettings:
+    epsilon: float
+    delta: float = 1e-5
+    variant: str = "clv"  # clv | pr | pr+ (shared/docs/dp-bart.md)
+    noise: str = "gaussian"  # gaussian (analytic) | laplace (pure epsilon: delta 0)
+    label_epsilon: float = 0.0  # > 0: labels released by randomized response with this epsilon
+    max_documents: int = 0  # per user (0: all; the per-user guarantee then depends on the user's data)
+
+    def __post_init__(self) -> None:
+        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
+            raise ConfigError(f"rewrite epsilon must be a positive number, got {self.epsilon!r}")
+        if self.variant not in VARIANTS:
+            raise ConfigError(f"rewrite variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
+        if self.noise not in NOISES:
+            raise ConfigError(f"rewrite noise must be one of {', '.join(NOISES)}, got {self.noise!r}")
+        if self.noise == "gaussian" and not 0 < self.delta < 1:
+            raise ConfigError(f"rewrite delta must lie in (0, 1) for Gaussian noise, got {self.delta!r}")
+        if self.label_epsilon < 0 or self.max_documents < 0:
+            raise ConfigError("rewrite label_epsilon and max_documents must be >= 0")
+
+    @property
+    def mechanism_delta(self) -> float:
+        return self.delta if self.noise == "gaussian" else 0.0
+
+
+def mechanism_for(rewriter: Any, settings: RewriteSettings) -> ClvMechanism:
+    """The CLV mechanism of `rewriter` (its l, d, C and released coordinates) at the settings' epsilon."""
+    return ClvMechanism(epsilon=settings.epsilon, delta=settings.mechanism_delta, dim=rewriter.dim,
+                        clip=rewriter.config.clip, length=rewriter.length, kept=rewriter.kept, noise=settings.noise)
+
+
+def rewrite_texts(texts: Sequence[str], rewriter: Any, mechanism: ClvMechanism, rng: np.random.Generator, *,
+                  batch_size: int = 64, progress: Callable[[int], None] | None = None) -> list[str]:
+    """Each text encoded, privatized (clip, prune, noise) and decoded, in order; `progress(n)` after each batch."""
+    out: list[str] = []
+    for start in range(0, len(texts), batch_size):
+        batch = list(texts[start:start + batch_size])
+        z = rewriter.encode(batch)
+        out.extend(rewriter.decode(mechanism.privatize(z, rng)))
+        if progress is not None:
+            progress(len(batch))
+    return out
+
+
+def randomized_response(label: int, num_labels: int, epsilon: float, rng: np.random.Generator) -> int:
+    """k-ary randomized response: the true label with probability e^eps / (e^eps + k - 1), else one of the
+    other k - 1 uniformly (epsilon-LDP for the label)."""
+    if num_labels < 2:
+        return label
+    keep = 1.0 / (1.0 + (num_labels - 1) * math.exp(-epsilon))
+    if rng.random() < keep:
+        return label
+    other = int(rng.integers(num_labels - 1))
+    return other if other < label else other + 1
+
+
+def guarantee(mechanism: ClvMechanism, settings: RewriteSettings, *, documents_per_user: int,
+              warning: str | None = None) -> dict[str, Any]:
+    """The local guarantee of a rewrite, as JSON: per document, per user (composition over
+    `documents_per_user` documents), per entity held by f documents, and what is released in the clear."""
+    per_user = mechanism.compose(max(documents_per_user, 1))
+    label_eps = settings.label_epsilon if settings.label_epsilon > 0 else None
+    clear = list(IN_THE_CLEAR) + ([] if label_eps else ["labels"])
+    return {
+        "mechanism": f"DP-BART-{settings.variant.upper()}", "noise": settings.noise, "sigma": mechanism.sigma,
+        "clip": mechanism.clip, "length": mechanism.length, "dim": mechanism.dim,
+        "dim_released": mechanism.dim_released, "l2_sensitivity": mechanism.l2_sensitivity,
+        "epsilon_document": settings.epsilon, "delta_document": settings.mechanism_delta,
+        "documents_per_user": documents_per_user,
+        "documents_per_user_source": "max_documents (public cap)" if settings.max_documents else
+                                     "the largest user's document count (data-dependent)",
+        "epsilon_user": per_user.epsilon, "delta_user": per_user.delta,
+        "epsilon_user_basic": per_user.basic_epsilon,
+        "epsilon_entity": {str(f): mechanism.compose(f).epsilon for f in ENTITY_DOCUMENTS},
+        "label_epsilon": label_eps, "in_the_clear": clear, "units": UNITS_NOTE,
+        "private": warning is None, "warning": warning,
+    }
+
+
+def select_documents(n: int, cap: int, rng: np.random.Generator) -> list[int]:
+    """Indices of the documents a user rewrites: all (cap 0 or n <= cap) or `cap` drawn without replacement."""
+    if cap <= 0 or n <= cap:
+        return list(range(n))
+    return sorted(int(i) for i in rng.choice(n, size=cap, replace=False))
+
+
+def cache_key(texts: Sequence[str], labels: Sequence[int] | None, rewriter: Any, settings: RewriteSettings) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    h.update(json.dumps([rewriter.identity(), asdict(settings), labels], sort_keys=True, default=str).encode())
+    for t in texts:
+        h.update(t.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class OwnerRewrite:
+    """One owner's released documents: which of their documents, the rewrites, the released labels (after
+    randomized response when settings.label_epsilon > 0), and whether they were read back from the cache."""
+
+    indices: list[int]
+    texts: list[str]
+    labels: list[int] | None
+    reused: bool
+
+
+def rewrite_cached(texts: Sequence[str], labels: Sequence[int] | None, num_labels: int | None, rewriter: Any,
+                   settings: RewriteSettings, rng: np.random.Generator, *, cache_dir: Path) -> OwnerRewrite:
+    """One owner's documents rewritten once (at most settings.max_documents of them), then read back from
+    `cache_dir` (on the owner's machine) so that running again spends no more epsilon."""
+    path = cache_dir / f"{cache_key(texts, labels, rewriter, settings)}.json"
+    if path.is_file():
+        data = json.loads(path.read_text())
+        return OwnerRewrite(data["indices"], data["texts"], data["labels"], True)
+    indices = select_documents(len(texts), settings.max_documents, rng)
+    rewrites = rewrite_texts([texts[i] for i in indices], rewriter, mechanism_for(rewriter, settings), rng)
+    released = None
+    if labels is not None:
+        released = [int(labels[i]) for i in indices]
+        if settings.label_epsilon > 0 and num_labels:
+            released = [randomized_response(y, num_labels, settings.label_epsilon, rng) for y in released]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"indices": indices, "texts": rewrites, "labels": released}))
+    os.replace(tmp, path)
+    return OwnerRewrite(indices, rewrites, released, False)
+
+
+def rewriter_corpus(cfg: Any) -> str:
+    """The corpus a run's rewriter must be independent of (uedp.rewriting.public_text): the run's dataset, or
+    "jsonl" for owners' own files (federation.data = owners)."""
+    return "jsonl" if cfg.federation.data == "owners" else cfg.dataset.name
