@@ -51,7 +51,7 @@ def client_rewrite(cfg: RunConfig, *, partition_id: int | None, data_path: str) 
     texts, labels, num_labels = owner_sentences(cfg, partition_id=partition_id, data_path=data_path)
     rewriter = load_rewriter(private_corpus=rewriter_corpus(cfg), variant=settings.variant,
                              epsilon=settings.epsilon if settings.variant == "pr+" else None,
-                             delta=settings.delta, progress=False)
+                             delta=settings.mechanism_delta, noise=settings.noise, progress=False)
     rng, _ = secure_generator(cfg.privacy.seed if cfg.privacy.seed >= 0 else None)
     result = rewrite_cached(texts, labels, num_labels, rewriter, settings, rng, cache_dir=cache_root() / "rewrites")
     record = ConfigRecord({"texts": result.texts})

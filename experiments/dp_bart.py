@@ -105,7 +105,8 @@ def survival(args: argparse.Namespace, names: list[str], sample: int = 1000) -> 
                       rewrite={"variant": variant, "epsilon": float(eps[3:])})
         settings = cfg.rewrite_settings()
         rewriter = load_rewriter(private_corpus=rewriter_corpus(cfg), variant=variant,
-                                 epsilon=settings.epsilon if variant == "pr+" else None, progress=False)
+                                 epsilon=settings.epsilon if variant == "pr+" else None,
+                                 delta=settings.mechanism_delta, noise=settings.noise, progress=False)
         rng, _ = secure_generator(None)
         rewrites = rewrite_texts(texts, rewriter, mechanism_for(rewriter, settings), rng)
         out[name] = {"bleu": corpus_bleu(rewrites, texts), **entity_survival(texts, rewrites, ents),

@@ -52,7 +52,8 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO, summary_name: st
     settings = cfg.rewrite_settings()
     data = server_data(cfg)
     rewriter = load_rewriter(private_corpus=rewriter_corpus(cfg), variant=settings.variant,
-                             epsilon=settings.epsilon if settings.variant == "pr+" else None, delta=settings.delta)
+                             epsilon=settings.epsilon if settings.variant == "pr+" else None,
+                             delta=settings.mechanism_delta, noise=settings.noise)
     fixed = cfg.privacy.seed >= 0
     warnings = [FIXED_SEED_WARNING] if fixed else []
     if cfg.task.name == CLASSIFICATION and settings.label_epsilon <= 0:

@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     if warning:
         print(f"WARNING: --seed {args.seed}: {warning}; the rewrites are for reproduction only", file=sys.stderr)
     rewriter = load_rewriter(private_corpus=args.public_for, variant=settings.variant,
-                             epsilon=settings.epsilon if settings.variant == "pr+" else None, delta=args.delta)
+                             epsilon=settings.epsilon if settings.variant == "pr+" else None,
+                             delta=settings.mechanism_delta, noise=settings.noise)
     mechanism = mechanism_for(rewriter, settings)
     rows = corpus.table.to_pylist()
     by_user: dict[str, list[dict]] = {}

@@ -116,6 +116,6 @@ def public_text_for(private_corpus: str, *, max_sentences: int = DEFAULT_MAX_SEN
     order = np.random.default_rng([seed, len(pools)]).permutation(len(chosen))
     sentences = [chosen[i] for i in order]
     counts = ", ".join(f"{q}" for q in quotas)
-    description = (f"public text for rewriting {private_corpus}: {' + '.join(names)}; {len(sentences)} sentences "
-                   f"({counts}; deduplicated, shuffled with seed {seed})")
+    description = (f"public text: {' + '.join(names)}; {len(sentences)} sentences ({counts}; deduplicated, "
+                   f"shuffled with seed {seed})")  # no private corpus name: corpora with the same sources share it
     return description, sentences
