@@ -252,3 +252,12 @@ def test_compose_documents_validation():
     with pytest.raises(ConfigError, match="n \\* delta"):
         compose_documents(1.0, 0.2, 5, noise_multiplier=1.0)
     assert compose_documents(1.0, 0.0, 3).epsilon == pytest.approx(3.0)
+
+
+def test_composition_with_negligible_noise_falls_back_to_basic():
+    """A 'no-noise' reference (epsilon 1e9) must not build a PLD of billions of points (it ran out of memory)."""
+    from uedp.rewriting.mechanism import ClvMechanism
+
+    m = ClvMechanism(epsilon=1e9, delta=1e-5, dim=128, length=20)
+    c = m.compose(150)
+    assert c.pld_epsilon is None and c.epsilon == 150 * 1e9

@@ -186,6 +186,9 @@ class Composition:
         return self.basic_delta
 
 
+MAX_PLD_POINTS = 5_000_000  # above this PLD grid size, compose_documents reports basic composition only
+
+
 def compose_documents(
     epsilon: float,
     delta: float,
@@ -222,6 +225,11 @@ def compose_documents(
         vdi = auto_discretization(n * epsilon)
     else:
         vdi = _positive("value_discretization_interval", value_discretization_interval)
+    # The PLD's grid spans the privacy-loss range of the truncated Gaussian, about 2 * 7 / noise_multiplier,
+    # in steps of vdi, and grows n-fold under composition. With very little noise (a "no-noise" reference at
+    # epsilon 1e9) that is billions of points (a run was killed out of memory): keep basic composition there.
+    if n * 14.0 / (noise_multiplier * vdi) > MAX_PLD_POINTS:
+        return Composition(n=n, basic_epsilon=n * epsilon, basic_delta=n * delta, pld_epsilon=None)
     pld = pld_lib.from_gaussian_mechanism(noise_multiplier, value_discretization_interval=vdi)
     if n > 1:
         pld = pld.self_compose(n)
