@@ -25,7 +25,7 @@ def owner_sentences(cfg: RunConfig, *, partition_id: int | None, data_path: str)
         from uedp.owners import read_owner_file
 
         corpus = read_owner_file(cfg, data_path)
-        rows = corpus.split("train")
+        rows, names = corpus.split("train"), corpus.label_names
     else:
         from uedp.data.store import read_user_rows
         from uedp.pipeline import load_manifest
@@ -34,24 +34,20 @@ def owner_sentences(cfg: RunConfig, *, partition_id: int | None, data_path: str)
         if partition_id is None or not 0 <= partition_id < len(manifest.users):
             raise ValueError(f"partition-id {partition_id} outside 0..{len(manifest.users) - 1}")
         rows = read_user_rows(manifest.corpus_dir, manifest.users[partition_id], split="train")
-        corpus = None
+        names = manifest.label_names
     texts = rows.column("text").to_pylist()
     if cfg.task.name != CLASSIFICATION:
         return texts, None, None
-    names = corpus.label_names if corpus is not None else load_manifest(cfg).label_names
     return texts, [int(y) for y in rows.column("label").to_pylist()], len(names or ())
 
 
 def client_rewrite(cfg: RunConfig, *, partition_id: int | None, data_path: str) -> ConfigRecord:
     from uedp.privacy.noise import secure_generator
-    from uedp.rewriting.model import load_rewriter
-    from uedp.rewriting.rewrite import rewrite_cached, rewriter_corpus
+    from uedp.rewriting.rewrite import rewrite_cached, rewriter_corpus, rewriter_for
 
     settings = cfg.rewrite_settings()
     texts, labels, num_labels = owner_sentences(cfg, partition_id=partition_id, data_path=data_path)
-    rewriter = load_rewriter(private_corpus=rewriter_corpus(cfg), variant=settings.variant,
-                             epsilon=settings.epsilon if settings.variant == "pr+" else None,
-                             delta=settings.mechanism_delta, noise=settings.noise, progress=False)
+    rewriter = rewriter_for(settings, rewriter_corpus(cfg), progress=False)
     rng, _ = secure_generator(cfg.privacy.seed if cfg.privacy.seed >= 0 else None)
     result = rewrite_cached(texts, labels, num_labels, rewriter, settings, rng, cache_dir=cache_root() / "rewrites")
     record = ConfigRecord({"texts": result.texts})

@@ -83,8 +83,7 @@ def survival(args: argparse.Namespace, names: list[str], sample: int = 1000) -> 
     from uedp.entities.annotations import annotate_cached
     from uedp.privacy.noise import secure_generator
     from uedp.rewriting.evaluation import corpus_bleu, entity_survival
-    from uedp.rewriting.model import load_rewriter
-    from uedp.rewriting.rewrite import mechanism_for, rewrite_texts, rewriter_corpus
+    from uedp.rewriting.rewrite import mechanism_for, rewrite_texts, rewriter_corpus, rewriter_for
 
     base = _config(Path("unused"), args.dataset, args.task)
     _, corpus = materialize(base.dataset.name, **base.loader_options())
@@ -104,9 +103,7 @@ def survival(args: argparse.Namespace, names: list[str], sample: int = 1000) -> 
         cfg = _config(Path("unused"), args.dataset, args.task, strategy={"name": "dp_bart"},
                       rewrite={"variant": variant, "epsilon": float(eps[3:])})
         settings = cfg.rewrite_settings()
-        rewriter = load_rewriter(private_corpus=rewriter_corpus(cfg), variant=variant,
-                                 epsilon=settings.epsilon if variant == "pr+" else None,
-                                 delta=settings.mechanism_delta, noise=settings.noise, progress=False)
+        rewriter = rewriter_for(settings, rewriter_corpus(cfg), progress=False)
         rng, _ = secure_generator(None)
         rewrites = rewrite_texts(texts, rewriter, mechanism_for(rewriter, settings), rng)
         out[name] = {"bleu": corpus_bleu(rewrites, texts), **entity_survival(texts, rewrites, ents),

@@ -36,21 +36,8 @@ hydra_schema.register()
 RUNNERS = ("simulation", "local")
 
 
-def _missing_keys(cfg: Any, prefix: str = "") -> list[str]:
-    """Dotted keys left at Hydra's `???` (a preset's mandatory value)."""
-    keys: list[str] = []
-    if isinstance(cfg, DictConfig):
-        for key in cfg:
-            name = f"{prefix}{key}"
-            if OmegaConf.is_missing(cfg, key):
-                keys.append(name)
-            else:
-                keys.extend(_missing_keys(cfg._get_node(key), f"{name}."))
-    return keys
-
-
 def to_run_config(cfg: DictConfig) -> tuple[RunConfig, str]:
-    missing = sorted(k for k in _missing_keys(cfg) if not k.startswith("hydra."))
+    missing = sorted(k for k in OmegaConf.missing_keys(cfg) if not k.startswith("hydra."))
     if missing:  # e.g. dataset=jsonl without dataset.options.path
         raise ConfigError(f"missing value for {', '.join(missing)}: set it on the command line "
                           f"({missing[0]}=...)")

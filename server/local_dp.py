@@ -34,7 +34,7 @@ from uedp.models.base import CLASSIFICATION, get_weights
 from uedp.pipeline import encode_sentences
 from uedp.privacy.noise import FIXED_SEED_WARNING
 from uedp.protocol import REWRITE_RECORD, REWRITES_RECORD
-from uedp.rewriting.rewrite import guarantee, mechanism_for, rewriter_corpus
+from uedp.rewriting.rewrite import guarantee, mechanism_for, rewriter_corpus, rewriter_for
 from uedp.server_data import server_data
 from uedp.training import LocalTraining, evaluate_encoded, local_train
 
@@ -43,17 +43,13 @@ LABELS_IN_CLEAR = "labels released in the clear (rewrite.label_epsilon = 0): not
 
 
 def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO, summary_name: str) -> dict[str, Any]:
-    from uedp.rewriting.model import load_rewriter
-
     t_start = time.monotonic()
     out = Path(cfg.federation.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(cfg.to_nested(), indent=1))
     settings = cfg.rewrite_settings()
     data = server_data(cfg)
-    rewriter = load_rewriter(private_corpus=rewriter_corpus(cfg), variant=settings.variant,
-                             epsilon=settings.epsilon if settings.variant == "pr+" else None,
-                             delta=settings.mechanism_delta, noise=settings.noise)
+    rewriter = rewriter_for(settings, rewriter_corpus(cfg))
     fixed = cfg.privacy.seed >= 0
     warnings = [FIXED_SEED_WARNING] if fixed else []
     if cfg.task.name == CLASSIFICATION and settings.label_epsilon <= 0:
@@ -72,7 +68,7 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO, summary_name: st
           f"{documents} documents; population={data.population}", file=stream, flush=True)
 
     nodes = sorted(grid.get_node_ids())[: data.population]
-    ask = RecordDict({REWRITE_RECORD: ConfigRecord({k: v for k, v in asdict(settings).items()})})
+    ask = RecordDict({REWRITE_RECORD: ConfigRecord(asdict(settings))})
     t0 = time.monotonic()
     replies = list(grid.send_and_receive([Message(ask, dst_node_id=n, message_type="query") for n in nodes],
                                          timeout=cfg.federation.round_timeout))

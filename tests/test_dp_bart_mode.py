@@ -37,6 +37,10 @@ class FakeRewriter:
     def identity(self) -> dict[str, Any]:
         return {"kind": "stand-in", "length": self.length, "dim": self.dim}
 
+    def mechanism(self, epsilon: float, delta: float, noise: str) -> ClvMechanism:  # as Rewriter.mechanism
+        return ClvMechanism(epsilon=epsilon, delta=delta, dim=self.dim, clip=self.config.clip, length=self.length,
+                            kept=self.kept, noise=noise)
+
     def encode(self, texts: list[str]) -> np.ndarray:
         return np.stack([np.random.default_rng(abs(hash(t)) % 2**32).normal(size=(self.length, self.dim))
                          for t in texts])

@@ -45,13 +45,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from uedp.data.jsonl import load_jsonl
     from uedp.privacy.noise import secure_generator
-    from uedp.rewriting.model import load_rewriter
     from uedp.rewriting.rewrite import (
         RewriteSettings,
         guarantee,
         mechanism_for,
         randomized_response,
         rewrite_texts,
+        rewriter_for,
         select_documents,
     )
 
@@ -63,9 +63,7 @@ def run(args: argparse.Namespace) -> int:
     rng, warning = secure_generator(args.seed)
     if warning:
         print(f"WARNING: --seed {args.seed}: {warning}; the rewrites are for reproduction only", file=sys.stderr)
-    rewriter = load_rewriter(private_corpus=args.public_for, variant=settings.variant,
-                             epsilon=settings.epsilon if settings.variant == "pr+" else None,
-                             delta=settings.mechanism_delta, noise=settings.noise)
+    rewriter = rewriter_for(settings, args.public_for)
     mechanism = mechanism_for(rewriter, settings)
     rows = corpus.table.to_pylist()
     by_user: dict[str, list[dict]] = {}

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from uedp.entities.gazetteers import TITLES, _key, organizations
@@ -54,7 +55,7 @@ def handle_spans(text: str) -> list[Span]:
         name = m.group(0)[1:]
         words = _key(name.replace("_", " ").replace(".", " "))
         squashed = re.sub(r"[^a-z0-9]", "", name.lower())
-        is_org = words in orgs or squashed in _squashed_orgs(orgs)
+        is_org = words in orgs or squashed in _squashed_orgs()
         if is_org:
             out.append((m.start(), m.end(), "ORG"))
         elif m.group(0)[0] == "@":
@@ -62,14 +63,10 @@ def handle_spans(text: str) -> list[Span]:
     return out
 
 
-_SQUASHED: dict[int, frozenset[str]] = {}
-
-
-def _squashed_orgs(orgs: frozenset[str]) -> frozenset[str]:
-    key = id(orgs)
-    if key not in _SQUASHED:
-        _SQUASHED[key] = frozenset(re.sub(r"[^a-z0-9]", "", o) for o in orgs)
-    return _SQUASHED[key]
+@functools.cache
+def _squashed_orgs() -> frozenset[str]:
+    """The organization list with everything but letters and digits removed ("t mobile" -> "tmobile")."""
+    return frozenset(re.sub(r"[^a-z0-9]", "", o) for o in organizations())
 
 
 def date_spans(text: str) -> list[Span]:

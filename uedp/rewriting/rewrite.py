@@ -73,8 +73,17 @@ class RewriteSettings:
 
 def mechanism_for(rewriter: Any, settings: RewriteSettings) -> ClvMechanism:
     """The CLV mechanism of `rewriter` (its l, d, C and released coordinates) at the settings' epsilon."""
-    return ClvMechanism(epsilon=settings.epsilon, delta=settings.mechanism_delta, dim=rewriter.dim,
-                        clip=rewriter.config.clip, length=rewriter.length, kept=rewriter.kept, noise=settings.noise)
+    return rewriter.mechanism(settings.epsilon, settings.mechanism_delta, settings.noise)
+
+
+def rewriter_for(settings: RewriteSettings, private_corpus: str, *, progress: bool = True) -> Any:
+    """The public rewriter these settings use (uedp.rewriting.model.load_rewriter: a PR+ one is trained for the
+    settings' epsilon and noise), independent of `private_corpus`."""
+    from uedp.rewriting.model import load_rewriter
+
+    return load_rewriter(private_corpus=private_corpus, variant=settings.variant,
+                         epsilon=settings.epsilon if settings.variant == "pr+" else None,
+                         delta=settings.mechanism_delta, noise=settings.noise, progress=progress)
 
 
 def rewrite_texts(texts: Sequence[str], rewriter: Any, mechanism: ClvMechanism, rng: np.random.Generator, *,
