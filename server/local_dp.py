@@ -1,11 +1,12 @@
 """The server of strategy=dp_bart (local DP, shared/docs/dp-bart.md): no rounds of updates; one query.
 
-1. Load the public rewriter (the same one the clients load) and compute the local guarantee from public
-   settings only: per document (rewrite.epsilon, rewrite.delta), per user by composition over
-   rewrite.max_documents (a public cap), per entity held by f documents. Write it to `local_dp.json`
-   before anything is trained (the privacy record comes before any model).
+1. Load the public rewriter (the same one the clients load).
 2. Send every invited node one query message; each rewrites its own sentences once (client/rewrite.py) and
-   replies with the rewrites only (plus labels, privatized when rewrite.label_epsilon > 0).
+   replies with the rewrites only (plus labels, privatized when rewrite.label_epsilon > 0). Then record the
+   local guarantee in `local_dp.json` before anything is trained (the privacy record comes before any
+   model): per document (rewrite.epsilon, rewrite.delta), per user by composition over
+   rewrite.max_documents (a public cap; with 0, over the largest owner's count, labelled data-dependent),
+   per entity held by f documents.
 3. Train the model centrally on the pooled rewrites (post-processing of LDP outputs) for rewrite.epochs
    epochs with the train.* optimizer, learning rate and batch size, evaluating on the ORIGINAL test split
    after each epoch; write metrics, summary.json and model.pt.
@@ -58,15 +59,6 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO, summary_name: st
         warnings.append("rewrite.max_documents = 0: the per-user epsilon is computed from the data")
     for w in warnings:
         print(f"WARNING: {w}", file=stream, flush=True)
-    documents = settings.max_documents or cfg.rewrite.max_documents
-    local = guarantee(mechanism_for(rewriter, settings), settings, documents_per_user=documents,
-                      warning="; ".join(warnings) or None)
-    local["rewriter"], local["public_text"] = rewriter.identity(), rewriter.public
-    (out / LOCAL_DP).write_text(json.dumps(local, indent=1, default=str))
-    print(f"dp_bart ({local['mechanism']}): per document eps {settings.epsilon:g} delta "
-          f"{settings.mechanism_delta:g} sigma {local['sigma']:.4g}; per user eps {local['epsilon_user']:.4g} over "
-          f"{documents} documents; population={data.population}", file=stream, flush=True)
-
     nodes = sorted(grid.get_node_ids())[: data.population]
     ask = RecordDict({REWRITE_RECORD: ConfigRecord(asdict(settings))})
     t0 = time.monotonic()
@@ -74,7 +66,7 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO, summary_name: st
                                          timeout=cfg.federation.round_timeout))
     texts: list[str] = []
     labels: list[int] | None = [] if cfg.task.name == CLASSIFICATION else None
-    failed = 0
+    failed = most = 0
     for reply in replies:
         if reply.has_error():
             failed += 1
@@ -82,6 +74,7 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO, summary_name: st
         record = reply.content[REWRITES_RECORD]
         got = list(record["texts"])
         texts.extend(got)
+        most = max(most, len(got))
         if labels is not None:
             labels.extend(int(y) for y in record["labels"])
     metrics = MetricsWriter(out, stream=stream)
@@ -92,6 +85,15 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO, summary_name: st
           f"({time.monotonic() - t0:.1f} s)", file=stream, flush=True)
     if not texts:
         raise RuntimeError("dp_bart: no owner returned a rewrite; see the clients' errors")
+    # The public cap, or (max_documents = 0) the largest owner's count: the per-user composition covers it.
+    documents = settings.max_documents or most
+    local = guarantee(mechanism_for(rewriter, settings), settings, documents_per_user=documents,
+                      warning="; ".join(warnings) or None)
+    local["rewriter"], local["public_text"] = rewriter.identity(), rewriter.public
+    (out / LOCAL_DP).write_text(json.dumps(local, indent=1, default=str))  # before any model exists
+    print(f"dp_bart ({local['mechanism']}): per document eps {settings.epsilon:g} delta "
+          f"{settings.mechanism_delta:g} sigma {local['sigma']:.4g}; per user eps {local['epsilon_user']:.4g} over "
+          f"{documents} documents; population={data.population}", file=stream, flush=True)
 
     model = data.new_model(cfg, seed=cfg.privacy.seed if fixed else None)
     initial = evaluate_encoded(model, data.test) if data.test is not None else {}

@@ -142,3 +142,16 @@ def test_rewrite_command_round_trips_a_jsonl_file(rewriter, tmp_path, capsys):
     bad.write_text('{"user": "a", "text": "x"}\n{"user": "a"}\n')
     assert main(["rewrite", "--in", str(bad), "--out", str(tmp_path / "o.jsonl"), "--epsilon", "10"]) == 2
     assert "bad.jsonl line 2: field 'text'" in capsys.readouterr().err
+
+
+def test_without_a_cap_the_user_guarantee_covers_the_largest_owner(rewriter, tmp_path):
+    """rewrite.max_documents = 0: every training sentence is rewritten, and the per-user epsilon composes over
+    the largest owner's documents (not over one), labelled data-dependent."""
+    fake, privatized, pooled = rewriter
+    summary = run_local(_cfg(tmp_path / "all", max_documents=0))
+    local = summary["local"]
+    assert len(pooled[0]) == len(privatized) > 8 * 5
+    assert local["documents_per_user"] > 5 and "data-dependent" in local["documents_per_user_source"]
+    mech = ClvMechanism(epsilon=500.0, delta=1e-5, dim=6, length=4)
+    assert summary["eps_local_user"] == pytest.approx(mech.compose(local["documents_per_user"]).epsilon, rel=1e-6)
+    assert "computed from the data" in summary["warning"]
