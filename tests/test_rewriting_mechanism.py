@@ -259,5 +259,20 @@ def test_composition_with_negligible_noise_falls_back_to_basic():
     from uedp.rewriting.mechanism import ClvMechanism
 
     m = ClvMechanism(epsilon=1e9, delta=1e-5, dim=128, length=20)
-    c = m.compose(150)
-    assert c.pld_epsilon is None and c.epsilon == 150 * 1e9
+    for n in (1, 4, 150):  # n = 1 and 4 got through the first guard and were killed out of memory
+        c = m.compose(n)
+        assert c.pld_epsilon is None and c.epsilon == n * 1e9
+
+
+@pytest.mark.parametrize("noise_multiplier", [0.02, 0.3, 2.0])
+def test_pld_size_estimate_bounds_the_real_grid(noise_multiplier):
+    """The guard's estimate is an upper bound on the grid dp-accounting actually builds (one mechanism)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    from uedp.rewriting.mechanism import pld_points
+
+    vdi = 1e-2
+    pld = pld_lib.from_gaussian_mechanism(noise_multiplier, value_discretization_interval=vdi)
+    size = max(pld._pmf_add.size, pld._pmf_remove.size)  # noqa: SLF001
+    assert size > 0
+    assert size <= pld_points(1, noise_multiplier, vdi)

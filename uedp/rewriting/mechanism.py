@@ -186,7 +186,12 @@ class Composition:
         return self.basic_delta
 
 
-MAX_PLD_POINTS = 5_000_000  # above this PLD grid size, compose_documents reports basic composition only
+MAX_PLD_POINTS = 20_000_000  # above this PLD grid size, compose_documents reports basic composition only
+
+
+def pld_points(n: int, noise_multiplier: float, vdi: float) -> float:
+    """An upper estimate of the grid size of n composed Gaussian PLDs (see compose_documents)."""
+    return n * (1.0 / noise_multiplier**2 + 21.0 / noise_multiplier) / vdi
 
 
 def compose_documents(
@@ -225,10 +230,13 @@ def compose_documents(
         vdi = auto_discretization(n * epsilon)
     else:
         vdi = _positive("value_discretization_interval", value_discretization_interval)
-    # The PLD's grid spans the privacy-loss range of the truncated Gaussian, about 2 * 7 / noise_multiplier,
-    # in steps of vdi, and grows n-fold under composition. With very little noise (a "no-noise" reference at
-    # epsilon 1e9) that is billions of points (a run was killed out of memory): keep basic composition there.
-    if n * 14.0 / (noise_multiplier * vdi) > MAX_PLD_POINTS:
+    # The PLD's grid runs over the privacy loss (x - 1/2) / noise_multiplier^2 of the Gaussian truncated at
+    # about 10 standard deviations: a range of 1 / noise_multiplier^2 + 20 / noise_multiplier (measured:
+    # tests/test_rewriting_mechanism.py), in steps of vdi, and it grows n-fold under composition. With very
+    # little noise (a "no-noise" reference at epsilon 1e9: noise_multiplier 2e-5) that is billions of points
+    # (a run was killed out of memory, and a first guard that counted only the 14 / noise_multiplier spread
+    # let n = 1 through): basic composition only there.
+    if pld_points(n, noise_multiplier, vdi) > MAX_PLD_POINTS:
         return Composition(n=n, basic_epsilon=n * epsilon, basic_delta=n * delta, pld_epsilon=None)
     pld = pld_lib.from_gaussian_mechanism(noise_multiplier, value_discretization_interval=vdi)
     if n > 1:
