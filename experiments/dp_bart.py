@@ -10,7 +10,12 @@ in OUT/dp_bart-DATASET-TASK/<name>/:
   --pr-plus-epsilons: one rewriter trained per epsilon), and at epsilon 1e9 (no meaningful noise: the
   rewriter's own loss of information);
 - `uedp` and `user_dp` at their central target epsilon (8, the main job's), and noiseless `fedavg` on the
-  original text.
+  original text;
+- `central-original`: noiseless CENTRAL training on the pooled original training sentences with the same
+  model, epochs and optimizer as a dp_bart job (not private; a reference only). DP-BART trains centrally on
+  pooled text for rewrite.epochs epochs, the federated methods for federation.rounds rounds of sampled
+  users: their numbers differ by training procedure too, and this job separates what the rewriting costs
+  (dp_bart against central-original) from what federated training costs (fedavg against central-original).
 Then, on 1,000 training sentences with gold entities (synthetic corpus) or detected ones, the rewrites' BLEU
 against the originals and the fraction of entity strings that survive, per setting. Writes
 OUT/dp_bart-DATASET-TASK.md/.json/.png. Local per-document epsilon and central eps_uedp are different
@@ -34,6 +39,7 @@ from uedp.plotting import pyplot, save
 
 NO_NOISE = 1e9  # per-document epsilon whose noise is negligible next to the clip bound
 CENTRAL_EPSILON = 8.0
+CENTRAL = "central-original"  # the job name of the noiseless central reference on the original text
 
 
 def _config(out: Path, dataset: str, task: str, **groups: dict[str, Any]) -> RunConfig:
@@ -58,7 +64,37 @@ def jobs(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
     for strategy in ("uedp", "user_dp"):
         out.append((strategy, {"strategy": {"name": strategy}, "privacy": {"target_epsilon": CENTRAL_EPSILON}}))
     out.append(("fedavg", {"strategy": {"name": "fedavg"}}))
+    out.append((CENTRAL, {"strategy": {"name": "fedavg"}}))
     return out
+
+
+def central_reference(cfg: RunConfig) -> dict[str, Any]:
+    """Noiseless central training on the pooled ORIGINAL training sentences of every user, as server/local_dp.py
+    trains on the pooled rewrites (same model, rewrite.epochs epochs, train.* optimizer); summary.json in
+    federation.out_dir. Not private: it is the reference that isolates what the rewriting costs."""
+    import torch
+
+    from uedp.pipeline import load_split
+    from uedp.server_data import server_data
+    from uedp.training import LocalTraining, evaluate_encoded, local_train
+
+    out = Path(cfg.federation.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    data = server_data(cfg)
+    model = data.new_model(cfg)
+    train = load_split(cfg, "train")
+    t = cfg.train
+    training = LocalTraining(optimizer=t.optimizer, lr=t.lr, momentum=t.momentum, local_epochs=1, local_steps=0,
+                             batch_size=t.batch_size)
+    final: dict[str, float] = {}
+    for _ in range(cfg.rewrite.epochs):
+        local_train(model, train, torch.arange(len(train)), torch.ones(len(train)), training)
+        final = evaluate_encoded(model, data.test) if data.test is not None else {}
+    summary = {"strategy": CENTRAL, "rounds": cfg.rewrite.epochs, "documents": len(train), "final": final,
+               "eps_uedp": math.inf, "eps_user": math.inf, "private": False,
+               "warning": "not private: central training on the original text (reference)"}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
 
 
 def run_jobs(args: argparse.Namespace, root: Path) -> dict[str, dict[str, Any]]:
@@ -70,7 +106,8 @@ def run_jobs(args: argparse.Namespace, root: Path) -> dict[str, dict[str, Any]]:
             continue
         t0 = time.monotonic()
         print(f"== {name}", flush=True)
-        results[name] = run_local(_config(job, args.dataset, args.task, **groups))
+        cfg = _config(job, args.dataset, args.task, **groups)
+        results[name] = central_reference(cfg) if name == CENTRAL else run_local(cfg)
         print(f"   done in {time.monotonic() - t0:.0f} s", flush=True)
     return results
 
@@ -141,8 +178,9 @@ def plot(args: argparse.Namespace, results: dict[str, dict[str, Any]], path: Pat
         if pts:
             ax.plot(*zip(*pts), marker="o", label=f"DP-BART-{variant.upper()} (x: local eps per document)")
     styles = {"uedp": "UeDP (central eps_uedp 8)", "user_dp": "user-level DP (central eps_user 8)",
-              "fedavg": "noiseless FedAvg, original text", f"dp_bart-clv-eps{NO_NOISE:g}": "no-noise rewrites"}
-    for (name, label), ls in zip(styles.items(), ("-", "--", ":", "-.")):
+              "fedavg": "noiseless FedAvg, original text", f"dp_bart-clv-eps{NO_NOISE:g}": "no-noise rewrites",
+              CENTRAL: "noiseless central training, original text"}
+    for (name, label), ls in zip(styles.items(), ("-", "--", ":", "-.", (0, (1, 4)))):
         if name in results:
             ax.axhline(results[name]["final"][metric], linestyle=ls, color="grey", label=label)
     ax.set_xscale("log")

@@ -155,3 +155,16 @@ def test_without_a_cap_the_user_guarantee_covers_the_largest_owner(rewriter, tmp
     mech = ClvMechanism(epsilon=500.0, delta=1e-5, dim=6, length=4)
     assert summary["eps_local_user"] == pytest.approx(mech.compose(local["documents_per_user"]).epsilon, rel=1e-6)
     assert "computed from the data" in summary["warning"]
+
+
+def test_central_reference_trains_on_the_original_text_and_says_not_private(tmp_path):
+    """experiments/dp_bart.py's `central-original` job: the dp_bart pipeline's central training on the
+    ORIGINAL sentences (a reference, never private), with the same epochs."""
+    from experiments.dp_bart import CENTRAL, central_reference
+
+    cfg = tiny_config(tmp_path / "ref", task={"name": "classification"}, rewrite={"epochs": 2})
+    summary = central_reference(cfg)
+    assert summary["strategy"] == CENTRAL and summary["rounds"] == 2 and summary["documents"] > 8 * 10
+    assert not summary["private"] and "not private" in summary["warning"]
+    assert 0.0 <= summary["final"]["error"] <= 1.0
+    assert json.loads((tmp_path / "ref" / "summary.json").read_text())["final"] == summary["final"]
