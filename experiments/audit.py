@@ -1,5 +1,8 @@
 """Empirical privacy audit: `python -m experiments.audit [--quick] [--out outputs/audit]`.
 
+`python -m experiments.audit mechanism ...` runs the crafted-update audit of the mechanism instead
+(issue 16: experiments/audit_mechanism.py).
+
 Trains one model per variant (uedp.audit.variants) in process, with the real server loop and client code
 over a LocalGrid, on the synthetic corpus with coin-flipped canaries (`audit_synthetic`,
 uedp.audit.canaries). A broken control is the same run with one component swapped
@@ -122,6 +125,11 @@ def run_audit(*, quick: bool, out: Path, variants: tuple[str, ...] = tuple(VARIA
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["mechanism"]:  # the crafted-update audit of the mechanism (issue 16)
+        from experiments.audit_mechanism import main as mechanism_main
+
+        return mechanism_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m experiments.audit", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small CI version (10 users, tiny model)")
     parser.add_argument("--out", type=Path, default=Path("outputs/audit"))

@@ -172,3 +172,18 @@ def test_one_accountant_call_at_500_rounds() -> None:
     """A long run in one call (its timing is measured by experiments/benchmark.py, not asserted here)."""
     m = mech(1.7, 0.05, 0.3, 0.1, 200, None)
     assert 0.0 < eps_user(m, rounds=500) <= eps_uedp(m, rounds=500) < math.inf
+
+
+def test_mixture_epsilon_is_the_ledgers_epsilon_for_a_ledgers_mixture():
+    """The public mixture_epsilon (the audit's accountant for mixtures that are not a ledger's) is the same
+    computation as epsilon() on the mechanism whose mixture it is."""
+    from uedp.privacy.accounting import mixture_epsilon
+
+    m = mechanism("uedp", z=1.0, q_u=0.25, q_e=0.2, q_s=0.2, m_max=80, k_cap=1)
+    for kind in ("uedp", "user", "undetected"):
+        assert mixture_epsilon(m.mixture(kind), 30, 1e-5) == pytest.approx(
+            epsilon(kind, [(m, 30)], delta=1e-5), rel=1e-9)
+    with pytest.raises(ValueError, match="rounds"):
+        mixture_epsilon(m.mixture("uedp"), 0, 1e-5)
+    with pytest.raises(ConfigError, match="delta"):
+        mixture_epsilon(m.mixture("uedp"), 3, 1.5)

@@ -9,6 +9,9 @@ variant, and the variant judged by how much of the canaries it exposes.
     exposure, membership   the statistics: exposure, chance p-value, Clopper-Pearson, one-run and rank bounds
     verdicts    typed per-group results, claims, the flag rule
     report      report.md and exposure.png from results.json
+    mechanism   the crafted-update audit of the aggregation path (issue 16): worst-case neighbouring worlds,
+                crafted clients, the real server round and its vectorized twin, the broken sensitivities
+    bounds      its likelihood-ratio score, held-out threshold and Clopper-Pearson epsilon lower bound
 
 `python -m experiments.audit` wires them to the server loop and the client round. Nothing here is used by
 a normal run: importing `uedp.audit` only registers the `audit_synthetic` corpus loader.

@@ -16,6 +16,7 @@ it detects them. Each is an ordinary component that a run is given in place of t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,9 @@ import torch
 
 from uedp.privacy.aggregation import UNBOUNDED_NORM, AggregationStats, aggregate
 from uedp.privacy.clipping import Update, scale, update_norm
+from uedp.privacy.ledger import RoundRecord
 from uedp.privacy.noise import NoiseSource
+from uedp.privacy.sensitivity import Sensitivities, sensitivities
 from uedp.protocol import TrainInstructions
 
 TOO_LITTLE_NOISE_WARNING = "BROKEN CONTROL: too little noise"
@@ -83,3 +86,55 @@ class UnclippedUpdate:
         out = scale(delta, ins.w_u)
         self.norms.append(update_norm(out))
         return out
+
+
+# -- Controls of the crafted-update audit of the mechanism (issue 16, uedp/audit/mechanism.py) ------------------
+# Each is ONE wrong component handed to the real aggregation path or to the accountant; the rest is real.
+HALVED_NOISE_WARNING = "BROKEN CONTROL: noise standard deviation halved"
+ENTITY_TERM_WARNING = "BROKEN CONTROL: s_e computed as k_cap * w_max * beta (not 2 k_cap w_max beta)"
+NO_USER_TERM_WARNING = "BROKEN CONTROL: the s_u term dropped from sigma and from the accountant"
+HALVED_RATE_WARNING = "BROKEN CONTROL: the accountant is told q_u / 2"
+
+
+class ScaledNoise:
+    """NoiseSource drawing N(0, (factor * std)^2) from `inner` (factor 0.5: the noise std halved). The caller
+    still asks for, and reports, the sound std; remembers the stds asked for and drawn."""
+
+    def __init__(self, inner: NoiseSource, factor: float) -> None:
+        if not float(factor) > 0.0:
+            raise ValueError(f"factor must be positive, got {factor!r}")
+        self.inner = inner
+        self.factor = float(factor)
+        self.reproducible = inner.reproducible
+        self.warning = HALVED_NOISE_WARNING if self.factor == 0.5 else f"BROKEN CONTROL: noise std x {factor}"
+        self.asked: set[float] = set()
+        self.drawn: set[float] = set()
+
+    def normal(self, shape: tuple[int, ...], std: float) -> np.ndarray:
+        self.asked.add(float(std))
+        used = self.factor * float(std)
+        self.drawn.add(used)
+        return self.inner.normal(shape, used)
+
+
+def sensitivities_entity_k_beta(*, beta: float, w_max: float, m_max: int | None, k_cap: int | None,
+                                method: str = "uedp") -> Sensitivities:
+    """`uedp.privacy.sensitivity.sensitivities` with the entity term wrong: s_e = k_cap * w_max * beta (a
+    holder's change taken as beta, as the paper's Lemma 1 does, instead of 2 beta)."""
+    sound = sensitivities(beta=beta, w_max=w_max, m_max=m_max, k_cap=k_cap, method=method)
+    if k_cap is None:
+        return dataclasses.replace(sound, s_e=0.5 * sound.s_e)
+    return dataclasses.replace(sound, s_e=k_cap * sound.unit)
+
+
+def sensitivities_without_user_term(*, beta: float, w_max: float, m_max: int | None, k_cap: int | None,
+                                    method: str = "uedp") -> Sensitivities:
+    """`uedp.privacy.sensitivity.sensitivities` with the user term forgotten: s_u = 0."""
+    sound = sensitivities(beta=beta, w_max=w_max, m_max=m_max, k_cap=k_cap, method=method)
+    return dataclasses.replace(sound, s_u=0.0)
+
+
+def understated_sampling(record: RoundRecord, factor: float = 0.5) -> RoundRecord:
+    """The round as a broken accountant is told it: users sampled with q_u * factor (they really are
+    sampled with record.q_u)."""
+    return dataclasses.replace(record, q_u=record.q_u * float(factor))

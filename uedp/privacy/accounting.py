@@ -318,6 +318,14 @@ def _pld_epsilon(mixtures: tuple[tuple[Mixture, int], ...], delta: float, vdi: f
     return float(total.get_epsilon_for_delta(delta))
 
 
+def mixture_epsilon(mixture: Mixture, rounds: int, delta: float) -> float:
+    """Epsilon at `delta` of `mixture` self-composed over `rounds` rounds (PLD, the automatic grid): the
+    accountant's computation for a mixture that is not a ledger's, e.g. the audit's realizable worst case."""
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    return _pld_epsilon(((mixture, rounds),), check_delta(delta), None)
+
+
 def _check_vdi(vdi: float | None) -> float | None:
     if vdi is not None and not (float(vdi) > 0.0 and math.isfinite(float(vdi))):
         raise ConfigError(f"value_discretization_interval must be positive, got {vdi!r}")
