@@ -61,28 +61,16 @@ def _bounds_vector(fp: np.ndarray, n0: int, tp: np.ndarray, n1: int, *, delta: f
 
 
 @dataclass(frozen=True)
-class LowerBound:
+class LowerBound(Confusion):
     """The bound from one game: eps_lb (on the evaluation half, at `confidence`), the threshold chosen on
-    the selection half and the evaluation half's counts."""
+    the selection half and the evaluation half's counts (tp, fn, fp, tn: its Confusion)."""
 
     eps_lb: float
     confidence: float
     delta: float
     threshold: float
-    tp: int
-    fn: int
-    fp: int
-    tn: int
     selection_eps_lb: float  # the same bound on the selection half (optimistic: the threshold was fit there)
     resolution_limit: float  # the best bound the evaluation half could give
-
-    @property
-    def tpr(self) -> float:
-        return self.tp / max(1, self.tp + self.fn)
-
-    @property
-    def fpr(self) -> float:
-        return self.fp / max(1, self.fp + self.tn)
 
     def to_dict(self) -> dict[str, float]:
         return {**asdict(self), "tpr": self.tpr, "fpr": self.fpr}

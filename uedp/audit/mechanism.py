@@ -51,6 +51,7 @@ import numpy as np
 from scipy.stats import binom
 
 from uedp.audit.bounds import LowerBound, epsilon_lower_bound, log_likelihood_ratio
+from uedp.config import FederationConfig, PrivacyConfig
 from uedp.privacy.accounting import Mechanism, Mixture, check_delta, mixture_epsilon
 from uedp.privacy.aggregation import aggregate, denominator
 from uedp.privacy.calibration import calibrate_noise_multiplier
@@ -87,16 +88,16 @@ class AuditSetting:
 
     name: str = "main"
     num_users: int = 200
-    q_u: float = 0.25
-    q_e: float = 0.2
-    q_s: float = 0.2
-    m_max: int = 80
-    k_cap: int = 1
-    beta: float = 0.2
-    w_max: float = 1.0
-    rounds: int = 30
-    delta: float = 1e-5
-    target_epsilon: float = 8.0
+    q_u: float = PrivacyConfig.q_u
+    q_e: float = PrivacyConfig.q_e
+    q_s: float = PrivacyConfig.q_s
+    m_max: int = PrivacyConfig.m_max
+    k_cap: int = PrivacyConfig.k_cap
+    beta: float = PrivacyConfig.beta
+    w_max: float = PrivacyConfig.w_max
+    rounds: int = FederationConfig.rounds
+    delta: float = PrivacyConfig.delta
+    target_epsilon: float = PrivacyConfig.target_epsilon
 
     def __post_init__(self) -> None:
         check_delta(self.delta, self.num_users)
