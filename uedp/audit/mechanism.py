@@ -52,7 +52,7 @@ from scipy.stats import binom
 
 from uedp.audit.bounds import LowerBound, epsilon_lower_bound, log_likelihood_ratio
 from uedp.config import FederationConfig, PrivacyConfig
-from uedp.privacy.accounting import Mechanism, Mixture, check_delta, mixture_epsilon
+from uedp.privacy.accounting import Mechanism, Mixture, adjacency_mixture, check_delta, mixture_epsilon
 from uedp.privacy.aggregation import aggregate, denominator
 from uedp.privacy.calibration import calibrate_noise_multiplier
 from uedp.privacy.cohort import sample_cohort
@@ -227,17 +227,12 @@ def realizable_law(sc: Scenario) -> Law:
 # -- what the accountant charges ---------------------------------------------------------------------------------
 def accounted_mixture(adjacency: str, sens: Sensitivities, *, sigma: float, q_u: float, q_e: float,
                       q_s: float) -> Mixture:
-    """The accountant's per-round mixture for these sensitivities (contract 4), in units of sens.unit: the
-    same formulas as uedp.privacy.accounting.Mechanism.mixture, for any (possibly broken) sensitivities."""
+    """The accountant's per-round mixture for these sensitivities (contract 4), in units of sens.unit:
+    uedp.privacy.accounting.adjacency_mixture (what Mechanism.mixture uses) for any, possibly broken,
+    sensitivities."""
     u = sens.unit
-    if adjacency == "user":
-        return Mixture(sigma=sigma / u, sensitivities=(0.0, sens.s_u / u), probs=(1.0 - q_u, q_u))
-    s_x, q_x = (sens.s_e, q_e) if adjacency == "uedp" else (sens.s_s, q_s)
-    return Mixture(
-        sigma=sigma / u,
-        sensitivities=(0.0, sens.s_u / u, s_x / u, (sens.s_u + s_x) / u),
-        probs=((1 - q_u) * (1 - q_x), q_u * (1 - q_x), (1 - q_u) * q_x, q_u * q_x),
-    )
+    scaled = Sensitivities(s_u=sens.s_u / u, s_e=sens.s_e / u, s_s=sens.s_s / u, unit=1.0)
+    return adjacency_mixture(adjacency, scaled, sigma / u, q_u=q_u, q_e=q_e, q_s=q_s)
 
 
 def calibrate_to(eps_of_z: Callable[[float], float], target: float, *, lo: float = 0.05, hi: float = 200.0,
@@ -319,9 +314,8 @@ def sound_mixture_at(sc: Scenario, sigma: float) -> Mixture:
     s = sc.setting
     mech = Mechanism(method=sc.method, z=1.0, q_u=s.q_u, q_e=sc.rates[0], q_s=sc.rates[1], m_max=sc.m_max,
                      k_cap=sc.k_cap)
-    sens = mech.sensitivities  # units of b
-    return accounted_mixture(sc.adjacency, Sensitivities(sens.s_u, sens.s_e, sens.s_s, 1.0), sigma=sigma / s.unit,
-                             q_u=s.q_u, q_e=sc.rates[0], q_s=sc.rates[1])
+    return adjacency_mixture(sc.adjacency, mech.sensitivities, sigma / s.unit, q_u=s.q_u, q_e=sc.rates[0],
+                             q_s=sc.rates[1])  # mech.sensitivities: units of b
 
 
 # -- path A: the real round with crafted clients ---------------------------------------------------------------

@@ -173,6 +173,19 @@ def _two_way(sigma: float, s_u: float, s_x: float, q_u: float, q_x: float) -> Mi
     )
 
 
+def adjacency_mixture(kind: str, sens: Sensitivities, sigma: float, *, q_u: float, q_e: float, q_s: float) -> Mixture:
+    """The per-round mixture of adjacency `kind` (contract 4) for these sensitivities and noise std, in the
+    units they are given in: what `Mechanism.mixture` accounts, and what the audit gives a broken
+    sensitivity rule (uedp.audit.mechanism)."""
+    if kind == "uedp":
+        return _two_way(sigma, sens.s_u, sens.s_e, q_u, q_e)
+    if kind == "undetected":
+        return _two_way(sigma, sens.s_u, sens.s_s, q_u, q_s)
+    if kind == "user":
+        return Mixture(sigma=sigma, sensitivities=(0.0, sens.s_u), probs=(1 - q_u, q_u))
+    raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+
+
 @dataclass(frozen=True)
 class Mechanism:
     """One round's public mechanism parameters (in units of w_max * beta; beta and w_max cancel).
@@ -223,14 +236,7 @@ class Mechanism:
         return noise_std(self.method, self.z, self.sensitivities)
 
     def mixture(self, kind: str) -> Mixture:
-        sens = self.sensitivities
-        if kind == "uedp":
-            return _two_way(self.sigma, sens.s_u, sens.s_e, self.q_u, self.q_e)
-        if kind == "undetected":
-            return _two_way(self.sigma, sens.s_u, sens.s_s, self.q_u, self.q_s)
-        if kind == "user":
-            return Mixture(sigma=self.sigma, sensitivities=(0.0, sens.s_u), probs=(1 - self.q_u, self.q_u))
-        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        return adjacency_mixture(kind, self.sensitivities, self.sigma, q_u=self.q_u, q_e=self.q_e, q_s=self.q_s)
 
 
 Groups = Sequence[tuple[Mechanism, int]]
