@@ -72,24 +72,18 @@ def central_reference(cfg: RunConfig) -> dict[str, Any]:
     """Noiseless central training on the pooled ORIGINAL training sentences of every user, as server/local_dp.py
     trains on the pooled rewrites (same model, rewrite.epochs epochs, train.* optimizer); summary.json in
     federation.out_dir. Not private: it is the reference that isolates what the rewriting costs."""
-    import torch
-
+    from server.local_dp import pooled_epochs
     from uedp.pipeline import load_split
     from uedp.server_data import server_data
-    from uedp.training import LocalTraining, evaluate_encoded, local_train
 
     out = Path(cfg.federation.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     data = server_data(cfg)
     model = data.new_model(cfg)
     train = load_split(cfg, "train")
-    t = cfg.train
-    training = LocalTraining(optimizer=t.optimizer, lr=t.lr, momentum=t.momentum, local_epochs=1, local_steps=0,
-                             batch_size=t.batch_size)
     final: dict[str, float] = {}
-    for _ in range(cfg.rewrite.epochs):
-        local_train(model, train, torch.arange(len(train)), torch.ones(len(train)), training)
-        final = evaluate_encoded(model, data.test) if data.test is not None else {}
+    for _epoch, _loss, _steps, metrics in pooled_epochs(model, train, data.test, cfg):
+        final = metrics
     summary = {"strategy": CENTRAL, "rounds": cfg.rewrite.epochs, "documents": len(train), "final": final,
                "eps_uedp": math.inf, "eps_user": math.inf, "private": False,
                "warning": "not private: central training on the original text (reference)"}

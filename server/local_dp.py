@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO
@@ -31,8 +32,8 @@ from flwr.serverapp import Grid
 
 from server.metrics import MetricsWriter
 from uedp.config import RunConfig
-from uedp.models.base import CLASSIFICATION, get_weights
-from uedp.pipeline import encode_sentences
+from uedp.models.base import CLASSIFICATION, UedpModel, get_weights
+from uedp.pipeline import EncodedSentences, encode_sentences
 from uedp.privacy.noise import FIXED_SEED_WARNING
 from uedp.protocol import REWRITE_RECORD, REWRITES_RECORD
 from uedp.rewriting.rewrite import guarantee, mechanism_for, rewriter_corpus, rewriter_for
@@ -41,6 +42,21 @@ from uedp.training import LocalTraining, evaluate_encoded, local_train
 
 LOCAL_DP = "local_dp.json"
 LABELS_IN_CLEAR = "labels released in the clear (rewrite.label_epsilon = 0): not private"
+
+
+def pooled_epochs(model: UedpModel, pooled: EncodedSentences, test: EncodedSentences | None, cfg: RunConfig
+                  ) -> Iterator[tuple[int, float, int, dict[str, float]]]:
+    """Central training on pooled sentences: rewrite.epochs epochs with the train.* optimizer, batch size and
+    learning rate, every sentence weight 1; yields (epoch, train loss, steps, test metrics or {}) per epoch.
+    The dp_bart server trains on the pooled rewrites with it, experiments/dp_bart.py's reference on the
+    original sentences."""
+    t = cfg.train
+    training = LocalTraining(optimizer=t.optimizer, lr=t.lr, momentum=t.momentum, local_epochs=1, local_steps=0,
+                             batch_size=t.batch_size)
+    rows, weights = torch.arange(len(pooled)), torch.ones(len(pooled))
+    for epoch in range(1, cfg.rewrite.epochs + 1):
+        loss, steps = local_train(model, pooled, rows, weights, training)
+        yield epoch, loss, steps, (evaluate_encoded(model, test) if test is not None else {})
 
 
 def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO, summary_name: str) -> dict[str, Any]:
@@ -98,18 +114,13 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO, summary_name: st
     model = data.new_model(cfg, seed=cfg.privacy.seed if fixed else None)
     initial = evaluate_encoded(model, data.test) if data.test is not None else {}
     pooled = encode_sentences(data.tokenizer, texts, labels, task=cfg.task.name, max_len=cfg.task.max_len)
-    t = cfg.train
-    training = LocalTraining(optimizer=t.optimizer, lr=t.lr, momentum=t.momentum, local_epochs=1, local_steps=0,
-                             batch_size=t.batch_size)
-    rows, weights = torch.arange(len(pooled)), torch.ones(len(pooled))
     metric = "perplexity" if cfg.task.name == "next_word" else "error"
     final: dict[str, float] = initial
-    for epoch in range(1, cfg.rewrite.epochs + 1):
-        t_epoch = time.monotonic()
-        loss, steps = local_train(model, pooled, rows, weights, training)
-        final = evaluate_encoded(model, data.test) if data.test is not None else {}
+    t_epoch = time.monotonic()
+    for epoch, loss, steps, final in pooled_epochs(model, pooled, data.test, cfg):
         metrics.write({"round": epoch, "seconds": round(time.monotonic() - t_epoch, 3), "train_loss": loss,
                        "steps": steps, **{f"test_{k}": v for k, v in final.items()}})
+        t_epoch = time.monotonic()
         metrics.progress(round=epoch, rounds=cfg.rewrite.epochs, eps=None,
                          metric=(metric, final[metric]) if metric in final else None, extra=f"steps={steps}")
     summary = {
