@@ -42,3 +42,15 @@ def eps_undetected(mechanism: Mechanism, *, rounds: int, **options: Any) -> floa
 
 def eps_rdp_bound(mechanism: Mechanism, *, rounds: int, **options: Any) -> float:
     return epsilon("rdp_bound", [(mechanism, rounds)], **options)
+
+
+def compose_run_config(overrides: list[str]) -> RunConfig:
+    """The RunConfig `python -m experiments.run OVERRIDES` composes (conf/ through Hydra), out_dir "x"."""
+    from hydra import compose, initialize_config_dir
+
+    from experiments.run import to_run_config
+
+    conf = str(Path(__file__).parents[1] / "conf")
+    with initialize_config_dir(config_dir=conf, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["federation.out_dir=x", *overrides])
+    return to_run_config(cfg)[0]

@@ -15,21 +15,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
-from experiments.run import to_run_config
+from tests.helpers import compose_run_config as _compose
 from uedp.config import CLASSIFICATION_MODEL, RunConfig
 from uedp.errors import ConfigError
 from uedp.models.base import get_weights
 from uedp.tokenization import Batch
-
-CONF = str(Path(__file__).parents[1] / "conf")
-
-
-def _compose(overrides: list[str]) -> RunConfig:
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["federation.out_dir=x", *overrides])
-    return to_run_config(cfg)[0]
 
 
 def test_classification_defaults_to_the_sentence_encoder_and_a_named_model_wins():

@@ -10,22 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
-from experiments.run import to_run_config
+from tests.helpers import compose_run_config as _compose
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
 from uedp.hydra_schema import default_choices, store_option
 
 CONF = str(Path(__file__).parents[1] / "conf")
-
-
-def _compose(overrides: list[str]) -> RunConfig:
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["federation.out_dir=x", *overrides])
-    return to_run_config(cfg)[0]
 
 
 def test_hydra_defaults_equal_run_config_defaults():

@@ -40,21 +40,35 @@ def broken_std(sigma: float) -> float:
     return min(sigma * sigma, sigma / 100.0)
 
 
-class ReducedNoise:
-    """NoiseSource drawing N(0, broken_std(std)^2) from `inner`; remembers the stds asked for and drawn."""
+class _WrongStdNoise:
+    """NoiseSource drawing from `inner` with the wrong standard deviation `self.used(std)` instead of the std
+    it is asked for (which the caller still reports); remembers the stds asked for and drawn."""
+
+    warning: str
 
     def __init__(self, inner: NoiseSource) -> None:
         self.inner = inner
         self.reproducible = inner.reproducible
-        self.warning = TOO_LITTLE_NOISE_WARNING
         self.asked: set[float] = set()
         self.drawn: set[float] = set()
 
+    def used(self, std: float) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError
+
     def normal(self, shape: tuple[int, ...], std: float) -> np.ndarray:
         self.asked.add(float(std))
-        used = broken_std(float(std))
+        used = self.used(float(std))
         self.drawn.add(used)
         return self.inner.normal(shape, used)
+
+
+class ReducedNoise(_WrongStdNoise):
+    """NoiseSource drawing N(0, broken_std(std)^2) from `inner`; remembers the stds asked for and drawn."""
+
+    warning = TOO_LITTLE_NOISE_WARNING
+
+    def used(self, std: float) -> float:
+        return broken_std(std)
 
 
 def unchecked_aggregate(updates: Sequence[Any], *, template: Update, w_max: float, beta: float, sigma: float,
@@ -96,25 +110,19 @@ NO_USER_TERM_WARNING = "BROKEN CONTROL: the s_u term dropped from sigma and from
 HALVED_RATE_WARNING = "BROKEN CONTROL: the accountant is told q_u / 2"
 
 
-class ScaledNoise:
+class ScaledNoise(_WrongStdNoise):
     """NoiseSource drawing N(0, (factor * std)^2) from `inner` (factor 0.5: the noise std halved). The caller
     still asks for, and reports, the sound std; remembers the stds asked for and drawn."""
 
     def __init__(self, inner: NoiseSource, factor: float) -> None:
         if not float(factor) > 0.0:
             raise ValueError(f"factor must be positive, got {factor!r}")
-        self.inner = inner
+        super().__init__(inner)
         self.factor = float(factor)
-        self.reproducible = inner.reproducible
         self.warning = HALVED_NOISE_WARNING if self.factor == 0.5 else f"BROKEN CONTROL: noise std x {factor}"
-        self.asked: set[float] = set()
-        self.drawn: set[float] = set()
 
-    def normal(self, shape: tuple[int, ...], std: float) -> np.ndarray:
-        self.asked.add(float(std))
-        used = self.factor * float(std)
-        self.drawn.add(used)
-        return self.inner.normal(shape, used)
+    def used(self, std: float) -> float:
+        return self.factor * std
 
 
 def sensitivities_entity_k_beta(*, beta: float, w_max: float, m_max: int | None, k_cap: int | None,
