@@ -13,7 +13,11 @@ from `context.run_config` (`flwr run`).
 
 from __future__ import annotations
 
+import json
+import os
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
@@ -42,16 +46,51 @@ def inject_fault(fault: str) -> None:
     raise ValueError(f"node config fault={fault!r}: expected 'raise' or 'hang:SECONDS'")
 
 
-def make_client_app(cfg: RunConfig | None = None) -> ClientApp:
-    app = ClientApp()
+class _Laps:
+    """Benchmark-only timing of one training message (make_client_app's `timings_dir`): seconds spent
+    decoding the message, in client_update, and encoding the reply, the message's CPU seconds and the
+    process's CPU seconds so far; one JSON line per message in TIMINGS_DIR/client-PID.jsonl. Durations and
+    the round number only: nothing about the user or the data."""
 
-    @app.train()
-    def train(msg: Message, context: Context) -> Message:
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.laps: dict[str, float] = {}
+        self.t = time.perf_counter()
+        self.cpu = time.thread_time()
+
+    def lap(self, name: str, **extra: float) -> None:
+        now = time.perf_counter()
+        self.laps[name] = now - self.t
+        self.laps.update(extra)
+        self.t = now
+
+    def write(self) -> None:
+        self.laps["cpu"] = time.thread_time() - self.cpu  # this message's CPU seconds in the app
+        self.laps["process_cpu"] = time.process_time()  # the process's CPU seconds so far (all its threads)
+        with open(Path(self.directory) / f"client-{os.getpid()}.jsonl", "a") as f:
+            f.write(json.dumps(self.laps) + "\n")
+
+
+@dataclass(frozen=True)
+class TrainHandler:
+    """The train function: decode the instructions, run client_update, reply with the update only.
+
+    A module-level class rather than a closure, because the Ray simulation pickles the ClientApp with every
+    message: cloudpickle sends a closure by value (with a scan of its globals' submodules, ~2 ms a message
+    here), an instance of this class by reference plus its few fields. `timings_dir`: benchmark only."""
+
+    cfg: RunConfig | None = None
+    timings_dir: str = ""
+
+    def __call__(self, msg: Message, context: Context) -> Message:
+        laps = _Laps(self.timings_dir) if self.timings_dir else None
         torch.set_num_threads(1)
-        run_cfg = cfg if cfg is not None else RunConfig.from_flat(dict(context.run_config))
+        run_cfg = self.cfg if self.cfg is not None else RunConfig.from_flat(dict(context.run_config))
         inject_fault(str(context.node_config.get("fault", "")))
         ins = TrainInstructions.from_record(msg.content["config"])
         weights = msg.content["arrays"].to_numpy_ndarrays()
+        if laps:
+            laps.lap("decode", round=ins.round)
         data_path = str(context.node_config.get("data-path", ""))
         if run_cfg.federation.data == "owners":  # this owner's own file, the tokenizer the server shipped
             if not data_path:
@@ -60,22 +99,42 @@ def make_client_app(cfg: RunConfig | None = None) -> ClientApp:
             update, metrics = client_update.owner(run_cfg, data_path, tokenizer, weights, ins)
         else:
             update, metrics = client_update(run_cfg, int(context.node_config["partition-id"]), weights, ins)
+        if laps:
+            laps.lap("compute")
         content = RecordDict({"update": ArrayRecord(update)})
         if metrics:
             content["metrics"] = MetricRecord(metrics)
-        return Message(content, reply_to=msg)
+        reply = Message(content, reply_to=msg)
+        if laps:
+            laps.lap("encode")
+            laps.write()
+        return reply
 
-    @app.query()
-    def query(msg: Message, context: Context) -> Message:
-        """strategy=dp_bart: rewrite this owner's sentences under local DP; reply with the rewrites only."""
+
+@dataclass(frozen=True)
+class QueryHandler:
+    """The query function (strategy=dp_bart): rewrite this owner's sentences under local DP; reply with the
+    rewrites only. A module-level class for the same reason as TrainHandler."""
+
+    cfg: RunConfig | None = None
+
+    def __call__(self, msg: Message, context: Context) -> Message:
         torch.set_num_threads(1)
-        run_cfg = cfg if cfg is not None else RunConfig.from_flat(dict(context.run_config))
+        run_cfg = self.cfg if self.cfg is not None else RunConfig.from_flat(dict(context.run_config))
         inject_fault(str(context.node_config.get("fault", "")))
         partition = context.node_config.get("partition-id")
         record = client_rewrite(run_cfg, partition_id=None if partition is None else int(partition),
                                 data_path=str(context.node_config.get("data-path", "")))
         return Message(RecordDict({REWRITES_RECORD: record}), reply_to=msg)
 
+
+def make_client_app(cfg: RunConfig | None = None, *, timings_dir: str = "") -> ClientApp:
+    """The ClientApp bound to `cfg` (None: read it from `context.run_config`). `timings_dir` (benchmark only,
+    experiments/benchmark.py): time each training message's decoding, client_update and reply encoding into
+    that folder; empty (every real run): no timing, nothing written."""
+    app = ClientApp()
+    app.train()(TrainHandler(cfg, timings_dir))
+    app.query()(QueryHandler(cfg))
     return app
 
 

@@ -4,7 +4,8 @@ draw the figures. One command per figure; rerunning skips every job that already
     python -m experiments.figures FIGURE [FIGURE ...] [--reps 3] [--workers 2] [--rounds 30]
                                   [--runs outputs/figures] [--out docs/figures] [--dry-run]
 
-FIGURE is one of: utility-synthetic, utility-bbc, utility-shakespeare, qs, kcap (or `all`).
+FIGURE is one of: utility-synthetic, utility-bbc, utility-shakespeare, qs, kcap, population, public-start
+(or `all`).
 
 Every job is one call of the Hydra entry point, `python -m experiments.run runner=local KEY=VALUE ...
 replicate=R hydra.run.dir=RUNS/jobs/JOB`; the exact command of each job is in RUNS/FIGURE.jobs.txt. A job
@@ -73,6 +74,33 @@ def _utility(name: str, title: str, base: tuple[str, ...], categories: Iterable[
     return Figure(name, title, base, tuple(settings), "utility")
 
 
+# Population scaling (issue 15). The rule, fixed before any run: a FIXED EXPECTED COHORT of COHORT users per
+# round (q_u = COHORT / N), so every job does the same training work whatever N, and the noise per
+# coordinate falls with N only through the accounting (a smaller q_u amplifies more, so z falls); m_max =
+# 1.6 x the cohort, the main job's ratio (80 slots for 50 users), so the slot rule permits the same share of
+# entity sentences at every N; rounds, beta, q_e, q_s, learning rates: the main job's. delta 1e-5 < 1/N.
+# Central evaluation on EVAL_SENTENCES test sentences (a fixed subset) after the last round.
+POPULATIONS = (200, 1000, 5000)
+COHORT = 100
+EVAL_SENTENCES = 2000
+
+
+def population_setting(n: int, cohort: int = COHORT) -> tuple[str, ...]:
+    return (f"dataset.options.num_users={n}", f"privacy.q_u={cohort / n:g}", f"privacy.m_max={int(1.6 * cohort)}",
+            f"federation.eval_sentences={EVAL_SENTENCES}", "federation.eval_every=30")
+
+
+CLIP_CHOSEN = {"user_dp": 1.0, "uedp": 0.5}  # the best beta of each method on the tuning population (seed 1)
+SCALE_METHODS = (("strategy=fedavg",), ("strategy=user_dp",), ("strategy=uedp",))
+PUBLIC_STARTS = ("outputs/public_start/synthetic.pt", "outputs/public_start/bbc_news.pt")  # experiments/pretrain.py
+
+
+def _public_start_settings(n: int) -> tuple[tuple[str, ...], ...]:
+    """At population n: each method from scratch, and from each public start (model.init)."""
+    return tuple((*population_setting(n), *m, *init) for init in ((), *((f"model.init={p}",) for p in PUBLIC_STARTS))
+                 for m in SCALE_METHODS)
+
+
 FIGURES: dict[str, Figure] = {
     f.name: f for f in (
         _utility("utility-synthetic", "Synthetic (200 users), next-word prediction", (), CATEGORIES),
@@ -94,6 +122,22 @@ FIGURES: dict[str, Figure] = {
                ("strategy=uedp", f"privacy.target_epsilon={FIXED_EPS:g}"),
                tuple([(f"privacy.k_cap={k}",) for k in (1, 2, 4, 0)]
                      + [(f"privacy.q_e={q:g}",) for q in (0.05, 0.8)]), "kcap"),
+        Figure("population", f"Synthetic next-word against population N (expected cohort {COHORT}, eps 8)", (),
+               tuple((*population_setting(n), *m) for n in POPULATIONS for m in SCALE_METHODS), "population"),
+        # the second rule at the largest N: a cohort growing with N (N / 10), the rest as above
+        Figure("cohort", "Expected cohort at 5,000 users (synthetic, eps 8)", (),
+               tuple((*population_setting(5000, c), *m) for c in (COHORT, 500) for m in SCALE_METHODS), "cohort"),
+        # the clip beta at 5,000 users, chosen on a TUNING population (generator seed 1, not the reported seed 0)
+        Figure("clip-tuning", "Clip beta at 5,000 users, tuning population (seed 1)", ("+dataset.options.seed=1",),
+               (("strategy=fedavg", *population_setting(5000)),
+                *((*population_setting(5000), m, f"privacy.beta={b:g}") for m in ("strategy=user_dp", "strategy=uedp")
+                  for b in (0.2, 0.5, 1.0))), "table"),
+        # the reported population (seed 0) at the beta each method's tuning run chose (clip-tuning)
+        Figure("clip-reported", "Clip beta chosen on the tuning population, reported population (5,000 users)", (),
+               tuple((*population_setting(5000), f"strategy={m}", f"privacy.beta={b:g}")
+                     for m, b in CLIP_CHOSEN.items()), "table"),
+        Figure("public-start", "Public starts (synthetic, 5,000 users, eps 8)", (), _public_start_settings(5000),
+               "public_start"),
     )
 }
 
@@ -352,7 +396,104 @@ def plot_kcap(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
     save(figure, path, title=fig.title)
 
 
-PLOTS = {"utility": plot_utility, "qs": plot_qs, "kcap": plot_kcap}
+SCALE_COLORS = {"fedavg": "tab:green", "user_dp": "black", "uedp": "tab:orange"}
+
+
+def _by_method(summary: list[dict[str, Any]], key: str) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
+    """{strategy: [(setting[key], setting summary) ...]} over the settings with a finite mean."""
+    out: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
+    for s in summary:
+        if _finite(s):
+            out.setdefault(str(s.get("strategy")), []).append((s.get(key), s))
+    return out
+
+
+def gap_rows(summary: list[dict[str, Any]], key: str) -> list[list[Any]]:
+    """Per value of `key` (population, start): each method's mean and its ratio to noiseless FedAvg's."""
+    rows = []
+    for value in dict.fromkeys(s.get(key) for s in summary):
+        group = {str(s.get("strategy")): s for s in summary if s.get(key) == value and _finite(s)}
+        base = group.get("fedavg", {}).get("mean")
+        row: list[Any] = [value if value is not None else "scratch"]
+        for m in SCALE_COLORS:
+            mean = group.get(m, {}).get("mean")
+            row.append("-" if mean is None else f"{mean:.4g}" + (f" ({mean / base:.2f}x)" if base and m != "fedavg"
+                                                                   else ""))
+        inits = [s["initial"] for s in group.values() if "initial" in s]
+        row.append(f"{statistics.fmean(inits):.4g}" if inits else "-")
+        rows.append(row)
+    return rows
+
+
+def gap_table(summary: list[dict[str, Any]], key: str, first: str) -> str:
+    metric = next((s["metric"] for s in summary if "metric" in s), "metric")
+    return table([first, f"FedAvg {metric}", "user-level DP (x FedAvg)", "UeDP (x FedAvg)",
+                  "before private training"], gap_rows(summary, key), fmt=str)
+
+
+def plot_population(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
+    plt = pyplot()
+    figure, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    key = "dataset.options.num_users"
+    lines = _by_method(summary, key)
+    fedavg = {int(n): s["mean"] for n, s in lines.get("fedavg", [])}
+    for m, pts in lines.items():
+        pts = sorted((int(n), s) for n, s in pts)
+        color = SCALE_COLORS.get(m)
+        a1.errorbar([n for n, _ in pts], [s["mean"] for _, s in pts], yerr=[s["sd"] for _, s in pts], marker="o",
+                    capsize=3, color=color, label=method_label({"strategy": m}))
+        if m != "fedavg":
+            ratio = [(n, s["mean"] / fedavg[n]) for n, s in pts if n in fedavg]
+            a2.plot([n for n, _ in ratio], [r for _, r in ratio], "o-", color=color,
+                    label=method_label({"strategy": m}))
+    for ax in (a1, a2):
+        ax.set_xscale("log")
+        ticks = sorted({int(n) for pts in lines.values() for n, _ in pts})
+        ax.set_xticks(ticks, [f"{n:,}" for n in ticks])
+        ax.minorticks_off()
+        ax.set_xlabel(f"population N (users; expected cohort {COHORT} per round)")
+        ax.grid(True, alpha=0.3)
+    a1.set_yscale("log")
+    a1.set_ylabel("test perplexity (mean ± sd over replicates)")
+    a2.axhline(1.0, color="tab:green", linestyle="--", linewidth=1)
+    a2.set_ylabel("perplexity / noiseless FedAvg's at the same N")
+    a1.legend(fontsize=7)
+    a2.legend(fontsize=7)
+    save(figure, path, title=fig.title)
+
+
+def _start_label(init: Any) -> str:
+    return "scratch" if init is None else Path(str(init)).stem
+
+
+def plot_public_start(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
+    plt = pyplot()
+    figure, ax = plt.subplots(figsize=(8, 4.5))
+    starts = list(dict.fromkeys(s.get("model.init") for s in summary))
+    width = 0.8 / (len(SCALE_COLORS) + 1)
+    for j, m in enumerate(SCALE_COLORS):
+        means = [next((s for s in summary if s.get("model.init") == init and s.get("strategy") == m and _finite(s)),
+                      None) for init in starts]
+        ax.bar([i + j * width for i in range(len(starts))], [s["mean"] if s else 0 for s in means],
+               yerr=[s["sd"] if s else 0 for s in means], width=width, capsize=3, color=SCALE_COLORS[m],
+               label=method_label({"strategy": m}))
+    inits = [[s["initial"] for s in summary if s.get("model.init") == init and "initial" in s] for init in starts]
+    public_only = [statistics.fmean(v) if v and init is not None else 0 for init, v in zip(starts, inits)]
+    ax.bar([i + len(SCALE_COLORS) * width for i in range(len(starts))], public_only, width=width, color="tab:gray",
+           label="public only (no private training)")
+    ax.set_xticks([i + width * len(SCALE_COLORS) / 2 for i in range(len(starts))], [_start_label(i) for i in starts])
+    ax.set_yscale("log")
+    ax.set_ylabel("test perplexity (mean ± sd)")
+    ax.set_xlabel("initial model (scratch: random; others: pretrained on that public text)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+    save(figure, path, title=fig.title)
+
+
+PLOTS = {"utility": plot_utility, "qs": plot_qs, "kcap": plot_kcap, "population": plot_population,
+         "public_start": plot_public_start}
+GAP_TABLES = {"population": ("dataset.options.num_users", "N"), "public_start": ("model.init", "initial model"),
+              "cohort": ("privacy.q_u", "q_u (expected cohort q_u N)")}
 
 
 def write_outputs(fig: Figure, rows: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
@@ -363,8 +504,11 @@ def write_outputs(fig: Figure, rows: list[dict[str, Any]], out: Path) -> list[di
         w = csv.DictWriter(f, fieldnames=cols)
         w.writeheader()
         w.writerows(rows)
-    (out / f"{fig.name}.md").write_text(markdown(summary) + "\n")
-    if any(_finite(s) for s in summary):
+    text = markdown(summary)
+    if fig.kind in GAP_TABLES:
+        text += "\n\n" + gap_table(summary, *GAP_TABLES[fig.kind])
+    (out / f"{fig.name}.md").write_text(text + "\n")
+    if any(_finite(s) for s in summary) and fig.kind in PLOTS:  # the cohort study is a table only
         PLOTS[fig.kind](fig, summary, out / f"{fig.name}.png")
     return summary
 
@@ -379,6 +523,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="extra Hydra override for every job (e.g. federation.rounds=5); changes the job ids")
     ap.add_argument("--collect-only", action="store_true", help="do not run jobs; collect what finished")
+    ap.add_argument("--only", action="append", default=[], metavar="OVERRIDE",
+                    help="run only the jobs with this override (repeatable: all of them); the outputs still "
+                         "collect every finished job of the figure")
     ap.add_argument("--dry-run", action="store_true", help="print the job commands and exit")
     args = ap.parse_args(argv)
     names = list(FIGURES) if "all" in args.figures else args.figures
@@ -390,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(" ".join(command(j, run_dir)[1:]) for j in todo))
             continue
         if not args.collect_only:
-            run_jobs(fig, todo, run_dir, args.workers)
+            run_jobs(fig, [j for j in todo if all(o in j["overrides"] for o in args.only)], run_dir, args.workers)
         summary = write_outputs(fig, collect(fig, todo, run_dir), args.out)
         print(f"\n{fig.title}\n{markdown(summary)}\n(written {args.out / fig.name}.png/.csv/.md)", flush=True)
     return 0

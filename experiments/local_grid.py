@@ -46,17 +46,26 @@ class LocalGrid:
     client_fn: ClientFn = client_update
     data_paths: Sequence[str] = ()  # federation.data = owners: node i reads only data_paths[i]
     calls: int = 0
-    client_seconds: list[float] = field(default_factory=list)
+    client_seconds: list[float] = field(default_factory=list)  # per answered training message, in this process
+    # per answered training message: {"round", "decode", "compute", "encode", "cpu"} seconds (the benchmark's)
+    client_laps: list[dict[str, float]] = field(default_factory=list)
 
     def get_node_ids(self) -> Iterable[int]:
         return range(len(self.data_paths) if self.data_paths else self.num_nodes)
 
-    def _answer(self, node: int, msg: Message, ins: TrainInstructions) -> tuple[list, dict[str, float]]:
+    def _answer(self, node: int, msg: Message, ins: TrainInstructions, laps: dict[str, float]
+                ) -> tuple[list, dict[str, float]]:
+        t0 = time.perf_counter()
         weights = msg.content["arrays"].to_numpy_ndarrays()
+        t1 = time.perf_counter()
+        laps["decode"] = t1 - t0
         if not self.data_paths:
-            return self.client_fn(self.cfg, node, weights, ins)
-        tokenizer = shipped_tokenizer(dict(msg.content[TOKENIZER_RECORD]))  # as client/app.py does
-        return client_update.owner(self.cfg, self.data_paths[node], tokenizer, weights, ins)
+            out = self.client_fn(self.cfg, node, weights, ins)
+        else:
+            tokenizer = shipped_tokenizer(dict(msg.content[TOKENIZER_RECORD]))  # as client/app.py does
+            out = client_update.owner(self.cfg, self.data_paths[node], tokenizer, weights, ins)
+        laps["compute"] = time.perf_counter() - t1
+        return out
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[LocalReply]:
         replies = []
@@ -66,7 +75,7 @@ class LocalGrid:
             if node in self.failing:
                 replies.append(LocalReply(RecordDict(), error="client raised"))
                 continue
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.thread_time()
             if msg.metadata.message_type == "query":  # strategy=dp_bart: the owner's rewrites (client/rewrite.py)
                 try:
                     record = client_rewrite(self.cfg, partition_id=None if self.data_paths else node,
@@ -77,16 +86,21 @@ class LocalGrid:
                 replies.append(LocalReply(RecordDict({REWRITES_RECORD: record})))
                 continue
             ins = TrainInstructions.from_record(msg.content["config"])
+            laps: dict[str, float] = {"round": ins.round}
             try:
-                update, metrics = self._answer(node, msg, ins)
+                update, metrics = self._answer(node, msg, ins, laps)
             except Exception as exc:  # as in Flower: a raising ClientApp is an error reply, the round goes on
                 replies.append(LocalReply(RecordDict(), error=f"client raised {type(exc).__name__}"))
                 continue
-            self.client_seconds.append(time.perf_counter() - t0)
+            t1 = time.perf_counter()
             content = RecordDict({"update": ArrayRecord(update)})
             if metrics:
                 content["metrics"] = MetricRecord(metrics)
             replies.append(LocalReply(content))
+            laps["encode"] = time.perf_counter() - t1
+            laps["cpu"] = time.thread_time() - cpu0
+            self.client_seconds.append(time.perf_counter() - t0)
+            self.client_laps.append(laps)
         return replies
 
 

@@ -12,14 +12,18 @@ that file. This tool exists for demos and tests, where one corpus stands in for 
 writes their own file.
 
     python -m experiments.owner_files --one-file FILE.jsonl [--dataset synthetic] [-o ...] [--split ...]
+                                      [--one-label-per-owner] [--no-entities]
 
 writes every user's sentences to one file instead (user names kept): a corpus in the JSONL format, e.g.
-the fixture tests/assets/my_corpus.jsonl of README's "Your own corpus".
+the fixture tests/assets/my_corpus.jsonl of README's "Your own corpus". `--one-label-per-owner` keeps only
+each user's most frequent label (a classification corpus with one label per owner), `--no-entities` drops
+the generator's hand-labelled entities (the detector finds them, as in a bring-your-own corpus).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 from pathlib import Path
 
@@ -34,21 +38,38 @@ def owner_dir(out: Path, i: int) -> Path:
     return out / f"owner-{i:03d}"
 
 
-def _record(row: dict, user: str, names: list[str] | None) -> str:
+def _record(row: dict, user: str, names: list[str] | None, *, entities: bool = True) -> str:
     record = {"user": user, "text": row["text"], "split": row["split"]}
     if names is not None and row["label"] is not None:
         record["label"] = names[row["label"]]
-    if row["gold"] is not None:
+    if entities and row["gold"] is not None:
         record["entities"] = [[g["start"], g["end"], g["category"]] for g in row["gold"]]
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 
-def write_one_file(path: Path, *, dataset: str, options: dict, splits: tuple[str, ...]) -> int:
-    """Every user's sentences of the given splits in one JSONL file; returns the number of lines."""
+def one_label_per_user(rows: list[dict]) -> list[dict]:
+    """Each user's rows of its most frequent label only (ties: the smallest label): one label per owner, as
+    in BBC News (one article per owner) or a per-author corpus."""
+    counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for r in rows:
+        counts[r["user"]][r["label"]] += 1
+    top = {u: min(c.items(), key=lambda kv: (-kv[1], kv[0]))[0] for u, c in counts.items()}
+    return [r for r in rows if r["label"] == top[r["user"]]]
+
+
+def write_one_file(path: Path, *, dataset: str, options: dict, splits: tuple[str, ...], one_label: bool = False,
+                   entities: bool = True) -> int:
+    """Every user's sentences of the given splits in one JSONL file; returns the number of lines. `one_label`:
+    only each user's most frequent label (one_label_per_user); `entities=False`: no hand-labelled entities
+    (a bring-your-own corpus as most owners have it: the detector finds them)."""
     _, corpus = materialize(dataset, **options)
-    rows = [r for r in corpus.table.to_pylist() if r["split"] in splits]
+    rows = corpus.table.to_pylist()
+    if one_label:
+        rows = one_label_per_user(rows)
+    rows = [r for r in rows if r["split"] in splits]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(_record(r, r["user"], corpus.label_names) for r in rows), encoding="utf-8")
+    path.write_text("".join(_record(r, r["user"], corpus.label_names, entities=entities) for r in rows),
+                    encoding="utf-8")
     return len(rows)
 
 
@@ -80,12 +101,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="loader option (JSON value), e.g. -o num_users=3")
     ap.add_argument("--split", action="append", default=None, help="splits to write (default: train)")
     ap.add_argument("--max-owners", type=int, default=None)
+    ap.add_argument("--one-label-per-owner", action="store_true",
+                    help="--one-file: keep only each user's most frequent label (classification corpora)")
+    ap.add_argument("--no-entities", action="store_true", help="--one-file: leave out hand-labelled entities")
     args = ap.parse_args(argv)
     if (args.out is None) == (args.one_file is None):
         ap.error("give OUT (one directory per owner) or --one-file FILE, not both")
     if args.one_file is not None:
         n = write_one_file(args.one_file, dataset=args.dataset, options=parse_options(args.option),
-                           splits=tuple(args.split or ("train",)))
+                           splits=tuple(args.split or ("train",)), one_label=args.one_label_per_owner,
+                           entities=not args.no_entities)
         print(f"{n} sentences in {args.one_file}")
         return 0
     paths = write_owner_files(args.out, dataset=args.dataset, options=parse_options(args.option),

@@ -1,20 +1,28 @@
 """A local Ray cluster on loopback, for running the simulation against an existing cluster by address.
 
     python -m experiments.ray_cluster --cpus 2 -- python -m experiments.run federation.ray_address=ADDRESS ...
+    python -m experiments.ray_cluster --cpus 1 --worker-cpus 1 --report OUT.json -- python -m experiments.run ...
 
-starts `ray start --head` (its own temporary directory and port), replaces ADDRESS in the command with the
-cluster's address (127.0.0.1:PORT), runs the command, and stops the cluster's processes by process id
-(never `ray stop`, which would stop every Ray cluster of this user). On a real cluster, skip this: set
-`federation.ray_address=HEAD:PORT` (or RAY_ADDRESS) and run `python -m experiments.run` on the head node.
+starts `ray start --head` (its own temporary directory and port) and, per `--worker-cpus C`, one more node
+joined to it (`ray start --address=...`, a separate raylet with C CPUs: the way a user outgrows one
+machine, here both on loopback), replaces ADDRESS in the command with the cluster's address
+(127.0.0.1:PORT), runs the command, and stops the cluster's processes by process id (never `ray stop`,
+which would stop every Ray cluster of this user). With `--report`, it then reads the cluster's actor table
+(GCS, before stopping it) and writes, per node, its CPUs and how many Flower client actors
+(ClientAppActor) ran there: the simulation's clients were scheduled on every node. On a real cluster, skip
+this: set `federation.ray_address=HEAD:PORT` (or RAY_ADDRESS) and run `python -m experiments.run` on the
+head node.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -37,8 +45,9 @@ def _signal_all(pids: list[int], sig: int) -> None:
 
 
 @contextlib.contextmanager
-def ray_cluster(*, cpus: int = 2, temp_dir: Path | None = None) -> Iterator[str]:
-    """Start a single-node Ray head on loopback; yield its address; stop its processes on exit."""
+def ray_cluster(*, cpus: int = 2, temp_dir: Path | None = None, workers: tuple[int, ...] = ()) -> Iterator[str]:
+    """Start a Ray head on loopback with `cpus` CPUs, and one worker node per entry of `workers` (its CPUs);
+    yield the head's address; stop all their processes on exit."""
     temp = Path(temp_dir or tempfile.mkdtemp(prefix="uedp-ray-", dir="/tmp"))  # short: AF_UNIX paths <= 107 bytes
     port = free_port()
     markers = (str(temp), f":{port} ", f":{port}\n", f"--gcs-address=127.0.0.1:{port}", f"--address=127.0.0.1:{port}")
@@ -47,10 +56,15 @@ def ray_cluster(*, cpus: int = 2, temp_dir: Path | None = None) -> Iterator[str]
            "--include-dashboard=false", f"--temp-dir={temp}", "--disable-usage-stats"]
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
-        if proc.returncode != 0:
-            raise RuntimeError(f"ray start failed ({proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-        yield f"127.0.0.1:{port}"
+        address = f"127.0.0.1:{port}"
+        joins = [[ray, "start", f"--address={address}", "--node-ip-address=127.0.0.1", f"--num-cpus={c}",
+                  "--disable-usage-stats"] for c in workers]
+        for argv in (cmd, *joins):
+            proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{' '.join(argv[1:3])} failed ({proc.returncode}):\n{proc.stdout[-2000:]}"
+                                   f"{proc.stderr[-2000:]}")
+        yield address
     finally:
         for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):  # gcs_server may outlive SIGTERM
             _signal_all(_cluster_pids(markers), sig)
@@ -59,18 +73,53 @@ def ray_cluster(*, cpus: int = 2, temp_dir: Path | None = None) -> Iterator[str]
                 time.sleep(0.2)
 
 
+CLIENT_ACTOR = "ClientAppActor"  # Flower's simulation actor (flwr.simulation.ray_transport.ray_actor)
+
+
+def actors_per_node(address: str) -> list[dict]:
+    """Per node of the cluster at `address`: its id, CPUs, and how many Flower client actors it hosted
+    (alive or finished: the GCS actor table keeps dead actors)."""
+    import ray
+    import ray._private.state as ray_state
+
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # as experiments/simulate.py: no GPU here
+    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    try:
+        nodes = {n["NodeID"]: {"node": n["NodeID"][:12], "head": bool(n["Resources"].get("node:__internal_head__")),
+                               "cpus": n["Resources"].get("CPU", 0), "client_actors": 0} for n in ray.nodes()}
+        for actor in ray_state.actors().values():
+            node = (actor.get("Address") or {}).get("NodeID")
+            if actor.get("ActorClassName") == CLIENT_ACTOR and node in nodes:
+                nodes[node]["client_actors"] += 1
+    finally:
+        ray.shutdown()
+    return list(nodes.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cpus", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--cpus", type=int, default=os.cpu_count() or 2, help="the head node's CPUs")
+    ap.add_argument("--worker-cpus", type=int, action="append", default=[], metavar="C",
+                    help="add a worker node with C CPUs (repeatable)")
+    ap.add_argument("--report", type=Path, help="write the client actors per node here (JSON) after the command")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="command to run; ADDRESS is replaced")
     args = ap.parse_args(argv)
     command = [c for c in args.command if c != "--"]
+    # a SIGTERM (kill PID) unwinds like Ctrl-C, so the cluster's processes are stopped on the way out
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if not command:
         ap.error("give a command to run against the cluster")
-    with ray_cluster(cpus=args.cpus) as address:
-        print(f"Ray cluster at {address}", flush=True)
+    with ray_cluster(cpus=args.cpus, workers=tuple(args.worker_cpus)) as address:
+        print(f"Ray cluster at {address} ({1 + len(args.worker_cpus)} node(s))", flush=True)
         rc = subprocess.run([c.replace("ADDRESS", address) for c in command],
                             env={**os.environ, "RAY_ADDRESS": address}).returncode
+        if args.report:
+            nodes = actors_per_node(address)
+            args.report.parent.mkdir(parents=True, exist_ok=True)
+            args.report.write_text(json.dumps(nodes, indent=1))
+            for n in nodes:
+                print(f"node {n['node']} ({'head' if n['head'] else 'worker'}, {n['cpus']:g} CPUs): "
+                      f"{n['client_actors']} Flower client actor(s)", flush=True)
     print(f"command exited {rc}; Ray cluster stopped", flush=True)
     return rc
 

@@ -7,6 +7,11 @@ Uses flwr.simulation.run_simulation with the ServerApp and ClientApp bound to th
 user; `client_cpus` CPUs per client (2 clients train at once on 2 cores with the default 1). With
 `federation.ray_address` (or $RAY_ADDRESS) set, the simulation joins that Ray cluster instead of starting
 one (experiments/ray_cluster.py starts a local one on loopback).
+
+The ServerApp is server/app.py's, except that Flower's in-memory grid pulls replies every
+SIMULATION_PULL_INTERVAL seconds instead of its default 0.1 s (experiments/benchmark.py measured ~10% of a
+round's time here: the last reply waited for the next pull, and answered messages stay in the simulated
+SuperLink, where Flower's dispatcher scans them for each of the N nodes every 0.1 s, until a pull removes them).
 """
 
 from __future__ import annotations
@@ -14,8 +19,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
 
 from client.app import make_client_app
 from server.app import SUMMARY, make_server_app
@@ -45,24 +54,78 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
 
 
-def simulate(cfg: RunConfig, *, client_cpus: int = 1, verbose: bool = False) -> dict[str, Any]:
+SIMULATION_PULL_INTERVAL = 0.02  # seconds between the ServerApp's pulls of replies (Flower's default 0.1)
+# A Ray started here passes task arguments and results up to 4 MiB inline (Ray's default: 100 kB, above which
+# each goes through the shared-memory object store): every message carries the model (0.93 MB for the default
+# LSTM) to an actor and an update back, and inline transfer cost the driver ~1 ms less a message (benchmark:
+# ~10% of a round). A cluster joined by address keeps its own settings.
+RAY_SYSTEM_CONFIG = {"max_direct_call_object_size": 4 * 1024 * 1024}
+
+
+def make_simulation_server_app(cfg: RunConfig, *, wrap_grid: Callable[[Grid], Any] | None = None) -> ServerApp:
+    """server/app.py's ServerApp for `cfg`, with the in-memory grid pulling every SIMULATION_PULL_INTERVAL
+    seconds; `wrap_grid` (benchmark only): the grid the server loop sees, e.g. a timing wrapper."""
+    return make_server_app(cfg, pull_interval=SIMULATION_PULL_INTERVAL, wrap_grid=wrap_grid)
+
+
+def index_pending_messages() -> None:
+    """Make Flower 1.42's simulated SuperLink hand out messages in time independent of the population.
+
+    Every 0.1 s its dispatcher asks the in-memory link state, for EACH of the N virtual nodes in turn, for
+    that node's undelivered messages (flwr/server/superlink/fleet/vce/vce_api.py, add_messages_to_queue), and
+    each ask validates EVERY stored message (InMemoryLinkState.get_message_ins -> _check_stored_messages:
+    expiry, federation membership): N x M validations a pass, under the state's lock. At 5,000 nodes and a
+    cohort of 100 that is 500,000 validations a pass, and a round took ~100 s instead of seconds (docs/
+    results.md section 7d). The patch answers a node with no undelivered message addressed to it with []
+    at once, from the set of pending destinations (recomputed whenever the stored messages change, dropped
+    after each delivery); for a node that has one, Flower's own method runs unchanged. Idempotent."""
+    from flwr.server.superlink.linkstate.in_memory_linkstate import InMemoryLinkState
+
+    original = InMemoryLinkState.get_message_ins
+    if getattr(original, "indexed_by_uedp", False):
+        return
+
+    def get_message_ins(self, node_id: int, limit: int | None, *, run_id: int | None = None) -> list:
+        with self.lock:
+            keys = tuple(self.message_ins_store)
+            cached = self.__dict__.get("_uedp_pending")
+            if cached is None or cached[0] != keys:
+                cached = (keys, {m.metadata.dst_node_id for m in self.message_ins_store.values()
+                                 if m.metadata.delivered_at == ""})
+                self.__dict__["_uedp_pending"] = cached
+            if node_id not in cached[1]:
+                return []
+            self.__dict__["_uedp_pending"] = None  # a delivery changes what is pending
+            return original(self, node_id, limit, run_id=run_id)
+
+    get_message_ins.indexed_by_uedp = True  # type: ignore[attr-defined]
+    InMemoryLinkState.get_message_ins = get_message_ins  # type: ignore[method-assign]
+
+
+def simulate(cfg: RunConfig, *, client_cpus: int = 1, verbose: bool = False, server_app: ServerApp | None = None,
+             client_app: ClientApp | None = None) -> dict[str, Any]:
+    """`server_app` / `client_app`: apps to run instead of make_simulation_server_app(cfg) /
+    make_client_app(cfg) (the benchmark's instrumented ones); they must run `cfg`."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     from flwr.simulation import run_simulation
 
     _quiet_libraries()
+    index_pending_messages()
 
     manifest = prepare(cfg)  # before Ray starts: clients only read the prepared files
     backend: dict[str, Any] = {"client_resources": {"num_cpus": client_cpus}}
     address = cfg.federation.ray_address or os.environ.get("RAY_ADDRESS")
     backend["init_args"] = {"address": address} if address else {"num_cpus": os.cpu_count() or 2,
                                                                   "include_dashboard": False,
-                                                                  "logging_level": logging.ERROR}
+                                                                  "logging_level": logging.ERROR,
+                                                                  "_system_config": RAY_SYSTEM_CONFIG}
     if not verbose:
         logging.getLogger("flwr").setLevel(logging.WARNING)
     summary_path = Path(cfg.federation.out_dir) / SUMMARY
     summary_path.unlink(missing_ok=True)
-    run_simulation(server_app=make_server_app(cfg), client_app=make_client_app(cfg),
+    run_simulation(server_app=make_simulation_server_app(cfg) if server_app is None else server_app,
+                   client_app=make_client_app(cfg) if client_app is None else client_app,
                    num_supernodes=len(manifest.users), backend_config=backend, verbose_logging=verbose)
     if not summary_path.is_file():
         raise RuntimeError(f"the simulation ended without a summary ({summary_path}); see the log above")

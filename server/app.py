@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import torch
@@ -63,6 +64,7 @@ def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, 
         **{k: eps.get(k, float("inf")) for k in ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound")},
         "metric": ctx.metric_name, "initial": state.initial, "final": final,
         "private": ctx.private, "warning": ctx.warning, "tokenizer": ctx.tokenizer,
+        "initial_model": ctx.initial_model,
         "detector": ctx.cfg.detector(), "metrics_note": OPERATOR_LOGS if ctx.spec.private else None,
         "seconds": round(seconds, 1),
     }
@@ -88,13 +90,20 @@ def run_server(grid: Grid, cfg: RunConfig, *, components: Components | None = No
     return summarize(ctx, state, seconds=time.monotonic() - t_start)
 
 
-def make_server_app(cfg: RunConfig | None = None) -> ServerApp:
+def make_server_app(cfg: RunConfig | None = None, *, pull_interval: float | None = None,
+                    wrap_grid: Callable[[Grid], Any] | None = None) -> ServerApp:
+    """The ServerApp bound to `cfg` (None: read it from `context.run_config`). `pull_interval`: seconds
+    between pulls of Flower's in-memory (simulation) grid, which has its own (experiments/simulate.py);
+    `wrap_grid` (benchmark only): the grid the server loop sees, e.g. a timing wrapper."""
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
         run_cfg = cfg if cfg is not None else RunConfig.from_flat(dict(context.run_config))
-        run_server(fast_polling(grid, run_cfg.federation.poll_interval), run_cfg)
+        if pull_interval is not None and hasattr(grid, "pull_interval"):  # flwr's InMemoryGrid
+            grid.pull_interval = pull_interval
+        grid = fast_polling(grid, run_cfg.federation.poll_interval)
+        run_server(grid if wrap_grid is None else wrap_grid(grid), run_cfg)
 
     return app
 

@@ -18,7 +18,7 @@ import random
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from server.metrics import MetricsWriter
 from server.optimizer import ServerOptimizer
@@ -27,6 +27,7 @@ from strategies import MechanismStrategy
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
 from uedp.models.base import UedpModel, get_weights
+from uedp.models.public_start import load_public_start
 from uedp.pipeline import EncodedSentences
 from uedp.privacy.aggregation import Aggregator, aggregate
 from uedp.privacy.calibration import calibrate_noise_multiplier
@@ -61,6 +62,7 @@ class RunContext:
     metrics: MetricsWriter
     stream: TextIO
     tokenizer: dict | None = None  # what the tokenizer was trained on (Manifest.tokenizer_info)
+    initial_model: dict | None = None  # {"source": "random"} or a public start's file and corpus (model.init)
 
     @property
     def private(self) -> bool:
@@ -129,6 +131,12 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
         shipped=data.shipped(),
     )
     model = data.new_model(cfg, seed=p.seed if fixed else None)
+    initial_model: dict[str, Any] = {"source": "random"}
+    if cfg.model.init:  # a public start: weights trained on public text only (uedp.models.public_start)
+        initial_model = {"source": "public", **load_public_start(
+            cfg.model.init, model, model_name=cfg.model.name, model_options=cfg.model.option_dict(),
+            tokenizer=data.tokenizer)}
+        print(f"public start: {cfg.model.init} (trained on {initial_model['corpus']})", file=stream, flush=True)
     optimizer = ServerOptimizer(model, name=cfg.server.optimizer, lr=cfg.server.lr, momentum=cfg.server.momentum)
     strategy.set_template(get_weights(model))
     ledger = Ledger(delta=p.delta, num_users=population)
@@ -154,6 +162,7 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
         cfg=cfg, spec=spec, out=out, population=population, z=z, strategy=strategy, test=data.test,
         metric_name="perplexity" if cfg.task.name == "next_word" else "error", warning=warning,
         metrics=MetricsWriter(out, stream=stream), stream=stream, tokenizer=data.tokenizer_info,
+        initial_model=initial_model,
     )
     eps = ledger.epsilons() if len(ledger) and spec.private else {}
     state = RunState(model=model, optimizer=optimizer, ledger=ledger, first_round=first_round, initial=initial,

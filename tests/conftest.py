@@ -15,3 +15,15 @@ import pytest  # noqa: E402
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["UEDP_CACHE_DIR"] = str(tmp_path_factory.mktemp("uedp-cache"))
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module's tests (as the ClientApp and the in-process runner: tiny models, where
+    two threads only contend); restored after the module."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

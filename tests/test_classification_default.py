@@ -77,24 +77,14 @@ def test_bad_minilm_options_are_config_errors():
 
 def one_label_per_owner_corpus(path: Path, users: int = 48) -> float:
     """A JSONL corpus built from the synthetic generator where every owner keeps only the sentences of its
-    most frequent topic (one label per owner, as BBC News or a per-author corpus); returns the
-    majority-class error of its test split."""
-    from uedp.data.loaders import materialize
+    most frequent topic (one label per owner, as BBC News or a per-author corpus: experiments.owner_files
+    --one-label-per-owner), without hand-labelled entities; returns the majority-class error of its test
+    split."""
+    from experiments.owner_files import write_one_file
 
-    _, corpus = materialize("synthetic", num_users=users, seed=7)
-    names = corpus.label_names
-    by_user: dict[str, list[dict]] = collections.defaultdict(list)
-    for row in corpus.table.to_pylist():
-        by_user[row["user"]].append(row)
-    lines, test_labels = [], []
-    for user, rows in by_user.items():
-        top = collections.Counter(r["label"] for r in rows).most_common(1)[0][0]
-        for r in rows:
-            if r["label"] == top:
-                lines.append({"user": user, "text": r["text"], "label": names[top], "split": r["split"]})
-                if r["split"] == "test":
-                    test_labels.append(top)
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    write_one_file(path, dataset="synthetic", options={"num_users": users, "seed": 7},
+                   splits=("train", "valid", "test"), one_label=True, entities=False)
+    test_labels = [r["label"] for r in map(json.loads, path.read_text().splitlines()) if r["split"] == "test"]
     return 1.0 - collections.Counter(test_labels).most_common(1)[0][1] / len(test_labels)
 
 

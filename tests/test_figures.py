@@ -37,7 +37,8 @@ def test_job_ids_are_stable():
     assert [j["id"] for j in jobs(FIGURES["kcap"], 1, ())] == [
         "default-1271cf25-r0", "2-66f7aa59-r0", "4-fbc7e099-r0", "0-45e7dfdb-r0", "0.05-b2fbe00f-r0",
         "0.8-a61c939d-r0"]
-    all_ids = {name: [j["id"] for j in jobs(fig, 3, ())] for name, fig in FIGURES.items()}
+    issue4 = ("utility-synthetic", "utility-bbc", "utility-shakespeare", "qs", "kcap")  # figures added since
+    all_ids = {name: [j["id"] for j in jobs(FIGURES[name], 3, ())] for name in issue4}  # have ids of their own
     digest = hashlib.sha256(json.dumps(all_ids, sort_keys=True).encode()).hexdigest()
     assert digest == "fcecdbf8f4fc3d3198f9fba7d2514b6d8139d6eb1c1e5e97db18e15f8a74f65b"
 
@@ -109,3 +110,23 @@ def test_summary_of_a_diverged_setting_is_inf_not_a_crash():
     assert out["privacy.k_cap=0"]["mean"] == math.inf and math.isnan(out["privacy.k_cap=0"]["sd"])
     k1 = out["privacy.k_cap=1"]
     assert k1["n"] == 2 and k1["failed"] == 1 and k1["mean"] == 710.0 and abs(k1["sd"] - 14.142) < 1e-3
+
+
+def test_population_jobs_follow_the_fixed_cohort_rule_and_the_gap_table_divides_by_fedavg():
+    from experiments.figures import COHORT, gap_rows
+
+    ids = {j["id"] for j in jobs(FIGURES["population"], 1, ())}
+    assert len(ids) == 9  # 3 populations x 3 methods
+    for j in jobs(FIGURES["population"], 1, ()):
+        opts = dict(o.split("=", 1) for o in j["overrides"])
+        n = int(opts["dataset.options.num_users"])
+        assert float(opts["privacy.q_u"]) * n == pytest.approx(COHORT)  # the same expected cohort at every N
+        assert int(opts["privacy.m_max"]) == int(1.6 * COHORT)
+    # the cohort-100 jobs of the cohort study and the scratch jobs of the public starts ARE population jobs
+    population = {j["id"] for j in jobs(FIGURES["population"], 1, ())}
+    assert {j["id"] for j in jobs(FIGURES["public-start"], 1, ()) if "model.init" not in " ".join(j["overrides"])
+            } <= population
+    summary = [{"strategy": "fedavg", "n": "5000", "mean": 400.0, "initial": 2000.0},
+               {"strategy": "user_dp", "n": "5000", "mean": 600.0, "initial": 2000.0},
+               {"strategy": "uedp", "n": "5000", "mean": 1000.0, "initial": 2000.0}]
+    assert gap_rows(summary, "n") == [["5000", "400", "600 (1.50x)", "1000 (2.50x)", "2000"]]

@@ -1,5 +1,6 @@
-"""The simulation runs against an existing Ray cluster given by address: a `ray start --head` on loopback,
-a short simulation through the Hydra entry point joined to it, and the cluster stopped by process id."""
+"""The simulation runs against an existing Ray cluster given by address: a `ray start --head` on loopback
+with a second node joined to it (`ray start --address`), a short simulation through the Hydra entry point on
+that cluster with client actors on BOTH nodes, and the cluster stopped by process id."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from experiments.processes import pids_matching
-from experiments.ray_cluster import _cluster_pids, ray_cluster
+from experiments.ray_cluster import _cluster_pids, actors_per_node, ray_cluster
 
 ROOT = Path(__file__).parents[1]
 
@@ -22,7 +23,7 @@ ROOT = Path(__file__).parents[1]
 def test_simulation_on_an_existing_ray_cluster(tmp_path):
     temp = Path(tempfile.mkdtemp(prefix="ur-", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
     request_cleanup = temp
-    with ray_cluster(cpus=2, temp_dir=temp) as address:
+    with ray_cluster(cpus=1, temp_dir=temp, workers=(1,)) as address:
         assert address.startswith("127.0.0.1:")
         logs = temp / "session_latest" / "logs"
         drivers_before = set(logs.glob("python-core-driver-*"))
@@ -41,6 +42,10 @@ def test_simulation_on_an_existing_ray_cluster(tmp_path):
         assert set(logs.glob("python-core-driver-*")) - drivers_before
         # and it did not start a Ray instance of its own: the only GCS is the cluster's
         assert len(pids_matching(lambda cmd: "gcs_server" in cmd and str(temp) in cmd)) == 1
+        # two nodes of one CPU each, and the simulation's client actors (1 CPU each) ran on both
+        nodes = actors_per_node(address)
+        assert sorted((n["head"], n["cpus"]) for n in nodes) == [(False, 1.0), (True, 1.0)]
+        assert all(n["client_actors"] >= 1 for n in nodes), nodes
     assert _cluster_pids((str(temp),)) == [], "cluster processes left running"
     shutil.rmtree(request_cleanup, ignore_errors=True)
 

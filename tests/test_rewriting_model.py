@@ -29,12 +29,7 @@ TINY = RewriterConfig(kind="bart", d_model=64, layers=1, heads=2, ffn=128, vocab
                       prune_steps=60, prune_rounds=2, prune_tolerance=99.0, noisy_steps=40)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

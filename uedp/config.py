@@ -90,6 +90,9 @@ class TokenizerConfig:
 class ModelConfig:
     name: str = "lstm"
     options: str = '{"emb_dim": 48, "hidden_dim": 96}'  # JSON object: the model factory's keyword options
+    # a public start: a file written by `python -m experiments.pretrain` (weights trained on PUBLIC text only,
+    # for this model and tokenizer); the global model starts from it instead of a random initialisation
+    init: str = ""
 
     def option_dict(self) -> dict[str, Any]:
         return _json_object("model.options", self.options)
@@ -149,6 +152,9 @@ class FederationConfig:
     num_nodes: int = 0
     rounds: int = 30
     eval_every: int = 10
+    # central evaluation on at most this many test sentences (0 = the whole test split): a fixed subset
+    # (a constant seed, not the run's randomness), so runs of one population are evaluated on the same text
+    eval_sentences: int = 0
     round_timeout: float = 600.0
     wait_timeout: float = 300.0
     out_dir: str = "outputs/run"
@@ -281,6 +287,8 @@ class RunConfig:
             raise ConfigError(f"task.name must be next_word or classification, got {self.task.name!r}")
         if self.federation.rounds < 1 or self.federation.eval_every < 1:
             raise ConfigError("federation.rounds and federation.eval_every must be >= 1")
+        if self.federation.eval_sentences < 0:
+            raise ConfigError("federation.eval_sentences must be >= 0 (0 = the whole test split)")
         if not self.federation.poll_interval >= 0:
             raise ConfigError(f"federation.poll_interval must be >= 0, got {self.federation.poll_interval}")
         self._validate_owners()

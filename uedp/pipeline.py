@@ -277,14 +277,21 @@ def _user_data(cfg: RunConfig, user: str, rows: pa.Table, ann: pa.Table, tokeniz
     return UserData(user=user, sids=sids, entities=ents, encoded=enc)
 
 
-def load_split(cfg: RunConfig, split: str) -> EncodedSentences:
-    """A whole split (central evaluation on the server), restricted to the participating users."""
+EVAL_SUBSET_SEED = 20_261_201  # a constant: the evaluation subset is a public choice, the same in every run
+
+
+def load_split(cfg: RunConfig, split: str, *, limit: int = 0) -> EncodedSentences:
+    """A whole split (central evaluation on the server), restricted to the participating users; with
+    `limit` > 0, at most `limit` of its sentences, a fixed subset (EVAL_SUBSET_SEED) in corpus order."""
     manifest = load_manifest(cfg)
     import pyarrow.parquet as pq
 
     table = pq.read_table(Path(manifest.corpus_dir) / "sentences.parquet",
                           filters=[("split", "=", split)])
     table = table.filter(pa.compute.is_in(table.column("user"), value_set=pa.array(manifest.users)))
+    if 0 < limit < table.num_rows:
+        keep = np.sort(np.random.default_rng(EVAL_SUBSET_SEED).choice(table.num_rows, size=limit, replace=False))
+        table = table.take(pa.array(keep))
     labels = table.column("label").to_pylist() if cfg.task.name == CLASSIFICATION else None
     return encode_sentences(load_tokenizer(manifest.tokenizer), table.column("text").to_pylist(), labels,
                             task=cfg.task.name, max_len=cfg.task.max_len)

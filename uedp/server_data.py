@@ -55,6 +55,7 @@ def server_data(cfg: RunConfig) -> ServerData:
         return ServerData("owners", cfg.federation.num_nodes, shape.vocab_size, shape.pad_id, shape.num_labels,
                           tokenizer, info, eval_data(cfg, tokenizer))
     manifest = prepare(cfg)
+    test = load_split(cfg, "test", limit=cfg.federation.eval_sentences)
     return ServerData("corpus", len(manifest.users), manifest.vocab_size, manifest.pad_id, manifest.num_labels,
-                      load_tokenizer(manifest.tokenizer), manifest.tokenizer_info, load_split(cfg, "test"),
+                      load_tokenizer(manifest.tokenizer), manifest.tokenizer_info, test,
                       manifest.num_entities, manifest.num_extended)
