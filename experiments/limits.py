@@ -33,6 +33,7 @@ import statistics
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from experiments.figures import COHORT, POPULATIONS, job_id, population_setting
 from uedp.commands.options import parse_options
@@ -88,8 +89,6 @@ def noise_to_clip(runs: Path, n: int, strategy: str) -> float | None:
             continue
         s = json.loads((path / "summary.json").read_text())
         cfg = json.loads((path / "config.json").read_text())
-        import torch
-
         d = sum(w.size for w in torch.load(path / "model.pt", weights_only=False)["weights"])
         values.append(math.sqrt(d) * s["sigma"] / s["Z"] / cfg["privacy"]["beta"])
     return statistics.fmean(values) if values else None

@@ -36,6 +36,7 @@ from uedp.errors import ConfigError
 from uedp.models.public_start import save_public_start
 from uedp.pipeline import ModelShape, encode_sentences, new_model, run_tokenizer
 from uedp.tasks import get_task
+from uedp.tokenization import TextTokenizer
 from uedp.training import LocalTraining, evaluate_encoded, local_train
 
 HELD_OUT = 0.05
@@ -61,8 +62,9 @@ def public_text(name: str, *, public_users: int) -> tuple[list[str], str]:
 
 
 def pretrain(cfg: RunConfig, texts: list[str], *, epochs: int, lr: float, batch_size: int,
-             stream=None) -> tuple[torch.nn.Module, list[dict[str, float]]]:
-    """Train the run's model on `texts` (held-out 5% for the printed perplexity); returns (model, history)."""
+             stream=None) -> tuple[torch.nn.Module, TextTokenizer, list[dict[str, float]]]:
+    """Train the run's model on `texts` (held-out 5% for the printed perplexity); returns (model, the run's
+    tokenizer it was trained with, history)."""
     if cfg.tokenizer.source != "public":
         raise ConfigError("tokenizer.source: a public start needs the public tokenizer (tokenizer.source=public)")
     if get_task(cfg.task.name).mode != "lm":
@@ -87,7 +89,7 @@ def pretrain(cfg: RunConfig, texts: list[str], *, epochs: int, lr: float, batch_
         history.append({"epoch": epoch, "train_loss": loss, **evaluate_encoded(model, held)})
         print(f"epoch {epoch}/{epochs}: train loss {loss:.3f} ({steps} steps, {time.monotonic() - t0:.0f} s), "
               f"held-out perplexity {history[-1]['perplexity']:.1f}", file=stream, flush=True)
-    return model, history
+    return model, tokenizer, history
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,12 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="the run's settings")
     ap.add_argument("--out", help="default: outputs/public_start/PUBLIC.pt")
     args = ap.parse_args(argv)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     cfg = RunConfig.from_flat(parse_options(args.set))
     texts, description = public_text(args.public, public_users=args.public_users)
-    model, history = pretrain(cfg, texts, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size)
+    model, tokenizer, history = pretrain(cfg, texts, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size)
     out = Path(args.out or f"outputs/public_start/{Path(args.public).stem}.pt")
-    tokenizer, _ = run_tokenizer(cfg, None)
     details = {"epochs": args.epochs, "optimizer": "adam", "lr": args.lr, "batch_size": args.batch_size,
                "sentences": len(texts), "held_out_perplexity": history[-1]["perplexity"]}
     save_public_start(out, model, model_name=cfg.model.name, model_options=cfg.model.option_dict(),

@@ -22,8 +22,7 @@ def public_start(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("public_start")
     cfg = tiny_config(tmp / "run")
     texts, description = public_text("synthetic", public_users=100)
-    model, history = pretrain(cfg, texts, epochs=1, lr=3e-3, batch_size=32)
-    tokenizer, _ = run_tokenizer(cfg, None)
+    model, tokenizer, history = pretrain(cfg, texts, epochs=1, lr=3e-3, batch_size=32)
     path = tmp / "start.pt"
     save_public_start(path, model, model_name=cfg.model.name, model_options=cfg.model.option_dict(),
                       tokenizer=tokenizer, corpus=description, details={"epochs": 1})
