@@ -1,6 +1,7 @@
 """One server round (contract steps 1-2 and 7-9).
 
-budget check (never run a round that would take the claimed epsilon past the target) -> configure_train
+budget check (never run a round that would take a claimed epsilon past the target: UeDP claims eps_uedp and
+eps_undetected unless privacy.target_on names one) -> configure_train
 -> send_and_receive -> aggregate_train (noisy mean update) -> record the round in the privacy ledger and
 save the ledger -> THEN apply the update with the server optimizer (the new model exists only after its
 round is accounted for) -> central evaluation every `eval_every` rounds -> metrics row and progress line
@@ -29,14 +30,16 @@ def run_round(ctx: RunContext, state: RunState, grid: Grid, rnd: int) -> bool:
     cfg, spec, ledger = ctx.cfg, ctx.spec, state.ledger
     p, fed = cfg.privacy, cfg.federation
     record = ctx.strategy.round_record(rnd)
-    eps_after: float | None = None
+    claims = spec.claims_for(p)
+    eps_after: dict[str, float] | None = None
     if spec.private and p.target_epsilon > 0:
-        check = ledger.check_budget(record, target_epsilon=p.target_epsilon, adjacency=spec.claim)
-        eps_after = check.epsilon_after
+        check = ledger.check_budget(record, target_epsilon=p.target_epsilon, adjacency=claims)
+        eps_after = check.epsilons_after
         if not check.allowed:
             state.stopped_by_budget = True
-            print(f"budget stop: round {rnd} would take eps_{spec.claim} to {check.epsilon_after:.4f} > "
-                  f"target {p.target_epsilon}", file=ctx.stream, flush=True)
+            over = ", ".join(f"eps_{k} to {check.epsilons_after[k]:.4f}" for k in check.exceeded)
+            print(f"budget stop: round {rnd} would take {over} > target {p.target_epsilon}", file=ctx.stream,
+                  flush=True)
             return False
     t_round = time.monotonic()
     arrays = ArrayRecord(list(get_weights(state.model)))
@@ -51,13 +54,13 @@ def run_round(ctx: RunContext, state: RunState, grid: Grid, rnd: int) -> bool:
                            **dict(round_metrics or {})}
     evaluate_now = rnd % fed.eval_every == 0 or rnd == fed.rounds
     if spec.private:
-        # The claimed epsilon every round (the budget check already computed it); all four at evaluations.
+        # The claimed epsilons every round (the budget check already computed them); all four at evaluations.
         if evaluate_now:
             state.eps = ledger.epsilons()
             row.update({k: state.eps[k] for k in EPSILON_KEYS})
         else:
-            state.eps = {f"eps_{spec.claim}": eps_after if eps_after is not None
-                         else epsilon(spec.claim, ledger.groups(), delta=p.delta, num_users=ctx.population)}
+            state.eps = {f"eps_{k}": eps_after[k] if eps_after is not None
+                         else epsilon(k, ledger.groups(), delta=p.delta, num_users=ctx.population) for k in claims}
             row.update(state.eps)
     if evaluate_now:
         state.last_eval = evaluate(state.model, ctx.test)
@@ -65,7 +68,7 @@ def run_round(ctx: RunContext, state: RunState, grid: Grid, rnd: int) -> bool:
     ctx.metrics.write(row)
     shown = row.get(f"test_{ctx.metric_name}")
     ctx.metrics.progress(round=rnd, rounds=fed.rounds,
-                         eps=state.eps.get(f"eps_{spec.claim}") if spec.private else None,
+                         eps=max(state.eps[f"eps_{k}"] for k in claims) if spec.private else None,
                          metric=(ctx.metric_name, shown) if shown is not None else None,
                          extra=f"replies={int(row['replies'])}/{int(row['sampled'])}")
     if rnd % fed.checkpoint_every == 0 or rnd == fed.rounds:

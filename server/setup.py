@@ -1,9 +1,11 @@
 """Set-up of a run: from a RunConfig (and injected components) to a frozen `RunContext` and its `RunState`.
 
 `setup` prepares the data, picks the mechanism spec the config names (uedp.privacy.mechanisms), fixes the
-noise multiplier (given, or calibrated to privacy.target_epsilon over federation.rounds), builds the
-strategy, model, server optimizer and ledger, and, with federation.resume, continues the saved ledger
-from the last checkpoint, fail-closed (server/resume.py).
+cohort cap (privacy.m_max = 0: the smallest whose truncation charge is at most 1% of delta for this N,
+uedp.privacy.accounting.safe_m_max) and the noise multiplier (given, or calibrated so that every claimed
+epsilon, privacy.target_on, reaches privacy.target_epsilon over federation.rounds), builds the strategy,
+model, server optimizer and ledger, and, with federation.resume, continues the saved ledger from the last
+checkpoint, fail-closed (server/resume.py).
 
 `Components` are the seams: the noise source, the aggregation function and the noise multiplier may be
 passed in instead of being built from the config. Real runs pass none. The audit's broken controls pass a
@@ -13,6 +15,7 @@ noise source that draws too little noise or an aggregator without the norm re-ch
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import secrets
@@ -29,8 +32,9 @@ from uedp.errors import ConfigError
 from uedp.models.base import UedpModel, get_weights
 from uedp.models.public_start import load_public_start
 from uedp.pipeline import EncodedSentences
+from uedp.privacy.accounting import safe_m_max
 from uedp.privacy.aggregation import Aggregator, aggregate
-from uedp.privacy.calibration import calibrate_noise_multiplier
+from uedp.privacy.calibration import calibrate_claims
 from uedp.privacy.ledger import Ledger
 from uedp.privacy.mechanisms import MechanismSpec, spec_for
 from uedp.privacy.noise import FIXED_SEED_WARNING, GaussianNoise, NoiseSource
@@ -83,9 +87,24 @@ class RunState:
     stopped_by_budget: bool = False
 
 
+PAPER_Z_WARNING = ("not private: privacy.paper_z computes Z from the entity and extended-entity counts of the "
+                   "users' data (W_e, W_s), outside the privacy proof (docs/proofs.md section 7)")
+
+
+def resolve_m_max(cfg: RunConfig, spec: MechanismSpec, *, population: int) -> RunConfig:
+    """cfg with privacy.m_max = 0 replaced by the automatic cap (safe_m_max for N places, q_u, the planned
+    rounds and delta), for mechanisms that truncate; unchanged otherwise."""
+    p = cfg.privacy
+    if p.m_max > 0 or not spec.truncate:
+        return cfg
+    m_max = safe_m_max(population, p.q_u, cfg.federation.rounds, p.delta)
+    return dataclasses.replace(cfg, privacy=dataclasses.replace(p, m_max=m_max))
+
+
 def noise_multiplier(cfg: RunConfig, spec: MechanismSpec, *, population: int) -> float:
-    """privacy.noise_multiplier, or the smallest z reaching privacy.target_epsilon (for the adjacency the
-    mechanism claims) in federation.rounds rounds; 0 for a noiseless mechanism."""
+    """privacy.noise_multiplier, or the smallest z with which every claimed epsilon (privacy.target_on;
+    UeDP: eps_uedp and eps_undetected) reaches privacy.target_epsilon in federation.rounds rounds; 0 for a
+    noiseless mechanism."""
     p = cfg.privacy
     if not spec.private:
         return 0.0
@@ -94,8 +113,8 @@ def noise_multiplier(cfg: RunConfig, spec: MechanismSpec, *, population: int) ->
             raise ConfigError("privacy.noise_multiplier must be > 0 when privacy.target_epsilon is 0")
         return p.noise_multiplier
     q_e, q_s = spec.rates(p)
-    return calibrate_noise_multiplier(
-        p.target_epsilon, method=spec.accounting, adjacency=spec.claim, q_u=p.q_u, q_e=q_e, q_s=q_s,
+    return calibrate_claims(
+        p.target_epsilon, spec.claims_for(p), method=spec.accounting, q_u=p.q_u, q_e=q_e, q_s=q_s,
         m_max=spec.m_max(p), k_cap=spec.k_cap(p), rounds=cfg.federation.rounds, delta=p.delta,
         num_users=population, tol=1e-3,
     )
@@ -104,10 +123,11 @@ def noise_multiplier(cfg: RunConfig, spec: MechanismSpec, *, population: int) ->
 def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[RunContext, RunState]:
     out = Path(cfg.federation.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(cfg.to_nested(), indent=1))
     data = server_data(cfg)  # owners mode: public things only, no private text
     population = data.population
     spec = spec_for(cfg.strategy.name, cfg.strategy.estimator)
+    cfg = resolve_m_max(cfg, spec, population=population)
+    (out / "config.json").write_text(json.dumps(cfg.to_nested(), indent=1))
     p = cfg.privacy
     fixed = p.seed >= 0
     if fixed:
@@ -155,9 +175,11 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
           f"population={population} rounds={cfg.federation.rounds}", file=stream, flush=True)
     initial = evaluate(model, data.test)
     warning = components.broken or (FIXED_SEED_WARNING if fixed else None)
-    if tok_warning := data.tokenizer_warning:  # tokenizer.source=private_split: refused nowhere, labelled
-        print(f"WARNING: {tok_warning}", file=stream, flush=True)
-        warning = f"{warning}; {tok_warning}" if warning else tok_warning
+    labels = [data.tokenizer_warning,  # tokenizer.source=private_split: refused nowhere, labelled
+              PAPER_Z_WARNING if spec.private and p.paper_z and spec.keyed else None]
+    for label in filter(None, labels):
+        print(f"WARNING: {label}", file=stream, flush=True)
+        warning = f"{warning}; {label}" if warning else label
     ctx = RunContext(
         cfg=cfg, spec=spec, out=out, population=population, z=z, strategy=strategy, test=data.test,
         metric_name="perplexity" if cfg.task.name == "next_word" else "error", warning=warning,

@@ -9,7 +9,8 @@ import pytest
 import uedp.cli
 from uedp.privacy.accounting import epsilons, mechanism
 
-BASE = ["epsilon", "--q-u", "0.05", "--q-e", "0.5", "--q-s", "0.1", "--m-max", "20", "--rounds", "50"]
+BASE = ["epsilon", "--q-u", "0.05", "--q-e", "0.5", "--q-s", "0.1", "--m-max", "20", "--rounds", "50",
+        "--num-users", "20"]  # N <= m_max: no truncation charge
 
 
 @pytest.fixture(autouse=True)
@@ -31,11 +32,15 @@ def test_json_output(capsys) -> None:
     for key in ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound", "noise_multiplier", "delta",
                 "q_u", "q_e", "q_s", "m_max", "k_cap", "rounds", "beta", "w_max", "sigma"):  # fmt: skip
         assert key in data
-    expected = epsilons(mechanism("uedp", z=2.0, q_u=0.05, q_e=0.5, q_s=0.1, m_max=20, k_cap=3), rounds=50)
+    expected = epsilons(mechanism("uedp", z=2.0, q_u=0.05, q_e=0.5, q_s=0.1, m_max=20, k_cap=3), rounds=50,
+                        num_users=20)
     assert data["eps_uedp"] == pytest.approx(expected.eps_uedp, rel=1e-12)
     assert data["eps_user"] == pytest.approx(expected.eps_user, rel=1e-12)
     assert data["noise_multiplier"] == 2.0 and data["delta"] == 1e-5 and data["k_cap"] == 3
-    assert data["sigma"] == pytest.approx(2.0 * (3 + 6) * 0.5)
+    assert data["sigma"] == pytest.approx(2.0 * (1 + 6) * 0.5)  # s_u = beta (docs/proofs.md Theorem 1)
+    assert data["eps_undetected"] == pytest.approx(expected.eps_undetected, rel=1e-12)
+    assert data["undetected_rule"] == expected.undetected_rule and data["undetected_rule"]
+    assert data["claims"] == ["eps_uedp", "eps_undetected"] and data["delta_trunc"] == 0.0
     assert data["eps_user"] <= data["eps_uedp"] <= data["eps_rdp_bound"]
 
 
@@ -50,9 +55,27 @@ def test_target_epsilon_prints_the_calibrated_z(capsys) -> None:
     code, out, _ = run([*BASE, "--target-epsilon", "5", "--json"], capsys)
     data = json.loads(out)
     assert code == 0 and data["target_epsilon"] == 5.0 and data["noise_multiplier"] > 0
-    assert data["eps_uedp"] <= 5.0
+    assert data["eps_uedp"] <= 5.0 and data["eps_undetected"] <= 5.0
+    assert max(data["eps_uedp"], data["eps_undetected"]) == pytest.approx(5.0, abs=0.05)
     code, out, _ = run([*BASE, "--target-epsilon", "5"], capsys)
-    assert code == 0 and "calibrated" in out
+    assert code == 0 and "calibrated to eps_uedp and eps_undetected" in out
+
+
+def test_target_on_one_epsilon_and_the_automatic_cap(capsys) -> None:
+    """--target-on uedp calibrates eps_uedp alone; q_s = 1 then leaves eps_undetected above the target. With
+    no --m-max the cap is the smallest whose truncation charge is at most 1% of delta."""
+    argv = ["epsilon", "--q-u", "0.25", "--q-e", "0.2", "--q-s", "1", "--k-cap", "1", "--rounds", "30",
+            "--num-users", "200", "--target-epsilon", "8", "--json"]
+    code, out, _ = run([*argv, "--target-on", "uedp"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["m_max"] == 89 and 0.0 < data["delta_trunc"] <= 1e-7
+    assert data["eps_uedp"] == pytest.approx(8.0, abs=0.05) and data["eps_undetected"] > 8.5
+    assert data["claims"] == ["eps_uedp"]
+    code, out, _ = run(argv, capsys)
+    both = json.loads(out)
+    assert both["eps_undetected"] <= 8.0 and both["eps_uedp"] < 8.0 and both["noise_multiplier"] > data["noise_multiplier"]
+    code, _, err = run([*argv, "--target-on", "user"], capsys)
+    assert code == 2 and "target_on" in err
 
 
 @pytest.mark.parametrize(

@@ -210,11 +210,11 @@ def test_our_rdp_bound_is_infinite_for_user_dp_so_user_adjacency_uses_the_user_m
 MAIN = mechanism("uedp", z=1.0, q_u=0.25, q_e=0.2, q_s=0.1, m_max=80, k_cap=1)  # the main job's, q_s lowered
 NO_CAP = mechanism("uedp", z=2.0, q_u=0.05, q_e=0.5, q_s=0.1, m_max=100)
 CAP_4 = mechanism("uedp", z=1.0, q_u=0.25, q_e=0.2, q_s=0.1, m_max=80, k_cap=4)
-EVENT_CASES = [  # (mechanism, kind, expected event type)
+EVENT_CASES = [  # (mechanism, kind, expected event type); "four_point_S": a bound of eps_undetected
     (MAIN, "uedp", "MixtureOfGaussiansDpEvent"),
     (NO_CAP, "uedp", "MixtureOfGaussiansDpEvent"),
     (MAIN, "user", "PoissonSampledDpEvent"),
-    (CAP_4, "undetected", "MixtureOfGaussiansDpEvent"),
+    (CAP_4, "four_point_S", "MixtureOfGaussiansDpEvent"),
 ]
 
 
@@ -227,12 +227,16 @@ def _pld_accountant(event, rounds: int, vdi: float) -> float:
 
 @pytest.mark.parametrize("mech, kind, event_type", EVENT_CASES)
 def test_dp_accountings_pld_accountant_on_our_events_gives_our_epsilon(mech, kind, event_type):
-    mixture = mech.mixture(kind)
+    mixture = mech.undetected(kind) if kind == "four_point_S" else mech.mixture(kind)
     event = mixture.dp_event()
     assert type(event).__name__ == event_type
     vdi = 2.0**-8
     for rounds in (1, 10, 100):
-        ours = epsilon(kind, [(mech, rounds)], delta=DELTA, value_discretization_interval=vdi)
+        if kind == "four_point_S":
+            ours = mixture.pld(vdi).self_compose(rounds).get_epsilon_for_delta(DELTA)
+        else:
+            ours = epsilon(kind, [(mech, rounds)], delta=DELTA, value_discretization_interval=vdi,
+                           num_users=mech.m_max)
         assert 0.1 < ours < 50.0
         assert ours == pytest.approx(_pld_accountant(event, rounds, vdi), rel=1e-9), rounds
 
@@ -240,7 +244,7 @@ def test_dp_accountings_pld_accountant_on_our_events_gives_our_epsilon(mech, kin
 def test_dp_event_on_the_auto_grid_and_the_edge_cases():
     rounds = 30  # the ledger's own grid (auto-discretized)
     vdi = auto_discretization(_rdp_epsilon(((MAIN.mixture("uedp"), rounds),), DELTA))
-    ours = epsilon("uedp", [(MAIN, rounds)], delta=DELTA)
+    ours = epsilon("uedp", [(MAIN, rounds)], delta=DELTA, num_users=80)
     assert ours == pytest.approx(_pld_accountant(MAIN.mixture("uedp").dp_event(), rounds, vdi), rel=1e-9)
     full = mechanism("user_dp", z=3.0, q_u=1.0, m_max=None).mixture("user")  # {s_u: 1}: a plain Gaussian
     assert isinstance(full.dp_event(), dp_accounting.GaussianDpEvent)

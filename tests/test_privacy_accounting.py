@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import eps_rdp_bound, eps_uedp, eps_undetected, eps_user
 from uedp.errors import ConfigError
-from uedp.privacy.accounting import Mechanism, Mixture, compose_epsilons, epsilon, mechanism
+from uedp.privacy.accounting import Mechanism, Mixture, compose_epsilons, epsilon, mechanism, undetected_epsilon
 
 DELTA = 1e-5
 SETTINGS = [  # (z, q_u, q_e, q_s, m_max, k_cap, rounds)
@@ -66,7 +66,7 @@ def test_two_point_mixture_fast_path_is_the_mixture(sigma, s, q, rounds) -> None
 def test_orderings(setting) -> None:
     *params, rounds = setting
     m = mech(*params)
-    e = compose_epsilons([(m, rounds)], delta=DELTA)
+    e = compose_epsilons([(m, rounds)], delta=DELTA, num_users=m.m_max)
     assert 0.0 < e.eps_user <= e.eps_uedp <= e.eps_rdp_bound
     assert e.eps_user <= e.eps_undetected * (1 + 1e-3)
     assert e.eps_uedp == eps_uedp(m, rounds=rounds, delta=DELTA)
@@ -101,12 +101,13 @@ def test_user_dp_user_epsilon_is_dp_fedavg() -> None:
 
 def test_contract_sanity_eps_about_40() -> None:
     """Contract 6: q_e = 0.5, no cap, z = 2, q_u = 0.05, 500 rounds gives epsilon about 40. The value grows
-    with m_max towards a limit (s_e dominates sigma): 35.9 at m_max=10, 40.3 at 100, 40.8 at 1000."""
+    with m_max towards a limit (s_e dominates sigma): 38.2 at m_max=10, 40.5 at 100, 40.8 at 1000 (with s_u =
+    w_max beta, docs/proofs.md Theorem 1; 35.9, 40.3 and 40.8 with the contract's 2 w_max beta)."""
     values = {
         m_max: eps_uedp(mech(2.0, 0.05, 0.5, 0.0, m_max, None), rounds=500) for m_max in (10, 100, 1000)
     }
     assert 35.0 < values[10] < values[100] < values[1000] < 42.0
-    assert values[100] == pytest.approx(40.25, abs=0.1)
+    assert values[100] == pytest.approx(40.53, abs=0.1)
 
 
 def test_composition_of_distinct_rounds() -> None:
@@ -114,7 +115,7 @@ def test_composition_of_distinct_rounds() -> None:
     vdi = 2e-3
 
     def eps(groups) -> float:
-        return epsilon("uedp", groups, value_discretization_interval=vdi)
+        return epsilon("uedp", groups, value_discretization_interval=vdi, num_users=100)
 
     grouped = eps([(a, 30), (b, 20)])
     assert grouped == pytest.approx(eps([(a, 10), (a, 20), (b, 5), (b, 15)]), rel=1e-4)
@@ -125,7 +126,7 @@ def test_composition_of_distinct_rounds() -> None:
     pld = a.mixture("uedp").pld(vdi).self_compose(30).compose(b.mixture("uedp").pld(vdi).self_compose(20))
     assert grouped == pytest.approx(pld.get_epsilon_for_delta(DELTA), rel=1e-9)
     # The default grid agrees with this one.
-    assert epsilon("uedp", [(a, 30), (b, 20)]) == pytest.approx(grouped, rel=1e-3)
+    assert epsilon("uedp", [(a, 30), (b, 20)], num_users=100) == pytest.approx(grouped, rel=1e-3)
 
 
 def test_beta_and_w_max_cancel() -> None:
@@ -146,7 +147,7 @@ def test_beta_and_w_max_cancel() -> None:
         for beta, w_max in ((1.0, 1.0), (0.01, 0.3))
     ]  # fmt: skip
     assert records[0].mechanism == records[1].mechanism
-    assert records[1].sigma == pytest.approx(1.5 * (2 + 40) * 0.01 * 0.3)
+    assert records[1].sigma == pytest.approx(1.5 * (1 + 40) * 0.01 * 0.3)
 
 
 def test_validation() -> None:
@@ -180,9 +181,11 @@ def test_mixture_epsilon_is_the_ledgers_epsilon_for_a_ledgers_mixture():
     from uedp.privacy.accounting import mixture_epsilon
 
     m = mechanism("uedp", z=1.0, q_u=0.25, q_e=0.2, q_s=0.2, m_max=80, k_cap=1)
-    for kind in ("uedp", "user", "undetected"):
+    for kind in ("uedp", "user"):
         assert mixture_epsilon(m.mixture(kind), 30, 1e-5) == pytest.approx(
-            epsilon(kind, [(m, 30)], delta=1e-5), rel=1e-9)
+            epsilon(kind, [(m, 30)], delta=1e-5, num_users=80), rel=1e-9)
+    value, rule = undetected_epsilon([(m, 30)], delta=1e-5, num_users=80)
+    assert mixture_epsilon(m.undetected(rule), 30, 1e-5) == pytest.approx(value, rel=1e-9)
     with pytest.raises(ValueError, match="rounds"):
         mixture_epsilon(m.mixture("uedp"), 0, 1e-5)
     with pytest.raises(ConfigError, match="delta"):

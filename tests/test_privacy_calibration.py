@@ -12,16 +12,21 @@ from uedp.errors import ConfigError
 from uedp.privacy.accounting import epsilon, mechanism
 from uedp.privacy.calibration import (
     _finish,
+    calibrate_claims,
     calibrate_noise_multiplier,
     calibrate_noise_multiplier_reference,
 )
 
 DELTA = 1e-5
+# num_users <= m_max: no place can be truncated, so no truncation charge (docs/proofs.md section 4)
 SETTINGS = [  # small and quick: explicit coarse grids for the mixtures, the auto grid for user adjacency
-    dict(target=4.0, q_u=0.1, q_e=0.3, q_s=0.1, m_max=20, k_cap=2, rounds=10, value_discretization_interval=0.02),
-    dict(target=3.0, q_u=0.05, q_e=0.5, m_max=10, rounds=10, value_discretization_interval=0.02),
+    dict(target=4.0, q_u=0.1, q_e=0.3, q_s=0.1, m_max=20, k_cap=2, rounds=10, value_discretization_interval=0.02,
+         num_users=20),
+    dict(target=3.0, q_u=0.05, q_e=0.5, m_max=10, rounds=10, value_discretization_interval=0.02, num_users=10),
     dict(target=1.0, q_u=0.05, m_max=None, rounds=40, method="user_dp", adjacency="user"),
-    dict(target=2.0, q_u=0.02, q_e=0.3, m_max=10, rounds=30, adjacency="user", tol=1e-2),
+    dict(target=2.0, q_u=0.02, q_e=0.3, m_max=10, rounds=30, adjacency="user", tol=1e-2, num_users=10),
+    dict(target=3.0, q_u=0.25, q_e=0.2, q_s=1.0, m_max=40, k_cap=1, rounds=10, adjacency="undetected",
+         value_discretization_interval=0.02, num_users=40),
 ]  # fmt: skip
 
 
@@ -30,8 +35,9 @@ def fine_epsilon(z: float, setting: dict) -> float:
     params = {k: v for k, v in setting.items() if k not in ("target", "tol")}
     method, adjacency = params.pop("method", "uedp"), params.pop("adjacency", "uedp")
     rounds, vdi = params.pop("rounds"), params.pop("value_discretization_interval", None)
+    num_users = params.pop("num_users", None)
     m = mechanism(method, z=z, **params)
-    return epsilon(adjacency, [(m, rounds)], delta=DELTA, value_discretization_interval=vdi)
+    return epsilon(adjacency, [(m, rounds)], delta=DELTA, value_discretization_interval=vdi, num_users=num_users)
 
 
 @pytest.mark.parametrize("setting", SETTINGS)
@@ -49,19 +55,20 @@ def test_calibration_hits_target() -> None:
     """eps(z*) <= target < eps(z* - tol). The guarantee holds on any grid; a coarse one keeps this fast."""
     tol, rounds, target, vdi = 1e-3, 40, 3.0, 1e-2
     z = calibrate_noise_multiplier(target, q_u=0.05, q_e=0.5, m_max=50, k_cap=3, rounds=rounds, tol=tol,
-                                   value_discretization_interval=vdi)  # fmt: skip
+                                   value_discretization_interval=vdi, num_users=50)  # fmt: skip
 
     def eps_at(zz: float) -> float:
         m = mechanism("uedp", z=zz, q_u=0.05, q_e=0.5, m_max=50, k_cap=3)
-        return epsilon("uedp", [(m, rounds)], value_discretization_interval=vdi)
+        return epsilon("uedp", [(m, rounds)], value_discretization_interval=vdi, num_users=50)
 
     assert eps_at(z) <= target < eps_at(z - tol)
     z_user = calibrate_noise_multiplier(1.0, q_u=0.05, m_max=50, rounds=rounds, method="user_dp",
-                                        adjacency="user", value_discretization_interval=vdi)  # fmt: skip
+                                        adjacency="user", value_discretization_interval=vdi,
+                                        num_users=50)  # fmt: skip
 
     def user_at(zz: float) -> float:
         m = mechanism("user_dp", z=zz, q_u=0.05, m_max=50)
-        return epsilon("user", [(m, rounds)], value_discretization_interval=vdi)
+        return epsilon("user", [(m, rounds)], value_discretization_interval=vdi, num_users=50)
 
     assert user_at(z_user) <= 1.0 < user_at(z_user - tol)
 
@@ -73,9 +80,10 @@ def test_calibration_with_the_default_grid_passes_the_ledger_budget() -> None:
 
     rounds, target, tol = 20, 4.0, 1e-3
     params = dict(q_u=0.1, q_e=0.3, q_s=0.1, m_max=20, k_cap=2)
-    z = calibrate_noise_multiplier(target, **params, rounds=rounds, tol=tol)
-    assert fine_epsilon(z, dict(params, rounds=rounds)) <= target < fine_epsilon(z - tol, dict(params, rounds=rounds))
-    ledger = Ledger(delta=DELTA)
+    z = calibrate_noise_multiplier(target, **params, rounds=rounds, tol=tol, num_users=20)
+    setting = dict(params, rounds=rounds, num_users=20)
+    assert fine_epsilon(z, setting) <= target < fine_epsilon(z - tol, setting)
+    ledger = Ledger(delta=DELTA, num_users=20)
     for t in range(1, rounds + 1):
         record = RoundRecord(round=t, method="uedp", **params, beta=1.0, w_max=1.0, z=z, Z=2.0)
         if t == rounds:
@@ -87,17 +95,21 @@ def test_calibration_with_the_default_grid_passes_the_ledger_budget() -> None:
 def test_calibration_validation() -> None:
     for calibrate in (calibrate_noise_multiplier, calibrate_noise_multiplier_reference):
         with pytest.raises(ConfigError, match="target"):
-            calibrate(0.0, q_u=0.05, q_e=0.5, m_max=10, rounds=10)
+            calibrate(0.0, q_u=0.05, q_e=0.5, m_max=10, rounds=10, num_users=10)
         with pytest.raises(ConfigError, match="0 for every"):
-            calibrate(1.0, q_u=0.0, q_e=0.0, m_max=10, rounds=10)
+            calibrate(1.0, q_u=0.0, q_e=0.0, m_max=10, rounds=10, num_users=10)
         with pytest.raises(ConfigError, match="infinite for every"):
             calibrate(1.0, q_u=0.05, m_max=None, rounds=10, method="user_dp")  # uedp adjacency: s_e = inf
         with pytest.raises(ConfigError, match="tolerance"):
-            calibrate(1.0, q_u=0.05, q_e=0.5, m_max=10, rounds=10, tol=0.0)
+            calibrate(1.0, q_u=0.05, q_e=0.5, m_max=10, rounds=10, tol=0.0, num_users=10)
         with pytest.raises(ConfigError, match="rounds"):
-            calibrate(1.0, q_u=0.05, q_e=0.5, m_max=10, rounds=0)
+            calibrate(1.0, q_u=0.05, q_e=0.5, m_max=10, rounds=0, num_users=10)
         with pytest.raises(ConfigError, match="q_e"):
-            calibrate(1.0, q_u=0.05, m_max=10, rounds=10)
+            calibrate(1.0, q_u=0.05, m_max=10, rounds=10, num_users=10)
+        with pytest.raises(ConfigError, match="number of places"):  # truncation needs N
+            calibrate(1.0, q_u=0.05, q_e=0.5, m_max=10, rounds=10)
+        with pytest.raises(ConfigError, match="use m_max >= 89"):  # truncation charge >= delta: refused
+            calibrate(8.0, q_u=0.25, q_e=0.2, m_max=80, k_cap=1, rounds=30, num_users=200)
 
 
 def _power_law(z: float) -> float:
@@ -125,3 +137,17 @@ def test_the_fine_finish_on_a_curve_that_is_not_monotone() -> None:
     for guess in (1.0, 2.52, 2.6, 4.0):
         z = _finish(bumpy, target, tol, guess, -1.5)
         assert bumpy(z) <= target < bumpy(z - tol)
+
+
+def test_calibrating_several_claims_meets_every_one() -> None:
+    """A UeDP run's claim is eps_uedp AND eps_undetected: the calibrated z brings both to the target, and
+    the one that binds is exactly at it (its own calibration)."""
+    params = dict(q_u=0.25, q_e=0.2, q_s=1.0, m_max=40, k_cap=1, rounds=10, value_discretization_interval=0.02,
+                  num_users=40)
+    z = calibrate_claims(3.0, ("uedp", "undetected"), **params)
+    per_claim = {c: calibrate_noise_multiplier(3.0, adjacency=c, **params) for c in ("uedp", "undetected")}
+    assert z == max(per_claim.values()) and per_claim["undetected"] > per_claim["uedp"]  # q_s = 1 binds
+    for claim in ("uedp", "undetected"):
+        assert fine_epsilon(z, dict(params, target=3.0, adjacency=claim)) <= 3.0
+    with pytest.raises(ConfigError, match="at least one"):
+        calibrate_claims(3.0, (), **params)

@@ -14,7 +14,7 @@ from uedp.privacy.ledger import Ledger, RoundRecord
 
 
 def record(t: int, **changes) -> RoundRecord:
-    base = dict(round=t, method="uedp", q_u=0.1, q_e=0.3, q_s=0.1, m_max=20, k_cap=2, beta=0.5, w_max=1.0,
+    base = dict(round=t, method="uedp", q_u=0.1, q_e=0.3, q_s=0.1, m_max=40, k_cap=2, beta=0.5, w_max=1.0,
                 z=1.2, Z=4.0)  # fmt: skip
     return RoundRecord(**{**base, **changes})
 
@@ -23,7 +23,7 @@ def test_record_holds_public_parameters_only() -> None:
     r = record(1)
     names = {f.name for f in dataclasses.fields(RoundRecord)}
     assert names == {"round", "method", "q_u", "q_e", "q_s", "m_max", "k_cap", "beta", "w_max", "z", "Z"}
-    assert r.sigma == pytest.approx(1.2 * (3 + 4) * 0.5)  # z (s_u + s_e) w_max beta, cap on
+    assert r.sigma == pytest.approx(1.2 * (1 + 4) * 0.5)  # z (s_u + s_e) w_max beta, cap on
     assert RoundRecord.from_dict(r.to_dict()) == r
     with pytest.raises(ConfigError, match="sigma"):
         RoundRecord.from_dict({**r.to_dict(), "sigma": r.sigma * 0.5})
@@ -52,14 +52,14 @@ def test_rounds_strictly_increase_and_are_never_recorded_twice() -> None:
 
 
 def test_epsilons_are_computed_from_the_records() -> None:
-    ledger = Ledger(delta=1e-5)
+    ledger = Ledger(delta=1e-5, num_users=100)
     assert ledger.epsilons()["eps_uedp"] == 0.0 and ledger.epsilons()["rounds"] == 0
     for t in range(1, 5):
         ledger.append(record(t))
     for t in range(5, 8):
         ledger.append(record(t, z=2.0, k_cap=None))
     assert [(m.z, c) for m, c in ledger.groups()] == [(1.2, 4), (2.0, 3)]
-    expected = compose_epsilons(ledger.groups(), delta=1e-5).as_dict()
+    expected = compose_epsilons(ledger.groups(), delta=1e-5, num_users=100).as_dict()
     assert ledger.epsilons() == expected and expected["rounds"] == 7
     assert ledger.epsilons(delta=1e-6)["eps_uedp"] > expected["eps_uedp"]
 
@@ -114,8 +114,8 @@ def test_resume_continues_the_same_ledger(tmp_path) -> None:
 
 def test_budget_stop() -> None:
     """Run rounds while the budget allows: the run stops exactly before the round that would exceed it."""
-    ledger = Ledger(delta=1e-5)
-    target = 0.6  # eps_uedp is 0.57 after 4 rounds, 0.64 after 5
+    ledger = Ledger(delta=1e-5, num_users=40)  # N <= m_max: no truncation charge
+    target = 0.8  # eps_uedp is 0.74 after 4 rounds, 0.82 after 5
     stopped_at = None
     for t in range(1, 200):
         check = ledger.check_budget(record(t, z=3.0), target_epsilon=target)
@@ -130,3 +130,25 @@ def test_budget_stop() -> None:
     user_check = ledger.check_budget(record(stopped_at, z=3.0), target_epsilon=target, adjacency="user")
     assert user_check.allowed and user_check.epsilon_after < target
     assert not math.isnan(user_check.epsilon_after)
+
+
+def test_budget_stop_on_either_claimed_epsilon() -> None:
+    """A UeDP run claims eps_uedp AND eps_undetected: the budget stops before EITHER passes the target.
+    With q_s = 1 the undetected term binds first here (and with eps_uedp alone the run would go on)."""
+    def rec(t: int) -> RoundRecord:
+        return record(t, z=1.0, q_u=0.5, q_s=1.0, q_e=0.05)
+
+    ledger = Ledger(delta=1e-5, num_users=40)
+    target = 2.0
+    for t in range(1, 200):
+        check = ledger.check_budget(rec(t), target_epsilon=target, adjacency=("uedp", "undetected"))
+        if not check.allowed:
+            break
+        ledger.append(rec(t))
+    eps = ledger.epsilons()
+    assert eps["eps_uedp"] <= target and eps["eps_undetected"] <= target
+    assert check.exceeded == ["undetected"] and check.epsilons_after["undetected"] > target
+    assert check.epsilons_after["uedp"] <= target  # eps_uedp alone would have allowed this round
+    assert ledger.check_budget(rec(t), target_epsilon=target, adjacency="uedp").allowed
+    with pytest.raises(ConfigError, match="adjacency"):
+        ledger.check_budget(rec(t), target_epsilon=target, adjacency=("uedp", "entity"))

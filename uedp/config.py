@@ -12,8 +12,10 @@ component's registry (a misspelt option is an error there).
 
 Defaults are the main job's (README.md, "Choosing the defaults", gives the measurements behind them).
 
-Sentinels (TOML has no null): `privacy.k_cap = 0` (entity cap off), `privacy.target_epsilon = 0`
-(use `privacy.noise_multiplier` as given), `privacy.seed = -1` (cryptographically seeded noise),
+Sentinels (TOML has no null): `privacy.k_cap = 0` (entity cap off), `privacy.m_max = 0` (the smallest
+cohort cap whose truncation charge is at most 1% of delta: uedp.privacy.accounting.safe_m_max),
+`privacy.target_epsilon = 0` (use `privacy.noise_multiplier` as given), `privacy.target_on = ""` (the
+target bounds every epsilon the mechanism claims), `privacy.seed = -1` (cryptographically seeded noise),
 `federation.num_nodes = 0` (one node per corpus user), `train.local_steps = 0` (use local_epochs).
 """
 
@@ -119,12 +121,16 @@ class PrivacyConfig:
     q_u: float = 0.25
     q_e: float = 0.2
     q_s: float = 0.2
-    m_max: int = 80
+    m_max: int = 0  # 0: automatic (safe_m_max for the run's N, q_u, rounds and delta; server/setup.py)
     k_cap: int = 1
     beta: float = 0.2
     w_max: float = 1.0
     noise_multiplier: float = 1.0
     target_epsilon: float = 8.0
+    # which claimed epsilons the target bounds (calibration and the budget stop): "" = every epsilon the
+    # mechanism claims (UeDP: eps_uedp and eps_undetected; user-level DP: eps_user), or a comma-separated
+    # subset (e.g. "uedp": eps_undetected is then reported, not bounded)
+    target_on: str = ""
     delta: float = 1e-5
     paper_z: bool = False
     seed: int = -1
@@ -270,8 +276,8 @@ class RunConfig:
         for name in ("q_u", "q_e", "q_s"):
             if not 0.0 <= getattr(p, name) <= 1.0:
                 raise ConfigError(f"privacy.{name} must lie in [0, 1], got {getattr(p, name)}")
-        if p.m_max < 1:
-            raise ConfigError(f"privacy.m_max must be >= 1, got {p.m_max}")
+        if p.m_max < 0:
+            raise ConfigError(f"privacy.m_max must be >= 1, or 0 (automatic), got {p.m_max}")
         if p.k_cap < 0:
             raise ConfigError(f"privacy.k_cap must be >= 0 (0 = off), got {p.k_cap}")
         if p.beta <= 0 or not 0 < p.w_max <= 1:
@@ -280,7 +286,8 @@ class RunConfig:
             raise ConfigError("privacy.noise_multiplier and privacy.target_epsilon must be >= 0")
         if not 0 < p.delta < 1:
             raise ConfigError(f"privacy.delta must lie in (0, 1), got {p.delta}")
-        spec_for(self.strategy.name, self.strategy.estimator)  # the mechanism registry refuses unknown names
+        spec = spec_for(self.strategy.name, self.strategy.estimator)  # the registry refuses unknown names
+        spec.claims_for(p)  # privacy.target_on names epsilons the mechanism claims
         if self.tokenizer.source not in ("public", "private_split"):
             raise ConfigError(f"tokenizer.source must be public or private_split, got {self.tokenizer.source!r}")
         if self.task.name not in ("next_word", "classification"):

@@ -1,40 +1,51 @@
-"""Privacy accounting with privacy loss distributions (contract 4). Pure functions over immutable data.
+"""Privacy accounting with privacy loss distributions (contract 4, tightened by docs/proofs.md). Pure
+functions over immutable data.
 
-A round's mechanism is a `Mechanism` (method, z, q_u, q_e, q_s, m_max, k_cap). Per round, the difference
-between adjacent datasets is a Gaussian mean shift whose size depends on what was sampled, i.e. a scalar
-mixture of Gaussians (`Mixture`), which dominates the vector case (Choquette-Choo et al. 2023, Cor. 4.7, as
-cited by dp-accounting's MixtureGaussianPrivacyLoss). With sensitivities s_u, s_e, s_s (uedp.privacy.
-sensitivity) and sigma the noise std:
+A round's mechanism is a `Mechanism` (method, z, q_u, q_e, q_s, m_max, k_cap). Per round, the output
+distributions of two neighbouring datasets are dominated by a scalar PAIR built from the sensitivities s_u,
+s_e, s_s (uedp.privacy.sensitivity; s_u = w_max beta, docs/proofs.md Theorem 1) and the noise std sigma:
 
-  eps_uedp        mixture [0, s_u, s_e, s_u+s_e], [(1-q_u)(1-q_e), q_u(1-q_e), (1-q_u)q_e, q_u q_e]
-  eps_undetected  the same with (s_s, q_s) in place of (s_e, q_e)
-  eps_user        [0, s_u], [1-q_u, q_u]
+  eps_uedp        `Mixture` N(0) vs [0, s_u, s_e, s_u+s_e] w.p. [(1-q_u)(1-q_e), q_u(1-q_e), (1-q_u)q_e, q_u q_e]
+                  (Choquette-Choo et al. 2023, Cor. 4.7, as cited by dp-accounting's MixtureGaussianPrivacyLoss)
+  eps_user        `Mixture` [0, s_u], [1-q_u, q_u]
+  eps_undetected  the max over the two kinds of sentence an undetected entity can sit in of the min over
+                  the valid bounds for that kind (docs/proofs.md Theorem 2; `UNDETECTED_RULES`):
+                    entity-free sentence:         min(four_point_S, revealed_L, lps)      at p = q_u q_s
+                    sentence with detected ones:  min(revealed_L_entity, lps_entity)      at p = q_u q_e
+                  `undetected_epsilon` also returns the name of the bound that decided it.
   eps_rdp_bound   RDP of the Poisson-subsampled Gaussian with q = 1-(1-q_u)(1-q_e) and noise multiplier
                   sigma / (s_u+s_e): a coarser bound, always >= eps_uedp (the cross-check).
 
-For user_dp rounds no entity is sampled (q_e = q_s = 1). Each mixture's PLD is built with dp-accounting
-(`from_mixture_gaussian_mechanism`, add-or-remove adjacency: both the ADD and REMOVE loss distributions,
-like `PLDAccountant`'s default ADD_OR_REMOVE_ONE; a two-point mixture {0: 1-q, s: q}, e.g. eps_user, is
-the Poisson-subsampled Gaussian with noise multiplier sigma / s and uses dp-accounting's faster closed form
-`from_gaussian_mechanism(sigma / s, sampling_prob=q)`), self-composed over each run of identical rounds,
-and distinct runs are composed with each other. beta and w_max cancel (sigma and every sensitivity scale with
-w_max * beta), so everything is computed in units of w_max * beta.
+Pairs (`Pair`): a `Mixture` (N(0) against a mixture of shifted Gaussians, both directions: add and remove
+distributions, like `PLDAccountant`'s default ADD_OR_REMOVE_ONE); a `RemoveForm` (a mixture whose REMOVE
+distribution bounds both directions: docs/proofs.md Lemma D); a `Labelled` pair (the adversary is told which
+part happened: the weighted mixture of the parts' privacy loss distributions, dp-accounting's
+`compute_mixture`, Lemma B(iii)). A two-point mixture {0: 1-q, s: q} is the Poisson-subsampled Gaussian with
+noise multiplier sigma / s and uses dp-accounting's faster closed form `from_gaussian_mechanism(sigma / s,
+sampling_prob=q)`. Each pair's PLD is self-composed over each run of identical rounds, and distinct runs are
+composed with each other. beta and w_max cancel (sigma and every sensitivity scale with w_max * beta), so
+everything is computed in units of w_max * beta.
+
+Truncation (docs/proofs.md section 4): the bounds hold on the event G that truncation at m_max never acts;
+its complement has probability `truncation_delta` (<= sum over rounds of P(Bin(N-2, q_u) >= m_max - 1)),
+which every epsilon of a truncating mechanism is charged: the PLD epsilon is computed at delta -
+delta_trunc (infinite if that is <= 0). This needs N, the public number of places (`num_users`).
+`safe_m_max` is the smallest m_max whose delta_trunc is at most a fraction (1%) of delta.
 
 `Mixture.dp_event()` is the same mechanism as a dp-accounting event (MixtureOfGaussiansDpEvent; the
 PoissonSampledDpEvent of the Gaussian for a two-point mixture). dp-accounting's PLDAccountant
-(ADD_OR_REMOVE_ONE, the same grid) composing those events gives the same epsilons as `epsilon` (eps_uedp
-with and without the entity cap, eps_user, eps_undetected; 1 to 100 rounds): measured max relative
-difference 1.1e-11 (tests/test_crosscheck_accountants.py). The cached path here is kept: per-round PLDs are
-reused by growing ledgers and by calibration. (For a plain Gaussian, q = 1, the accountant composes rounds
-in closed form and is lower by up to 1.5e-5 relative at 100 rounds; ours stays the conservative one.)
+(ADD_OR_REMOVE_ONE, the same grid) composing those events gives the same epsilons as `epsilon` for the
+mixtures: measured max relative difference 1.1e-11 (tests/test_crosscheck_accountants.py); the labelled
+pairs are tested against dp-accounting's PLDs composed branch by branch (tests/test_undetected_accounting.py).
+(For a plain Gaussian, q = 1, the accountant composes rounds in closed form and is lower by up to 1.5e-5
+relative at 100 rounds; ours stays the conservative one.)
 
-Discretization: the PLD grid (`value_discretization_interval`) is, unless given, 3e-4 times an RDP upper
-bound of the same epsilon, kept within [1e-7, 1e-2] (within [1e-7, 1] once that bound exceeds 1000, where
+Discretization: the PLD grid (`value_discretization_interval`) is, unless given, 3e-4 times an RDP estimate
+of the same epsilon, kept within [1e-7, 1e-2] (within [1e-7, 1] once that estimate exceeds 1000, where
 epsilon means no privacy and a fine grid would take minutes), and rounded down to a power of 2 (so that a
 growing ledger reuses its per-round PLDs). dp-accounting's pessimistic connect-the-dots estimate stays an
 upper bound whatever the grid; its excess is about 1e-4 of epsilon or less up to epsilon 1000 (measured
-against finer grids), and about 1% beyond. One call for 500 identical rounds takes 0.1-1 s (a few seconds
-for epsilons in the hundreds). Per-round PLDs and epsilons are cached.
+against finer grids), and about 1% beyond. Per-round PLDs and epsilons are cached.
 
 Delta must lie in (0, 1) and, when the number of users N is known, below 1/N (ConfigError otherwise).
 Calibration of z to a target epsilon is in uedp.privacy.calibration.
@@ -46,12 +57,13 @@ import contextlib
 import functools
 import logging
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.rdp import rdp_privacy_accountant
+from scipy.stats import binom
 
 from uedp.errors import ConfigError
 from uedp.privacy.mechanisms import sampling_rates
@@ -64,6 +76,14 @@ FINE_CAP = 1e-2
 NO_PRIVACY = 1000.0  # above this RDP bound, a coarse grid (cost!) is fine: the epsilon means nothing
 MAX_DISCRETIZATION = 1.0  # coarser grids overflow in dp-accounting
 KINDS = ("uedp", "user", "undetected")
+SAFE_TRUNCATION_FRACTION = 0.01  # safe_m_max: delta_trunc at most this fraction of delta
+RANKING_FACTOR = 32.0  # eps_undetected: its candidate bounds are ranked on a grid this much coarser
+
+# The bounds of eps_undetected (docs/proofs.md Theorem 2): for an undetected entity in an entity-free sentence
+# (its extended entity sampled with q_s) and in a sentence that also holds detected entities (q_e).
+UNDETECTED_FREE = ("four_point_S", "revealed_L", "lps")
+UNDETECTED_WITH_ENTITIES = ("revealed_L_entity", "lps_entity")
+UNDETECTED_RULES = (*UNDETECTED_FREE, *UNDETECTED_WITH_ENTITIES)
 
 
 def check_delta(delta: float, num_users: int | None = None) -> float:
@@ -85,10 +105,12 @@ def _probability(name: str, q: float) -> float:
     return q
 
 
+# -- pairs of distributions (docs/proofs.md section 3) -------------------------------------------------------
 @dataclass(frozen=True)
 class Mixture:
     """A scalar mixture-of-Gaussians mechanism: shift sensitivities[i] with probability probs[i], noise std
-    sigma. Zero-probability components are dropped and equal sensitivities merged at construction."""
+    sigma, against N(0, sigma^2) (add and remove directions). Zero-probability components are dropped and
+    equal sensitivities merged at construction."""
 
     sigma: float
     sensitivities: tuple[float, ...]
@@ -119,11 +141,18 @@ class Mixture:
         """No noise, or an unbounded shift with positive probability (epsilon infinite)."""
         return not self.is_null and (self.sigma == 0.0 or math.isinf(max(self.sensitivities)))
 
+    @property
+    def max_shift(self) -> float:
+        return max(self.sensitivities)
+
+    @property
+    def zero_mass(self) -> float:
+        """The probability of no shift."""
+        return sum(p for s, p in zip(self.sensitivities, self.probs) if s == 0.0)
+
     def rdp_event(self) -> dp_accounting.DpEvent:
         """A dominating Poisson-subsampled Gaussian: the largest shift, with probability 1 - P(shift 0)."""
-        q = 1.0 - sum(p for s, p in zip(self.sensitivities, self.probs) if s == 0.0)
-        gaussian = dp_accounting.GaussianDpEvent(self.sigma / max(self.sensitivities))
-        return gaussian if q >= 1.0 else dp_accounting.PoissonSampledDpEvent(q, gaussian)
+        return _subsampled_gaussian_event(self.sigma, self.max_shift, 1.0 - self.zero_mass)
 
     def dp_event(self) -> dp_accounting.DpEvent:
         """This very mechanism as a dp-accounting event (for dp-accounting's own accountants; `pld` builds
@@ -165,6 +194,96 @@ class Mixture:
         )
 
 
+def _subsampled_gaussian_event(sigma: float, shift: float, q: float) -> dp_accounting.DpEvent:
+    gaussian = dp_accounting.GaussianDpEvent(sigma / shift)
+    return gaussian if q >= 1.0 else dp_accounting.PoissonSampledDpEvent(q, gaussian)
+
+
+@dataclass(frozen=True)
+class RemoveForm:
+    """A mixture whose REMOVE distribution (the privacy loss of the shifted mixture against N(0)) bounds
+    both directions of the true pair (docs/proofs.md Lemma D): a symmetric PLD from the remove PMF."""
+
+    mixture: Mixture
+
+    @property
+    def sigma(self) -> float:
+        return self.mixture.sigma
+
+    is_null = property(lambda self: self.mixture.is_null)
+    is_blatant = property(lambda self: self.mixture.is_blatant)
+    max_shift = property(lambda self: self.mixture.max_shift)
+    zero_mass = property(lambda self: self.mixture.zero_mass)
+
+    def rdp_event(self) -> dp_accounting.DpEvent:
+        return self.mixture.rdp_event()
+
+    def pld(self, value_discretization_interval: float) -> pld_lib.PrivacyLossDistribution:
+        full = _pair_pld(self.mixture, value_discretization_interval)
+        return pld_lib.PrivacyLossDistribution(full._pmf_remove)  # noqa: SLF001 - dp-accounting has no accessor
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """Part i happens with probability weights[i] and the adversary is told which (docs/proofs.md Lemma
+    B(iii)): the PLD is the weights-mixture of the parts' PLDs, in each direction. Zero-weight parts are
+    dropped. All parts have the same noise std."""
+
+    weights: tuple[float, ...]
+    parts: tuple[Pair, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.weights) != len(self.parts) or not self.parts:
+            raise ValueError("a labelled pair needs as many weights as parts (at least one)")
+        if not math.isclose(sum(self.weights), 1.0, abs_tol=1e-9) or min(self.weights) < 0.0:
+            raise ValueError(f"labelled pair weights must be >= 0 and sum to 1, got {self.weights}")
+        kept = [(float(w), part) for w, part in zip(self.weights, self.parts) if w > 0.0]
+        if len({part.sigma for _, part in kept}) != 1:
+            raise ValueError("the parts of a labelled pair must have the same noise std")
+        object.__setattr__(self, "weights", tuple(w for w, _ in kept))
+        object.__setattr__(self, "parts", tuple(part for _, part in kept))
+
+    @property
+    def sigma(self) -> float:
+        return self.parts[0].sigma
+
+    @property
+    def is_null(self) -> bool:
+        return all(part.is_null for part in self.parts)
+
+    @property
+    def is_blatant(self) -> bool:
+        return any(part.is_blatant for part in self.parts)
+
+    @property
+    def max_shift(self) -> float:
+        return max(part.max_shift for part in self.parts)
+
+    @property
+    def zero_mass(self) -> float:
+        return sum(w * part.zero_mass for w, part in zip(self.weights, self.parts))
+
+    def rdp_event(self) -> dp_accounting.DpEvent:
+        """A Poisson-subsampled Gaussian of the largest shift with the probability of any shift: the SCALE
+        of the epsilon, used to choose the PLD grid and calibration's start (not a bound: the label is
+        revealed)."""
+        return _subsampled_gaussian_event(self.sigma, self.max_shift, 1.0 - self.zero_mass)
+
+    def pld(self, value_discretization_interval: float) -> pld_lib.PrivacyLossDistribution:
+        if self.is_null or self.is_blatant:
+            raise ValueError("a null or blatant pair has no finite PLD")
+        total, mass = None, 0.0
+        for w, part in zip(self.weights, self.parts):
+            this = (pld_lib.identity(value_discretization_interval) if part.is_null
+                    else _pair_pld(part, value_discretization_interval))
+            total = this if total is None else total.compute_mixture(this, mass / (mass + w))
+            mass += w
+        return total
+
+
+Pair = Mixture | RemoveForm | Labelled
+
+
 def _two_way(sigma: float, s_u: float, s_x: float, q_u: float, q_x: float) -> Mixture:
     return Mixture(
         sigma=sigma,
@@ -173,17 +292,54 @@ def _two_way(sigma: float, s_u: float, s_x: float, q_u: float, q_x: float) -> Mi
     )
 
 
-def adjacency_mixture(kind: str, sens: Sensitivities, sigma: float, *, q_u: float, q_e: float, q_s: float) -> Mixture:
-    """The per-round mixture of adjacency `kind` (contract 4) for these sensitivities and noise std, in the
-    units they are given in: what `Mechanism.mixture` accounts, and what the audit gives a broken
-    sensitivity rule (uedp.audit.mechanism)."""
+def user_pair(sigma: float, s_u: float, q_u: float) -> Mixture:
+    return Mixture(sigma=sigma, sensitivities=(0.0, s_u), probs=(1 - q_u, q_u))
+
+
+def revealed_pair(sigma: float, s_u: float, s_s: float, q_u: float, p: float) -> Labelled:
+    """docs/proofs.md Theorem 2 (B): the event L (probability p) revealed; given not-L the user pair, given L
+    N(0) against {s_s: 1-q_u, s_s+s_u: q_u}."""
+    inside = Mixture(sigma=sigma, sensitivities=(s_s, s_s + s_u), probs=(1 - q_u, q_u))
+    return Labelled(weights=(1 - p, p), parts=(user_pair(sigma, s_u, q_u), inside))
+
+
+def lps_pair(sigma: float, s_u: float, s_s: float, q_u: float, eta: float) -> Pair:
+    """docs/proofs.md Theorem 2 (C): label A (holder's sentence only, s_s), B (u' only, s_u) or D (both,
+    s_u+s_s) with probabilities lambda_k, then the remove form of PS_r(s_k), r = 1-(1-q_u)(1-eta)."""
+    r = 1.0 - (1.0 - q_u) * (1.0 - eta)
+    if r <= 0.0:
+        return user_pair(sigma, s_u, 0.0)  # nothing ever happens: a null pair
+    labels = (((1 - q_u) * eta / r, s_s), (q_u * (1 - eta) / r, s_u), (q_u * eta / r, s_u + s_s))
+    weights = tuple(w for w, _ in labels)
+    parts = tuple(RemoveForm(user_pair(sigma, s, r)) for _, s in labels)
+    return Labelled(weights=tuple(w / sum(weights) for w in weights), parts=parts)
+
+
+def undetected_pair(rule: str, sens: Sensitivities, sigma: float, *, q_u: float, q_e: float, q_s: float) -> Pair:
+    """The per-round pair of one bound of eps_undetected (docs/proofs.md Theorem 2), in the units given."""
+    s_u, s_s = sens.s_u, sens.s_s
+    if rule == "four_point_S":
+        return _two_way(sigma, s_u, s_s, q_u, q_s)
+    if rule == "revealed_L":
+        return revealed_pair(sigma, s_u, s_s, q_u, q_u * q_s)
+    if rule == "lps":
+        return lps_pair(sigma, s_u, s_s, q_u, q_u * q_s)
+    if rule == "revealed_L_entity":
+        return revealed_pair(sigma, s_u, s_s, q_u, q_u * q_e)
+    if rule == "lps_entity":
+        return Labelled(weights=(1 - q_e, q_e), parts=(user_pair(sigma, s_u, q_u), lps_pair(sigma, s_u, s_s, q_u, q_u)))
+    raise ValueError(f"undetected rule must be one of {', '.join(UNDETECTED_RULES)}, got {rule!r}")
+
+
+def adjacency_mixture(kind: str, sens: Sensitivities, sigma: float, *, q_u: float, q_e: float) -> Mixture:
+    """The per-round mixture of adjacency "uedp" or "user" (contract 4) for these sensitivities and noise
+    std, in the units they are given in: what `Mechanism.mixture` accounts, and what the audit gives a
+    broken sensitivity rule (uedp.audit.mechanism)."""
     if kind == "uedp":
         return _two_way(sigma, sens.s_u, sens.s_e, q_u, q_e)
-    if kind == "undetected":
-        return _two_way(sigma, sens.s_u, sens.s_s, q_u, q_s)
     if kind == "user":
-        return Mixture(sigma=sigma, sensitivities=(0.0, sens.s_u), probs=(1 - q_u, q_u))
-    raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        return user_pair(sigma, sens.s_u, q_u)
+    raise ValueError(f"kind must be uedp or user (undetected: undetected_pair), got {kind!r}")
 
 
 @dataclass(frozen=True)
@@ -236,10 +392,66 @@ class Mechanism:
         return noise_std(self.method, self.z, self.sensitivities)
 
     def mixture(self, kind: str) -> Mixture:
-        return adjacency_mixture(kind, self.sensitivities, self.sigma, q_u=self.q_u, q_e=self.q_e, q_s=self.q_s)
+        """The pair of adjacency "uedp" or "user"."""
+        return adjacency_mixture(kind, self.sensitivities, self.sigma, q_u=self.q_u, q_e=self.q_e)
+
+    def undetected(self, rule: str) -> Pair:
+        """The pair of one bound of eps_undetected (UNDETECTED_RULES)."""
+        return undetected_pair(rule, self.sensitivities, self.sigma, q_u=self.q_u, q_e=self.q_e, q_s=self.q_s)
+
+    def truncation_probability(self, num_users: int) -> float:
+        """P(Bin(N-2, q_u) >= m_max - 1): a round's probability of leaving the good event of docs/proofs.md
+        section 4 (0 without truncation, or when N <= m_max: truncation cannot act)."""
+        return truncation_probability(num_users, self.q_u, self.m_max)
+
+
+def truncation_probability(num_users: int, q_u: float, m_max: int | None) -> float:
+    """P(Bin(N-2, q_u) >= m_max - 1), 0 if m_max is None or N <= m_max (docs/proofs.md section 4)."""
+    if m_max is None or num_users <= m_max:
+        return 0.0
+    return float(binom.sf(m_max - 2, num_users - 2, q_u))
 
 
 Groups = Sequence[tuple[Mechanism, int]]
+
+
+def truncation_delta(groups: Groups, num_users: int | None) -> float:
+    """delta_trunc = 1 - prod over rounds of (1 - truncation probability): the probability that truncation
+    may act in some round, charged to every epsilon of the run (docs/proofs.md Lemma C, section 4)."""
+    groups = _check_groups(groups)
+    if all(m.m_max is None for m, _ in groups):
+        return 0.0
+    if num_users is None:
+        raise ConfigError("the accounting of a cohort truncated at m_max needs the number of places N "
+                          "(num_users; `uedp epsilon --num-users`): docs/proofs.md section 4")
+    return _delta_over_rounds((m.truncation_probability(num_users), c) for m, c in groups)
+
+
+def _delta_over_rounds(rounds: Iterable[tuple[float, int]]) -> float:
+    """1 - prod (1 - p)^count over (p, count): the probability that some round leaves the good event."""
+    log_keep = 0.0
+    for p, count in rounds:
+        if p >= 1.0:
+            return 1.0
+        log_keep += count * math.log1p(-p)
+    return -math.expm1(log_keep)
+
+
+def safe_m_max(num_users: int, q_u: float, rounds: int, delta: float,
+               fraction: float = SAFE_TRUNCATION_FRACTION) -> int:
+    """The smallest m_max (at least 1) whose delta_trunc over `rounds` rounds is <= fraction * delta: what
+    `privacy.m_max = 0` (auto) uses. N itself when N places can never exceed it."""
+    if isinstance(num_users, bool) or not isinstance(num_users, int) or num_users < 1:
+        raise ConfigError(f"num_users must be a positive integer, got {num_users!r}")
+    budget = float(fraction) * float(delta)
+    lo, hi = 1, num_users  # delta_trunc(hi) = 0; it decreases with m_max
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _delta_over_rounds([(truncation_probability(num_users, q_u, mid), rounds)]) <= budget:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 @dataclass(frozen=True)
@@ -250,8 +462,10 @@ class Epsilons:
     eps_rdp_bound: float
     delta: float
     rounds: int
+    undetected_rule: str = ""  # the bound that decided eps_undetected (UNDETECTED_RULES)
+    delta_trunc: float = 0.0  # charged to every epsilon (docs/proofs.md section 4)
 
-    def as_dict(self) -> dict[str, float | int]:
+    def as_dict(self) -> dict[str, float | int | str]:
         return asdict(self)
 
 
@@ -280,8 +494,8 @@ def _check_groups(groups: Groups) -> tuple[tuple[Mechanism, int], ...]:
 
 
 @functools.lru_cache(maxsize=256)
-def _rdp_epsilon(mixtures: tuple[tuple[Mixture, int], ...], delta: float) -> float:
-    live = [(m, c) for m, c in mixtures if not m.is_null]
+def _rdp_epsilon(pairs: tuple[tuple[Pair, int], ...], delta: float) -> float:
+    live = [(m, c) for m, c in pairs if not m.is_null]
     if not live:
         return 0.0
     if any(m.is_blatant for m, _ in live):
@@ -294,7 +508,7 @@ def _rdp_epsilon(mixtures: tuple[tuple[Mixture, int], ...], delta: float) -> flo
 
 
 def auto_discretization(hint: float) -> float:
-    """The PLD grid for an epsilon whose RDP upper bound is `hint` (see the module docstring)."""
+    """The PLD grid for an epsilon whose RDP estimate is `hint` (see the module docstring)."""
     if not math.isfinite(hint):  # the RDP bound overflowed: epsilon is astronomically large anyway
         return 1.0
     cap = FINE_CAP if hint <= NO_PRIVACY else MAX_DISCRETIZATION
@@ -302,31 +516,32 @@ def auto_discretization(hint: float) -> float:
     return 2.0 ** math.floor(math.log2(vdi))  # a power of 2: per-round PLDs are reused as a ledger grows
 
 
-@functools.lru_cache(maxsize=64)
-def _mixture_pld(mixture: Mixture, vdi: float) -> pld_lib.PrivacyLossDistribution:
-    return mixture.pld(vdi)  # PLD objects are immutable (compose returns new ones): safe to share
+@functools.lru_cache(maxsize=128)
+def _pair_pld(pair: Pair, vdi: float) -> pld_lib.PrivacyLossDistribution:
+    return pair.pld(vdi)  # PLD objects are immutable (compose returns new ones): safe to share
 
 
-@functools.lru_cache(maxsize=256)
-def _pld_epsilon(mixtures: tuple[tuple[Mixture, int], ...], delta: float, vdi: float | None) -> float:
-    live = [(m, c) for m, c in mixtures if not m.is_null]
+@functools.lru_cache(maxsize=512)
+def _pld_epsilon(pairs: tuple[tuple[Pair, int], ...], delta: float, vdi: float | None) -> float:
+    live = [(m, c) for m, c in pairs if not m.is_null]
     if not live:
         return 0.0
     if any(m.is_blatant for m, _ in live):
         return math.inf
     if vdi is None:
-        vdi = auto_discretization(_rdp_epsilon(mixtures, delta))
+        vdi = auto_discretization(_rdp_epsilon(pairs, delta))
     total = None
     for m, count in live:
-        pld = _mixture_pld(m, vdi)
+        pld = _pair_pld(m, vdi)
         pld = pld.self_compose(count) if count > 1 else pld
         total = pld if total is None else total.compose(pld)
     return float(total.get_epsilon_for_delta(delta))
 
 
-def mixture_epsilon(mixture: Mixture, rounds: int, delta: float) -> float:
-    """Epsilon at `delta` of `mixture` self-composed over `rounds` rounds (PLD, the automatic grid): the
-    accountant's computation for a mixture that is not a ledger's, e.g. the audit's realizable worst case."""
+def mixture_epsilon(mixture: Pair, rounds: int, delta: float) -> float:
+    """Epsilon at `delta` of `mixture` self-composed over `rounds` rounds (PLD, the automatic grid, no
+    truncation charge): the accountant's computation for a pair that is not a ledger's, e.g. the audit's
+    realizable worst case."""
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
     return _pld_epsilon(((mixture, rounds),), check_delta(delta), None)
@@ -336,6 +551,38 @@ def _check_vdi(vdi: float | None) -> float | None:
     if vdi is not None and not (float(vdi) > 0.0 and math.isfinite(float(vdi))):
         raise ConfigError(f"value_discretization_interval must be positive, got {vdi!r}")
     return None if vdi is None else float(vdi)
+
+
+def _pld_delta(groups: tuple[tuple[Mechanism, int], ...], delta: float, num_users: int | None) -> float:
+    """The delta left for the PLD once delta_trunc is charged (<= 0: the epsilon is infinite)."""
+    return delta - truncation_delta(groups, num_users)
+
+
+def undetected_epsilon(
+    groups: Groups,
+    *,
+    delta: float = DEFAULT_DELTA,
+    num_users: int | None = None,
+    value_discretization_interval: float | None = None,
+) -> tuple[float, str]:
+    """(eps_undetected, the name of the bound that decided it): the max over the two kinds of sentence of
+    the min over their bounds (docs/proofs.md Theorem 2), each composed over all of `groups`."""
+    delta = check_delta(delta, num_users)
+    groups = _check_groups(groups)
+    vdi = _check_vdi(value_discretization_interval)
+    d = _pld_delta(groups, delta, num_users)
+    if d <= 0.0:
+        return math.inf, "truncation"
+    best = []
+    for rules in (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES):
+        pairs = {r: tuple((m.undetected(r), c) for m, c in groups) for r in rules}
+        # Any one valid bound per kind of sentence is valid; the smallest is chosen on a grid RANKING_FACTOR
+        # times coarser (cheap), then computed on the fine grid.
+        fine = vdi if vdi is not None else auto_discretization(min(_rdp_epsilon(x, d) for x in pairs.values()))
+        coarse = min(MAX_DISCRETIZATION, RANKING_FACTOR * fine)
+        rule = min(rules, key=lambda r: _pld_epsilon(pairs[r], d, coarse))
+        best.append((_pld_epsilon(pairs[rule], d, fine), rule))
+    return max(best)
 
 
 def epsilon(
@@ -348,23 +595,32 @@ def epsilon(
 ) -> float:
     """Epsilon at `delta` of the composition of `groups` ((mechanism, rounds) pairs, in order), for
     kind "uedp", "user" or "undetected" (PLD), or "rdp_bound" (RDP of the dominating subsampled Gaussian
-    of the uedp mixture)."""
+    of the uedp mixture); every kind is charged delta_trunc when the cohort is truncated."""
+    if kind == "undetected":
+        return undetected_epsilon(groups, delta=delta, num_users=num_users,
+                                  value_discretization_interval=value_discretization_interval)[0]
     delta = check_delta(delta, num_users)
     groups = _check_groups(groups)
     vdi = _check_vdi(value_discretization_interval)
-    if kind == "rdp_bound":
-        return _rdp_epsilon(tuple((m.mixture("uedp"), c) for m, c in groups), delta)
-    if kind not in KINDS:
+    if kind not in (*KINDS, "rdp_bound"):
         raise ValueError(f"kind must be rdp_bound or one of {', '.join(KINDS)}, got {kind!r}")
-    return _pld_epsilon(tuple((m.mixture(kind), c) for m, c in groups), delta, vdi)
+    d = _pld_delta(groups, delta, num_users)
+    if d <= 0.0:
+        return math.inf
+    if kind == "rdp_bound":
+        return _rdp_epsilon(tuple((m.mixture("uedp"), c) for m, c in groups), d)
+    return _pld_epsilon(tuple((m.mixture(kind), c) for m, c in groups), d, vdi)
 
 
 def compose_epsilons(
     groups: Groups, *, delta: float = DEFAULT_DELTA, num_users: int | None = None
 ) -> Epsilons:
-    """All four epsilons of a sequence of (mechanism, rounds) groups."""
-    values = {f"eps_{k}": epsilon(k, groups, delta=delta, num_users=num_users) for k in (*KINDS, "rdp_bound")}
-    return Epsilons(**values, delta=float(delta), rounds=sum(c for _, c in _check_groups(groups)))
+    """All four epsilons of a sequence of (mechanism, rounds) groups, the undetected bound's name and
+    delta_trunc."""
+    values = {f"eps_{k}": epsilon(k, groups, delta=delta, num_users=num_users) for k in ("uedp", "user", "rdp_bound")}
+    values["eps_undetected"], rule = undetected_epsilon(groups, delta=delta, num_users=num_users)
+    return Epsilons(**values, delta=float(delta), rounds=sum(c for _, c in _check_groups(groups)),
+                    undetected_rule=rule, delta_trunc=truncation_delta(groups, num_users))
 
 
 def epsilons(

@@ -7,7 +7,10 @@
 
 Privacy never depends on clients behaving: every update is re-checked. Wrong container, names or shapes
 (or a non-floating dtype) -> dropped ("dropped_shape"); NaN/Inf -> dropped ("dropped_nonfinite"); norm above
-w_max * beta * (1 + 1e-6) -> re-clipped to w_max * beta ("reclipped"); otherwise "ok". A missing or failed
+w_max * beta -> clipped to w_max * beta, so that every contribution has norm <= w_max * beta exactly (the
+sensitivities assume it: docs/proofs.md section 7); it is counted "reclipped" only above w_max * beta *
+(1 + 1e-6), so that the float rounding of an honest client's clip is not reported as misbehaviour;
+otherwise "ok". A missing or failed
 client is simply absent from `updates`, i.e. contributes zero, as does a dropped update. The statistics hold
 counts only, never a per-client number.
 
@@ -108,9 +111,9 @@ def recheck(update: Any, template_shapes: Shapes, *, w_max: float, beta: float) 
     norm = update_norm(update)
     if not math.isfinite(norm):  # finite entries whose squares overflow float64
         return None, DROPPED_NONFINITE
-    if norm > bound * (1.0 + NORM_SLACK):
+    if norm > bound:
         clipped, _ = clip_update(update, bound)
-        return clipped, RECLIPPED
+        return clipped, RECLIPPED if norm > bound * (1.0 + NORM_SLACK) else OK
     return update, OK
 
 

@@ -38,21 +38,25 @@ tests and the benchmark (python -m experiments.benchmark --only calibration).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from uedp.errors import ConfigError
 from uedp.privacy.accounting import (
     DEFAULT_DELTA,
+    KINDS,
     MAX_DISCRETIZATION,
     Mechanism,
-    Mixture,
+    Pair,
     _check_vdi,
     _rdp_epsilon,
     auto_discretization,
     check_delta,
     epsilon,
     mechanism,
+    safe_m_max,
+    truncation_delta,
 )
 
 COARSE_FACTOR = 32.0  # the coarse grid, relative to the auto grid of the target (or the given grid)
@@ -74,6 +78,7 @@ class _Problem:
     k_cap: int | None
     rounds: int
     delta: float
+    num_users: int | None  # N, the public number of places (the truncation charge needs it)
     vdi: float | None  # the fine grid (None: auto, as the ledger does)
     tol: float
 
@@ -82,15 +87,19 @@ class _Problem:
                          k_cap=self.k_cap)  # fmt: skip
         return [(mech, self.rounds)]
 
-    def mixtures(self, z: float) -> tuple[tuple[Mixture, int], ...]:
+    def mixtures(self, z: float) -> tuple[tuple[Pair, int], ...]:
+        """The pairs whose RDP bound (or, for "undetected", estimate) starts the search."""
+        if self.adjacency == "undetected":
+            return tuple((m.undetected("four_point_S"), c) for m, c in self.groups(z))
         return tuple((m.mixture(self.adjacency), c) for m, c in self.groups(z))
 
     def eps(self, z: float) -> float:
         """The fine epsilon: exactly what a ledger of these rounds reports."""
-        return epsilon(self.adjacency, self.groups(z), delta=self.delta, value_discretization_interval=self.vdi)
+        return self.eps_on(z, self.vdi)
 
-    def eps_on(self, z: float, vdi: float) -> float:
-        return epsilon(self.adjacency, self.groups(z), delta=self.delta, value_discretization_interval=vdi)
+    def eps_on(self, z: float, vdi: float | None) -> float:
+        return epsilon(self.adjacency, self.groups(z), delta=self.delta, num_users=self.num_users,
+                       value_discretization_interval=vdi)
 
     def rdp(self, z: float) -> float:
         return _rdp_epsilon(self.mixtures(z), self.delta)
@@ -108,14 +117,23 @@ def _problem(
         raise ConfigError(f"calibration tolerance must be positive, got {tol!r}")
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ConfigError(f"rounds must be a positive integer, got {rounds!r}")
-    if adjacency not in ("uedp", "user"):
-        raise ConfigError(f"adjacency must be 'uedp' or 'user', got {adjacency!r}")
+    if adjacency not in KINDS:
+        raise ConfigError(f"adjacency must be one of {', '.join(KINDS)}, got {adjacency!r}")
     if method == "noiseless":
         raise ConfigError("a noiseless mechanism cannot be calibrated")
     delta = check_delta(delta, num_users)
     vdi = _check_vdi(value_discretization_interval)
-    return _Problem(target=target, method=method, adjacency=adjacency, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max,
-                    k_cap=k_cap, rounds=rounds, delta=delta, vdi=vdi, tol=float(tol))  # fmt: skip
+    problem = _Problem(target=target, method=method, adjacency=adjacency, q_u=q_u, q_e=q_e, q_s=q_s,
+                       m_max=m_max, k_cap=k_cap, rounds=rounds, delta=delta, num_users=num_users, vdi=vdi,
+                       tol=float(tol))  # fmt: skip
+    trunc = truncation_delta(problem.groups(1.0), num_users)
+    if trunc >= delta:
+        safe = safe_m_max(num_users, q_u, rounds, delta)
+        raise ConfigError(
+            f"privacy.m_max = {m_max} truncates the cohort too often for any epsilon: over {rounds} rounds of "
+            f"N = {num_users} places at q_u = {q_u} the truncation charge is {trunc:.3g} >= delta = {delta:g} "
+            f"(docs/proofs.md section 4); use m_max >= {safe} (or privacy.m_max = 0: chosen automatically)")
+    return problem
 
 
 def calibrate_noise_multiplier(
@@ -135,7 +153,8 @@ def calibrate_noise_multiplier(
     value_discretization_interval: float | None = None,
 ) -> float:
     """The smallest noise multiplier z, up to `tol` (absolute), whose epsilon after `rounds` identical
-    rounds is <= target_epsilon, for `adjacency` "uedp" (eps_uedp, default) or "user" (eps_user).
+    rounds is <= target_epsilon, for `adjacency` "uedp" (eps_uedp, default), "user" (eps_user) or
+    "undetected" (eps_undetected); `calibrate_claims` for several at once.
 
     Guarantee, with eps(z) = epsilon(adjacency, [(mechanism(method, z=z, ...), rounds)], delta=delta,
     value_discretization_interval=value_discretization_interval) - the very values a ledger of these
@@ -162,6 +181,15 @@ def calibrate_noise_multiplier(
     if e_c > 0.0 and base < 0.5 * coarse:
         guess, slope = _extrapolated_root(p, coarse, base, z_c, slope)
     return _finish(p.eps, p.target, p.tol, guess, slope)
+
+
+def calibrate_claims(target_epsilon: float, claims: Sequence[str], **problem: Any) -> float:
+    """The smallest z (to tol) whose epsilons of EVERY adjacency in `claims` (e.g. ("uedp", "undetected"),
+    a UeDP run's claim) are <= target_epsilon: the largest of the per-claim calibrations, since every
+    epsilon decreases in z (options: those of `calibrate_noise_multiplier` but `adjacency`)."""
+    if not claims:
+        raise ConfigError("calibration needs at least one claimed epsilon")
+    return max(calibrate_noise_multiplier(target_epsilon, adjacency=claim, **problem) for claim in claims)
 
 
 def _extrapolated_root(p: _Problem, coarse: float, fine: float, z: float, slope: float) -> tuple[float, float]:

@@ -17,13 +17,13 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from uedp.errors import ConfigError
-from uedp.privacy.accounting import DEFAULT_DELTA, Mechanism, check_delta, compose_epsilons, epsilon
+from uedp.privacy.accounting import DEFAULT_DELTA, KINDS, Mechanism, check_delta, compose_epsilons, epsilon
 
 FORMAT = "uedp-ledger"
 VERSION = 1
@@ -99,8 +99,14 @@ class RoundRecord:
 @dataclass(frozen=True)
 class BudgetCheck:
     allowed: bool
-    epsilon_after: float
+    epsilon_after: float  # the largest of the claimed epsilons after the round
     target_epsilon: float
+    epsilons_after: dict[str, float] = field(default_factory=dict)  # per claimed adjacency
+
+    @property
+    def exceeded(self) -> list[str]:
+        """The claimed adjacencies the round would take above the target."""
+        return [k for k, v in self.epsilons_after.items() if not v <= self.target_epsilon]
 
 
 class Ledger:
@@ -154,21 +160,27 @@ class Ledger:
                 out.append((mech, 1))
         return out
 
-    def epsilons(self, delta: float | None = None) -> dict[str, float]:
-        """eps_uedp, eps_user, eps_undetected, eps_rdp_bound (+ delta, rounds), computed from the records."""
+    def epsilons(self, delta: float | None = None) -> dict[str, float | int | str]:
+        """eps_uedp, eps_user, eps_undetected, eps_rdp_bound (+ delta, rounds, the undetected bound's name
+        and delta_trunc), computed from the records."""
         delta = self.delta if delta is None else check_delta(delta, self.num_users)
         return compose_epsilons(self.groups(), delta=delta, num_users=self.num_users).as_dict()
 
     def check_budget(
-        self, next_record: RoundRecord, *, target_epsilon: float, adjacency: str = "uedp"
+        self, next_record: RoundRecord, *, target_epsilon: float, adjacency: str | Sequence[str] = "uedp"
     ) -> BudgetCheck:
-        """Would running `next_record` take epsilon ("uedp" or "user" adjacency) above the target?"""
+        """Would running `next_record` take any claimed epsilon (`adjacency`: "uedp", "user", "undetected",
+        or several, e.g. ("uedp", "undetected")) above the target?"""
         target = _positive("target_epsilon", target_epsilon)
-        if adjacency not in ("uedp", "user"):
-            raise ConfigError(f"adjacency must be 'uedp' or 'user', got {adjacency!r}")
+        claims = (adjacency,) if isinstance(adjacency, str) else tuple(adjacency)
+        if not claims or any(c not in KINDS for c in claims):
+            raise ConfigError(f"adjacency must be one or more of {', '.join(KINDS)}, got {adjacency!r}")
         self._check_next(next_record)
-        after = epsilon(adjacency, self.groups([next_record]), delta=self.delta, num_users=self.num_users)
-        return BudgetCheck(allowed=after <= target, epsilon_after=after, target_epsilon=target)
+        groups = self.groups([next_record])
+        after = {c: epsilon(c, groups, delta=self.delta, num_users=self.num_users) for c in claims}
+        worst = max(after.values())
+        return BudgetCheck(allowed=worst <= target, epsilon_after=worst, target_epsilon=target,
+                           epsilons_after=after)
 
     # -- persistence -------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

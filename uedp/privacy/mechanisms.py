@@ -9,8 +9,10 @@ keeps its own list of mechanism names:
                   the round's `method`) and the sampling rates `rates(privacy)` it is accounted with
     client        `keyed` (entity sampling by the round key, with the rates' q_e and q_s: q_s = 0 means no
                   extended entity), `deidentify` (entities replaced by placeholders before training)
-    budget check  `claim`: the adjacency whose epsilon the run promises and stops on ("uedp" or "user"),
-                  None for the non-private baselines
+    budget check  `claim`: the mechanism's adjacency ("uedp" or "user"), None for the non-private
+                  baselines; `claims`: every epsilon the run promises, calibrates to and stops on (UeDP:
+                  eps_uedp AND eps_undetected; user-level DP: eps_user), `claims_for(privacy)` the subset
+                  privacy.target_on names
 
 The sampling-rate rule (which q_e and q_s a round is accounted with) is written once, in
 `sampling_rates`; the ledger's records are validated against it too (uedp.privacy.accounting).
@@ -40,6 +42,7 @@ class PrivacyParams(Protocol):
     q_s: float
     m_max: int
     k_cap: int
+    target_on: str
 
 
 def sampling_rates(accounting: str, *, q_e: float, q_s: float) -> tuple[float, float]:
@@ -85,6 +88,25 @@ class MechanismSpec:
     def private(self) -> bool:
         """Noise, clipping and a claimed epsilon (False for the noiseless baselines)."""
         return self.claim is not None
+
+    @property
+    def claims(self) -> tuple[str, ...]:
+        """Every epsilon the mechanism promises (uedp.privacy.accounting kinds): UeDP's user-entity epsilon
+        and its undetected-entity epsilon (docs/proofs.md Theorem 2); user-level DP's user epsilon."""
+        if self.claim is None:
+            return ()
+        return ("uedp", "undetected") if self.claim == "uedp" else (self.claim,)
+
+    def claims_for(self, privacy: PrivacyParams) -> tuple[str, ...]:
+        """The claimed epsilons privacy.target_epsilon bounds: privacy.target_on ("" = all of `claims`)."""
+        named = tuple(dict.fromkeys(x.strip() for x in privacy.target_on.split(",") if x.strip()))
+        if not named:
+            return self.claims
+        wrong = [x for x in named if x not in self.claims]
+        if wrong:
+            raise ConfigError(f"privacy.target_on = {privacy.target_on!r}: {self.name} claims "
+                              f"{', '.join(self.claims) or 'no epsilon'}, not {', '.join(wrong)}")
+        return named
 
     def rates(self, privacy: PrivacyParams) -> tuple[float, float]:
         """(q_e, q_s) of this mechanism's rounds: what clients are told and what the ledger records."""

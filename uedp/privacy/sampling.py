@@ -12,7 +12,9 @@ leaving the client, which entities are sampled in the round:
 
 `encode` is prefix-free, hence unambiguous: each item is a type byte (`s` str, `i` int, `b` bytes), an
 8-byte big-endian length and the payload (UTF-8 for str, signed big-endian for int), so ("ab", "c") and
-("a", "bc") or "1" and 1 never collide. "h < q" is decided exactly, on integers: h_int < ceil(q * 2**64).
+("a", "bc") or "1" and 1 never collide. "h < q" is decided on integers: h_int < floor(q * 2**64), so that
+the probability of a sampled entity is floor(q 2^64) / 2^64 <= q (the accountant's q is an upper bound):
+exactly q for every float q >= 2^-12, whose q * 2^64 is an integer (docs/proofs.md section 2).
 
 The round key is a `RoundKey`: 16 bytes from `secrets`, whose repr/str never show the key material. It is
 sent to the sampled clients only (`to_bytes()`), never logged, never stored. A client that colludes with the
@@ -117,9 +119,10 @@ def check_probability(name: str, q: float) -> float:
 
 
 def threshold(q: float, *, name: str = "q") -> int:
-    """The integer t with  h_int / 2**64 < q  <=>  h_int < t  (exact; t = 2**64 when q = 1)."""
+    """t = floor(q * 2**64): P(h_int < t) = t / 2**64 <= q for a uniform 64-bit h_int, equal to q whenever
+    q * 2**64 is an integer (every float q >= 2**-12; t = 2**64 when q = 1)."""
     q = check_probability(name, q)
-    return math.ceil(Fraction(q) * _HASH_RANGE)
+    return math.floor(Fraction(q) * _HASH_RANGE)
 
 
 def extended_entity(user: str, sid: int) -> tuple[str, int]:

@@ -1,9 +1,12 @@
 """Sensitivities of the un-normalized sum of client updates, and the noise standard deviation (contract 3).
 
 With clip bound beta and maximal user weight w_max, one client's contribution has norm <= w_max * beta
-(`unit`). Adding or removing:
-  - a user u' (s_u): its own update plus the one other user it can displace (truncation at m_max drops
-    one, or the slot assignment moves one):  s_u = 3 w_max beta with the entity cap, 2 w_max beta without;
+(`unit`; the server's re-check enforces it). Adding or removing (docs/proofs.md, Theorems 1 and 2; places
+are public and an absent user is an empty place, section 1 there):
+  - a user u' (s_u): its own update, s_u = w_max beta. On the good event of docs/proofs.md section 4
+    (truncation at m_max never acts, charged as delta_trunc by the accountant) nobody is displaced and the
+    slots of the other users do not move. (The contract's 3 w_max beta with the entity cap and 2 w_max
+    beta without charged a displaced user and a slot move.)
   - an entity e' (s_e): every sampled user allowed to use e' may change its update by up to 2 w_max beta:
     s_e = 2 k_cap w_max beta with the cap, 2 m_max w_max beta without;
   - an undetected entity in one sentence of one user (s_s): s_s = 2 w_max beta.
@@ -11,8 +14,7 @@ With clip bound beta and maximal user weight w_max, one client's contribution ha
 Methods (`METHODS`):
   - "uedp" (f_E+) and "uedp_naive" (f_E, q_s = 0): sigma = z * (s_u + s_e).
   - "user_dp" (DP-FedAvg baseline, contract 2.8): sigma = z * w_max * beta (z relative to `unit`). Its
-    own sensitivities: s_u = w_max beta if the cohort is NOT truncated (m_max=None, plain Poisson sampling),
-    2 w_max beta if it is (one displaced user); every entity is always used (no entity sampling), by up to
+    own sensitivities: s_u = w_max beta; every entity is always used (no entity sampling), by up to
     m_max users: s_e = 2 m_max w_max beta, infinite without truncation; s_s = 2 w_max beta.
   - "noiseless": sigma = 0 (not private; every epsilon is infinite); m_max may be None.
 """
@@ -67,19 +69,14 @@ def sensitivities(
         _positive_int("k_cap", k_cap)
     if m_max is not None:
         _positive_int("m_max", m_max)
-    if method == "user_dp":
-        if k_cap is not None:
-            raise ValueError("user_dp has no entity cap: k_cap must be None")
-        if m_max is None:
-            return Sensitivities(s_u=unit, s_e=math.inf, s_s=2.0 * unit, unit=unit)
-        return Sensitivities(s_u=2.0 * unit, s_e=2.0 * m_max * unit, s_s=2.0 * unit, unit=unit)
+    if method == "user_dp" and k_cap is not None:
+        raise ValueError("user_dp has no entity cap: k_cap must be None")
     if m_max is None:
-        if method == "noiseless":  # not private anyway: an untruncated cohort has unbounded s_e
-            return Sensitivities(s_u=unit, s_e=math.inf, s_s=2.0 * unit, unit=unit)
-        raise ValueError(f"method {method!r} needs m_max (the cohort truncation), got None")
-    if k_cap is not None:
-        return Sensitivities(s_u=3.0 * unit, s_e=2.0 * k_cap * unit, s_s=2.0 * unit, unit=unit)
-    return Sensitivities(s_u=2.0 * unit, s_e=2.0 * m_max * unit, s_s=2.0 * unit, unit=unit)
+        if method not in ("user_dp", "noiseless"):  # noiseless is not private anyway
+            raise ValueError(f"method {method!r} needs m_max (the cohort truncation), got None")
+        return Sensitivities(s_u=unit, s_e=math.inf, s_s=2.0 * unit, unit=unit)
+    s_e = 2.0 * (k_cap if k_cap is not None else m_max) * unit
+    return Sensitivities(s_u=unit, s_e=s_e, s_s=2.0 * unit, unit=unit)
 
 
 def noise_std(method: str, z: float, sens: Sensitivities) -> float:
