@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from client.rewrite import client_rewrite
 from client.update import client_update
 from uedp.config import RunConfig
 from uedp.owners import shipped_tokenizer
-from uedp.protocol import REWRITES_RECORD, TOKENIZER_RECORD, TrainInstructions
+from uedp.protocol import REWRITES_RECORD, TOKENIZER_RECORD, TrainInstructions, reply_content
 
 
 def inject_fault(fault: str) -> None:
@@ -96,15 +96,13 @@ class TrainHandler:
             if not data_path:
                 raise ValueError("federation.data = owners: start this SuperNode with node config data-path")
             tokenizer = shipped_tokenizer(dict(msg.content[TOKENIZER_RECORD]))
-            update, metrics = client_update.owner(run_cfg, data_path, tokenizer, weights, ins)
+            update, metrics = client_update.owner(run_cfg, data_path, tokenizer, weights, ins,
+                                                  identity=str(context.node_id))
         else:
             update, metrics = client_update(run_cfg, int(context.node_config["partition-id"]), weights, ins)
         if laps:
             laps.lap("compute")
-        content = RecordDict({"update": ArrayRecord(update)})
-        if metrics:
-            content["metrics"] = MetricRecord(metrics)
-        reply = Message(content, reply_to=msg)
+        reply = Message(reply_content(update, metrics), reply_to=msg)
         if laps:
             laps.lap("encode")
             laps.write()

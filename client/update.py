@@ -16,6 +16,7 @@ copy of it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from uedp.owners import model_shape, owner_data
 from uedp.pipeline import UserData, load_manifest, load_user_data, new_model
 from uedp.privacy.clipping import clip_update, scale
 from uedp.privacy.selection import SelectionParams, select_sentences
-from uedp.protocol import TrainInstructions
+from uedp.protocol import SplitUpdate, TrainInstructions
 from uedp.tokenization import TextTokenizer
 from uedp.training import LocalTraining, local_train
 
@@ -91,17 +92,43 @@ class ClientRound:
         return self.train(_user_data(key, partition_id, ins.spec.deidentify), _model(key), weights, ins)
 
     def owner(self, cfg: RunConfig, data_path: str, tokenizer: TextTokenizer, weights: list[np.ndarray],
-              ins: TrainInstructions) -> tuple[list[np.ndarray], dict[str, float]]:
+              ins: TrainInstructions, *, identity: str) -> tuple[list[np.ndarray], dict[str, float]]:
         """The same for a data owner who reads only its own file (node config data-path; uedp.owners),
-        encoded with the tokenizer the server shipped."""
+        encoded with the tokenizer the server shipped. `identity` is unique to this node (its Flower node
+        id): it prefixes the file's own "user" name in the extended entities' identities, so two owners
+        whose files name the same user never share an S-coin (docs/proofs.md section 2)."""
         data = owner_data(cfg, data_path, tokenizer, deidentified=ins.spec.deidentify)
+        data = dataclasses.replace(data, user=f"node {identity}: {data.user}")
         return self.train(data, new_model(cfg, model_shape(cfg, tokenizer)), weights, ins)
 
     def train(self, data: UserData, model: UedpModel, weights: list[np.ndarray], ins: TrainInstructions
-              ) -> tuple[list[np.ndarray], dict[str, float]]:
-        """Select, train from `weights`, bound the update (see the module docstring)."""
-        set_weights(model, weights)
+              ) -> tuple[list[np.ndarray] | SplitUpdate, dict[str, float]]:
+        """Select, train from `weights`, bound the update (see the module docstring). A split update
+        (uedp_split) trains twice from `weights`: on the selected entity-free sentences (bounded by beta)
+        and on the selected sentences with entities (bounded by gamma), and returns both parts."""
         rows, omega = select(data, ins)
+        if not ins.spec.split:
+            return self._bounded_update(data, model, weights, rows, omega, ins)
+        has_entity = np.fromiter((len(e) > 0 for e in data.entities), dtype=bool, count=len(data.sids))[rows]
+        free = self._part(data, model, weights, rows[~has_entity], omega[~has_entity], ins)
+        entity = self._part(data, model, weights, rows[has_entity], omega[has_entity],
+                            dataclasses.replace(ins, beta=ins.gamma))
+        return SplitUpdate(free=free, entity=entity), {}
+
+    def _part(self, data: UserData, model: UedpModel, weights: list[np.ndarray], rows: np.ndarray,
+              omega: np.ndarray, ins: TrainInstructions) -> list[np.ndarray]:
+        """One part of a split update; a part whose training fails (non-finite, cannot be clipped) is ZERO
+        and the other part is still sent. Failing the whole reply would make the free part's presence depend
+        on the entity sentences (docs/proofs.md section 9, F1). Nothing about the failure is logged."""
+        try:
+            return self._bounded_update(data, model, weights, rows, omega, ins)[0]
+        except (ValueError, ArithmeticError):
+            return [np.zeros_like(w, dtype=np.float32) for w in weights]
+
+    def _bounded_update(self, data: UserData, model: UedpModel, weights: list[np.ndarray], rows: np.ndarray,
+                        omega: np.ndarray, ins: TrainInstructions) -> tuple[list[np.ndarray], dict[str, float]]:
+        """Train from `weights` on `rows` with weights `omega`, then bound the update (ins.beta)."""
+        set_weights(model, weights)
         w = torch.zeros(len(data.sids), dtype=torch.float32)
         w[torch.as_tensor(rows, dtype=torch.long)] = torch.as_tensor(omega, dtype=torch.float32)
         training = LocalTraining(optimizer=ins.optimizer, lr=ins.lr, momentum=ins.momentum,

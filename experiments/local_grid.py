@@ -17,14 +17,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
+from flwr.app import Message, RecordDict
 
 from client.rewrite import client_rewrite
 from client.update import client_update
 from server.setup import Components
 from uedp.config import RunConfig
 from uedp.owners import shipped_tokenizer
-from uedp.protocol import REWRITES_RECORD, TOKENIZER_RECORD, TrainInstructions
+from uedp.protocol import REWRITES_RECORD, TOKENIZER_RECORD, TrainInstructions, reply_content
 
 ClientFn = Callable[[RunConfig, int, list[np.ndarray], TrainInstructions], tuple[list[np.ndarray], dict[str, float]]]
 
@@ -63,7 +63,7 @@ class LocalGrid:
             out = self.client_fn(self.cfg, node, weights, ins)
         else:
             tokenizer = shipped_tokenizer(dict(msg.content[TOKENIZER_RECORD]))  # as client/app.py does
-            out = client_update.owner(self.cfg, self.data_paths[node], tokenizer, weights, ins)
+            out = client_update.owner(self.cfg, self.data_paths[node], tokenizer, weights, ins, identity=str(node))
         laps["compute"] = time.perf_counter() - t1
         return out
 
@@ -93,10 +93,7 @@ class LocalGrid:
                 replies.append(LocalReply(RecordDict(), error=f"client raised {type(exc).__name__}"))
                 continue
             t1 = time.perf_counter()
-            content = RecordDict({"update": ArrayRecord(update)})
-            if metrics:
-                content["metrics"] = MetricRecord(metrics)
-            replies.append(LocalReply(content))
+            replies.append(LocalReply(reply_content(update, metrics)))
             laps["encode"] = time.perf_counter() - t1
             laps["cpu"] = time.thread_time() - cpu0
             self.client_seconds.append(time.perf_counter() - t0)

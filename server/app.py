@@ -24,11 +24,20 @@ from server.polling import fast_polling
 from server.round import run_round
 from server.setup import Components, RunContext, RunState, evaluate, setup
 from uedp.config import RunConfig
+from uedp.entities.public import policy_record
 from uedp.errors import ConfigError
 from uedp.models.base import get_weights
 from uedp.privacy.mechanisms import spec_for
 
 SUMMARY = "summary.json"
+# What a private run's summary.json holds that the privacy guarantee does not cover (docs/proofs.md section 1,
+# found by the adversarial read of issue 22): release the model, the ledger and the epsilons, not these.
+OUTSIDE_GUARANTEE = {
+    "corpus": ("seconds (the run's wall time depends on the sampled users' data); initial and final (evaluated "
+               "without noise on the held-out sentences of the same users: a simulation's measurement); "
+               "population (the corpus's number of users, treated as the public number of places)"),
+    "owners": "seconds (the run's wall time depends on the sampled owners' data)",
+}
 
 
 def wait_for_nodes(grid: Grid, expected: int, timeout: float, stream: TextIO, *, strict: bool = True) -> int:
@@ -68,6 +77,9 @@ def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, 
         "private": ctx.private, "warning": ctx.warning, "tokenizer": ctx.tokenizer,
         "initial_model": ctx.initial_model,
         "detector": ctx.cfg.detector(), "metrics_note": OPERATOR_LOGS if ctx.spec.private else None,
+        "public_entities": (policy_record(ctx.cfg.entities.public) if ctx.cfg.entities.public != "none"
+                            else None),
+        "outside_guarantee": OUTSIDE_GUARANTEE[ctx.cfg.federation.data] if ctx.spec.private else None,
         "seconds": round(seconds, 1),
     }
     (ctx.out / SUMMARY).write_text(json.dumps(summary, indent=1, default=str))

@@ -116,7 +116,7 @@ def noise_multiplier(cfg: RunConfig, spec: MechanismSpec, *, population: int) ->
     return calibrate_claims(
         p.target_epsilon, spec.claims_for(p), method=spec.accounting, q_u=p.q_u, q_e=q_e, q_s=q_s,
         m_max=spec.m_max(p), k_cap=spec.k_cap(p), rounds=cfg.federation.rounds, delta=p.delta,
-        num_users=population, tol=1e-3,
+        num_users=population, tol=1e-3, gamma=spec.gamma(p) / p.beta,
     )
 
 

@@ -7,9 +7,11 @@ configure_train: Poisson-sample users over the registered population (truncated 
   says so), draw a fresh secret round key (`secrets`) for keyed mechanisms, inject the cohort into slots
   when the entity cap is on, and send each sampled node its instructions (uedp.protocol) with the model.
 aggregate_train: error replies and missing replies (time-outs) contribute zero; every received update is
-  re-checked (shape, finite, norm <= w_max * beta: re-clip or drop, counted), summed, noised with the
-  round's sigma and divided by the public constant Z (uedp.privacy.aggregation). Noiseless mechanisms
-  divide by the number of valid replies instead (they have no guarantee, so they may look at the data).
+  re-checked (shape, finite, norm <= w_max * beta: re-clip or drop, counted; a split update's two parts
+  each against its own bound, beta and gamma, then summed: uedp.privacy.aggregation.recheck_split),
+  summed, noised with the round's sigma and divided by the public constant Z (uedp.privacy.aggregation).
+  Noiseless mechanisms divide by the number of valid replies instead (they have no guarantee, so they may
+  look at the data).
 
 The aggregation function and the noise source are passed in (the audit's broken controls replace them);
 real runs use `uedp.privacy.aggregation.aggregate` and a CSPRNG-seeded `GaussianNoise`.
@@ -32,13 +34,22 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from uedp.config import ClientTrainConfig, PrivacyConfig
-from uedp.privacy.aggregation import UNBOUNDED_NORM, Aggregator, aggregate, denominator
+from uedp.privacy.aggregation import (
+    STATUSES,
+    UNBOUNDED_NORM,
+    AggregationStats,
+    Aggregator,
+    aggregate,
+    denominator,
+    recheck_split,
+    shapes_of,
+)
 from uedp.privacy.cohort import Cohort, sample_cohort
 from uedp.privacy.ledger import RoundRecord
 from uedp.privacy.mechanisms import MechanismSpec
 from uedp.privacy.noise import NoiseSource
 from uedp.privacy.sampling import RoundKey, new_round_key
-from uedp.protocol import TOKENIZER_RECORD, TrainInstructions
+from uedp.protocol import ENTITY_UPDATE_RECORD, TOKENIZER_RECORD, UPDATE_RECORD, TrainInstructions
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +83,7 @@ class MechanismStrategy(Strategy):
         self.shipped = None if shipped is None else ConfigRecord(dict(shipped))  # e.g. the tokenizer (owners mode)
         self.k_cap = spec.k_cap(privacy)
         self.m_max = spec.m_max(privacy)
+        self.gamma = spec.gamma(privacy)  # the entity part's clip of a split update (0 otherwise)
         self.q_e, self.q_s = spec.rates(privacy)
         if spec.private:
             self.Z = denominator(
@@ -89,7 +101,7 @@ class MechanismStrategy(Strategy):
         return RoundRecord(
             round=server_round, method=self.spec.accounting, q_u=p.q_u, q_e=self.q_e, q_s=self.q_s,
             m_max=self.m_max, k_cap=self.k_cap, beta=p.beta, w_max=p.w_max, z=self.z,
-            Z=self.Z if self.spec.private else 1.0,
+            Z=self.Z if self.spec.private else 1.0, gamma=self.gamma,
         )
 
     @property
@@ -102,8 +114,13 @@ class MechanismStrategy(Strategy):
     ) -> Iterable[Message]:
         # The population is N public places (the corpus's users, or the invited owners); the connected nodes
         # fill the first places. An owner who is not connected is sampled as usual and contributes zero (a
-        # missing reply), and a node beyond the first N is never sampled.
-        nodes = sorted(grid.get_node_ids())[: self.population]
+        # missing reply). More than N connected nodes is refused, fail-closed: keeping "the first N" would let
+        # one owner's presence push another out of the population (docs/proofs.md section 8, G2).
+        nodes = sorted(grid.get_node_ids())
+        if len(nodes) > self.population:
+            raise RuntimeError(f"{len(nodes)} nodes are connected but the federation has {self.population} places "
+                               "(federation.num_nodes, or the corpus's users): refusing to sample a round; stop the "
+                               "extra SuperNodes (or wait for stale node ids to expire) and resume")
         cohort = sample_cohort(
             range(self.population), q_u=self.privacy.q_u, m_max=self.m_max or self.population,
             use_slots=self.k_cap is not None, rng=self.rng,
@@ -124,7 +141,7 @@ class MechanismStrategy(Strategy):
                 private=self.spec.private, optimizer=self.train.optimizer, lr=self.train.lr,
                 momentum=self.train.momentum, local_epochs=self.train.local_epochs,
                 local_steps=self.train.local_steps, batch_size=self.train.batch_size, key=key,
-                seed=self.rng.randrange(2**31) if self.privacy.seed >= 0 else -1,
+                seed=self.rng.randrange(2**31) if self.privacy.seed >= 0 else -1, gamma=self.gamma,
             )
             content = RecordDict({"arrays": arrays, "config": ins.to_record()})
             if self.shipped is not None:
@@ -141,17 +158,29 @@ class MechanismStrategy(Strategy):
         replies = list(replies)
         updates, errors = [], 0
         train_loss: list[float] = []
+        split_counts = dict.fromkeys(STATUSES, 0)
         for reply in replies:
-            if reply.has_error() or "update" not in reply.content:
+            wanted = (UPDATE_RECORD, ENTITY_UPDATE_RECORD) if self.spec.split else (UPDATE_RECORD,)
+            if reply.has_error() or any(k not in reply.content for k in wanted):
                 errors += 1
                 continue
-            updates.append(reply.content["update"].to_numpy_ndarrays())
+            update = reply.content[UPDATE_RECORD].to_numpy_ndarrays()
+            if self.spec.split:  # each part against its own bound, then their sum
+                update, status = recheck_split(update, reply.content[ENTITY_UPDATE_RECORD].to_numpy_ndarrays(),
+                                               shapes_of(self._template), w_max=self.privacy.w_max,
+                                               beta=self.privacy.beta, gamma=self.gamma)
+                split_counts[status] += 1
+                if update is None:
+                    continue
+            updates.append(update)
             if not self.spec.private and "metrics" in reply.content:
                 train_loss.append(float(reply.content["metrics"]["train_loss"]))
         if self.spec.private:
             mean, stats = self.aggregator(updates, template=self._template, w_max=self.privacy.w_max,
-                                          beta=self.privacy.beta, sigma=self.round_record(server_round).sigma,
-                                          Z=self.Z, noise=self.noise)
+                                          beta=self.privacy.beta + self.gamma,
+                                          sigma=self.round_record(server_round).sigma, Z=self.Z, noise=self.noise)
+            if self.spec.split:  # the parts' re-check statuses (the sums all pass the second one)
+                stats = AggregationStats(received=sum(split_counts.values()), **split_counts)
         else:
             mean, stats = self.aggregator(updates, template=self._template, w_max=1.0, beta=UNBOUNDED_NORM,
                                           sigma=0.0, Z=1.0, noise=self.noise)
@@ -161,7 +190,7 @@ class MechanismStrategy(Strategy):
             "sampled": float(sampled),
             "drawn": float(cohort.drawn if cohort else 0),
             "truncated": float(bool(cohort and cohort.truncated)),
-            "replies": float(len(updates)),
+            "replies": float(stats.received),
             "failed": float(errors),
             "missing": float(sampled - len(replies)),
             **{k: float(v) for k, v in stats.as_dict().items() if k != "received"},

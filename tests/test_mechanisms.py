@@ -27,7 +27,7 @@ def test_the_config_selects_one_spec(strategy, estimator, name, accounting, clai
 
 
 def test_unknown_names_are_refused_everywhere():
-    with pytest.raises(ConfigError, match="strategy.name must be one of uedp, user_dp, fedavg, deid"):
+    with pytest.raises(ConfigError, match="strategy.name must be one of uedp, uedp_split, user_dp, fedavg, deid"):
         spec_for("dp_sgd", "f_E+")
     with pytest.raises(ConfigError, match="estimator"):
         spec_for("uedp", "f_X")
@@ -41,17 +41,20 @@ def test_unknown_names_are_refused_everywhere():
 
 def test_the_sampling_rate_rule_is_shared_by_spec_and_accountant():
     privacy = PrivacyConfig(q_e=0.3, q_s=0.4, k_cap=2, m_max=50)
-    expected = {"uedp": (0.3, 0.4), "uedp_naive": (0.3, 0.0), "user_dp": (1.0, 1.0), "fedavg": (1.0, 1.0),
+    expected = {"uedp": (0.3, 0.4), "uedp_naive": (0.3, 0.0), "uedp_split": (0.3, 0.4), "user_dp": (1.0, 1.0),
+                "fedavg": (1.0, 1.0),
                 "deid": (1.0, 1.0), "dp_bart": (1.0, 1.0)}
     for spec in mechanisms.specs():
         rates = spec.rates(privacy)
         assert rates == expected[spec.name] == sampling_rates(spec.accounting, q_e=0.3, q_s=0.4)
         z = 0.0 if spec.accounting == "noiseless" else 1.0
         # the ledger's mechanism for the spec's round validates, and other rates are refused
+        gamma = spec.gamma(privacy) / privacy.beta  # the split's entity clip in units of beta (0 otherwise)
+        assert (gamma > 0) == spec.split
         m = Mechanism(method=spec.accounting, z=z, q_u=0.1, q_e=rates[0], q_s=rates[1], m_max=spec.m_max(privacy),
-                      k_cap=spec.k_cap(privacy))
+                      k_cap=spec.k_cap(privacy), gamma=gamma)
         assert mechanism(spec.accounting, z=z, q_u=0.1, q_e=rates[0] if spec.keyed else None,
-                         q_s=rates[1] if spec.keyed else None, m_max=m.m_max, k_cap=m.k_cap) == m
+                         q_s=rates[1] if spec.keyed else None, m_max=m.m_max, k_cap=m.k_cap, gamma=gamma) == m
         if rates != (0.3, 0.4):
             with pytest.raises(ConfigError, match="sampling_rates"):
                 Mechanism(method=spec.accounting, z=z, q_u=0.1, q_e=0.3, q_s=0.4, m_max=m.m_max, k_cap=m.k_cap)

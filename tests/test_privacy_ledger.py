@@ -22,7 +22,7 @@ def record(t: int, **changes) -> RoundRecord:
 def test_record_holds_public_parameters_only() -> None:
     r = record(1)
     names = {f.name for f in dataclasses.fields(RoundRecord)}
-    assert names == {"round", "method", "q_u", "q_e", "q_s", "m_max", "k_cap", "beta", "w_max", "z", "Z"}
+    assert names == {"round", "method", "q_u", "q_e", "q_s", "m_max", "k_cap", "beta", "w_max", "z", "Z", "gamma"}
     assert r.sigma == pytest.approx(1.2 * (1 + 4) * 0.5)  # z (s_u + s_e) w_max beta, cap on
     assert RoundRecord.from_dict(r.to_dict()) == r
     with pytest.raises(ConfigError, match="sigma"):

@@ -125,3 +125,24 @@ def test_user_level_dp_is_calibrated_on_user_adjacency(tmp_path):
     assert 3.9 < s["eps_user"] <= 4.0
     assert s["eps_uedp"] == float("inf")  # no entity protection: user-level DP claims nothing about entities
     assert s["sigma"] == pytest.approx(s["noise_multiplier"] * 0.5)  # sigma = z * w_max * beta
+
+
+def test_budget_stop_on_the_undetected_epsilon(tmp_path):
+    """A UeDP run claims eps_uedp AND eps_undetected (docs/proofs.md Theorem 2): with q_s = 1 the undetected
+    one grows faster here, and the run stops before IT passes the target, while eps_uedp alone would let the
+    next round run."""
+    base = {"q_s": 1.0, "q_e": 0.2, "noise_multiplier": 2.0, "target_epsilon": 0.0}
+    run_local(tiny_config(tmp_path / "free", privacy=base, federation={"rounds": 4, "eval_every": 1}))
+    rows = _rows(tmp_path / "free")
+    assert all(r["eps_undetected"] > r["eps_uedp"] for r in rows)
+    target = rows[1]["eps_undetected"] + 1e-6  # reached after round 2
+    assert rows[2]["eps_uedp"] < target  # eps_uedp alone would allow round 3
+    out = tmp_path / "stop"
+    s = run_local(tiny_config(out, privacy={**base, "target_epsilon": target}, federation={"rounds": 4}),
+                  components=Components(noise_multiplier=2.0))
+    assert s["stopped_by_budget"] and s["rounds"] == 2
+    assert s["eps_undetected"] <= target and s["claims"] == ["eps_uedp", "eps_undetected"]
+    only_uedp = run_local(tiny_config(tmp_path / "uedp", privacy={**base, "target_epsilon": target,
+                                                                    "target_on": "uedp"}, federation={"rounds": 4}),
+                          components=Components(noise_multiplier=2.0))
+    assert only_uedp["rounds"] > 2 and only_uedp["claims"] == ["eps_uedp"]

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy.stats import multinomial, norm
 
@@ -59,11 +60,43 @@ def _labelled_delta_direct(weights: list[float], part_plds: list, rounds: int, e
 def test_revealed_pair_is_the_labelled_composition_of_dp_accounting_plds(sigma, q_u, p, rounds) -> None:
     pair = revealed_pair(sigma, 1.0, 2.0, q_u, p)
     ours = pair.pld(VDI).self_compose(rounds)
-    parts = [pld_lib.from_mixture_gaussian_mechanism(sigma, [0.0, 1.0], [1 - q_u, q_u], value_discretization_interval=VDI),
-             pld_lib.from_mixture_gaussian_mechanism(sigma, [2.0, 3.0], [1 - q_u, q_u], value_discretization_interval=VDI)]
+    parts = [pld_lib.from_mixture_gaussian_mechanism(sigma, shifts, [1 - q_u, q_u], value_discretization_interval=VDI)
+             for shifts in ([0.0, 1.0], [2.0, 3.0])]
     for eps in (0.1, 0.5, 1.0, 2.0):
         direct = _labelled_delta_direct([1 - p, p], parts, rounds, eps)
         assert _delta_of(ours, eps) == pytest.approx(direct, rel=1e-6, abs=1e-15)
+
+
+def _mirrored(pmf) -> object:
+    """Lemma E written out independently of the code: a dict of the positive losses, their mirror images
+    with weight e^-l, and the rest at 0, as a sparse dp-accounting PMF."""
+    dense = pmf.to_dense_pmf()
+    out: dict[int, float] = {}
+    for i, p in enumerate(dense._probs):
+        loss = dense._lower_loss + i
+        if loss > 0 and p > 0:
+            out[loss] = out.get(loss, 0.0) + p
+            out[-loss] = out.get(-loss, 0.0) + p * math.exp(-loss * dense._discretization)
+    out[0] = 1.0 - sum(out.values()) - dense._infinity_mass
+    return pld_lib.PrivacyLossDistribution(pld_pmf.create_pmf(out, dense._discretization, dense._infinity_mass, True))
+
+
+def test_the_symmetrized_pair_keeps_the_profile_and_is_a_pair() -> None:
+    """Lemma E: for eps >= 0 the symmetrized pair has the remove profile exactly; its PMF is a distribution
+    whose e^-loss-weighted mass is 1 (it is the privacy loss of a real pair); and it composes to more than
+    the remove PMF alone (the code's earlier, unjustified composition)."""
+    from uedp.privacy.accounting import symmetrized
+
+    full = pld_lib.from_gaussian_mechanism(1.5, sampling_prob=0.3, value_discretization_interval=VDI)
+    remove = pld_lib.PrivacyLossDistribution(full._pmf_remove)
+    sym = symmetrized(full._pmf_remove)
+    for eps in (0.0, 0.1, 0.5, 1.0, 3.0):
+        assert _delta_of(sym, eps) == pytest.approx(_delta_of(remove, eps), rel=1e-9, abs=1e-15)
+    dense = sym._pmf_remove.to_dense_pmf()
+    losses = (dense._lower_loss + np.arange(len(dense._probs))) * VDI
+    assert float(dense._probs.sum()) + dense._infinity_mass == pytest.approx(1.0, abs=1e-12)
+    assert float(np.sum(dense._probs * np.exp(-losses))) == pytest.approx(1.0, abs=1e-9)
+    assert sym.self_compose(30).get_epsilon_for_delta(DELTA) > remove.self_compose(30).get_epsilon_for_delta(DELTA)
 
 
 @pytest.mark.parametrize("sigma, q_u, eta, rounds", [(3.0, 0.25, 0.25, 3), (2.5, 0.1, 0.05, 4)])
@@ -75,7 +108,7 @@ def test_lps_pair_is_the_labelled_composition_of_remove_form_plds(sigma, q_u, et
     parts = []
     for s in shifts:
         full = pld_lib.from_gaussian_mechanism(sigma / s, sampling_prob=r, value_discretization_interval=VDI)
-        parts.append(pld_lib.PrivacyLossDistribution(full._pmf_remove))  # the remove direction, symmetric
+        parts.append(_mirrored(full._pmf_remove))  # the remove profile as a symmetric pair
     ours = lps_pair(sigma, 1.0, 2.0, q_u, eta).pld(VDI).self_compose(rounds)
     for eps in (0.05, 0.3, 1.0):
         direct = _labelled_delta_direct(weights, parts, rounds, eps)
@@ -156,10 +189,11 @@ def test_issue_22_numbers_and_the_rule_at_q_s_1() -> None:
     assert mixture_epsilon(revealed_pair(sigma, 3.0, 2.0, 0.25, 0.25), 30, DELTA) == pytest.approx(11.2, abs=0.05)
     four = Mixture(sigma=sigma, sensitivities=(0.0, 3.0, 2.0, 5.0), probs=(0.75**2, 0.25 * 0.75, 0.75 * 0.25, 0.25**2))
     assert mixture_epsilon(four, 30, DELTA) == pytest.approx(8.75, abs=0.05)
-    m = mechanism("uedp", z=1.1265, q_u=0.25, q_e=0.2, q_s=1.0, m_max=89, k_cap=1)
+    m = mechanism("uedp", z=1.1495, q_u=0.25, q_e=0.2, q_s=1.0, m_max=89, k_cap=1)  # uedp epsilon --target 8
     value, rule = undetected_epsilon([(m, 30)], delta=DELTA, num_users=200)
     assert rule == "lps" and value == pytest.approx(8.0, abs=0.02)
-    assert value < mixture_epsilon(m.undetected("revealed_L"), 30, DELTA) < mixture_epsilon(m.undetected("four_point_S"), 30, DELTA)
+    revealed = mixture_epsilon(m.undetected("revealed_L"), 30, DELTA)
+    assert value < revealed < mixture_epsilon(m.undetected("four_point_S"), 30, DELTA)
 
 
 @pytest.mark.parametrize("z, q_u, q_e, q_s", [(0.9, 0.25, 0.2, 0.2), (0.9, 0.25, 0.2, 1.0), (1.5, 0.05, 0.5, 0.5),

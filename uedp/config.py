@@ -54,6 +54,8 @@ TASK_LOADERS = {"jsonl": {"next_word": "lm", "classification": "classification"}
 class EntityConfig:
     detector: str = "auto"  # auto | gold | spacy | spacy+rules | ensemble | rules
     protected: str = "all"  # group or comma-separated categories (uedp.entities.categories)
+    # a public-entity policy (uedp.entities.public: none | places_calendar): its entities are NOT protected
+    public: str = "none"
 
     def detector_for(self, dataset: str | None) -> str:
         """The detector a run uses on `dataset` (None: an owner's own file): `auto` is `gold` on a corpus
@@ -112,7 +114,7 @@ CLASSIFICATION_MODEL = ModelConfig(name="minilm",
 
 @dataclass
 class StrategyConfig:
-    name: str = "uedp"  # a strategy of uedp.privacy.mechanisms: uedp | user_dp | fedavg | deid
+    name: str = "uedp"  # a strategy of uedp.privacy.mechanisms: uedp | uedp_split | user_dp | fedavg | deid
     estimator: str = "f_E+"  # uedp only: f_E+ (extended entities used) | f_E (naive, q_s = 0)
 
 
@@ -131,6 +133,9 @@ class PrivacyConfig:
     # mechanism claims (UeDP: eps_uedp and eps_undetected; user-level DP: eps_user), or a comma-separated
     # subset (e.g. "uedp": eps_undetected is then reported, not bounded)
     target_on: str = ""
+    # strategy=uedp_split: the entity part's clip (0: max(k_cap, 1) * beta / m_max, the slot rule's entity
+    # budget: the same s_e; docs/proofs.md Theorem 3); ignored by every other mechanism
+    gamma: float = 0.0
     delta: float = 1e-5
     paper_z: bool = False
     seed: int = -1
@@ -282,12 +287,17 @@ class RunConfig:
             raise ConfigError(f"privacy.k_cap must be >= 0 (0 = off), got {p.k_cap}")
         if p.beta <= 0 or not 0 < p.w_max <= 1:
             raise ConfigError(f"privacy.beta must be > 0 and privacy.w_max in (0, 1]; got {p.beta}, {p.w_max}")
+        if p.gamma < 0:
+            raise ConfigError(f"privacy.gamma must be >= 0 (0: automatic), got {p.gamma}")
         if p.noise_multiplier < 0 or p.target_epsilon < 0:
             raise ConfigError("privacy.noise_multiplier and privacy.target_epsilon must be >= 0")
         if not 0 < p.delta < 1:
             raise ConfigError(f"privacy.delta must lie in (0, 1), got {p.delta}")
         spec = spec_for(self.strategy.name, self.strategy.estimator)  # the registry refuses unknown names
         spec.claims_for(p)  # privacy.target_on names epsilons the mechanism claims
+        from uedp.entities.public import check_policy
+
+        check_policy(self.entities.public)
         if self.tokenizer.source not in ("public", "private_split"):
             raise ConfigError(f"tokenizer.source must be public or private_split, got {self.tokenizer.source!r}")
         if self.task.name not in ("next_word", "classification"):

@@ -92,7 +92,8 @@ def _owner_key(cfg: RunConfig, path: Path, tokenizer: TextTokenizer, deidentifie
     payload = json.dumps({
         "file": hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest(),
         "tokenizer": hashlib.sha256(tokenizer.backend.to_str().encode()).hexdigest(),
-        "detector": cfg.detector(), "protected": cfg.entities.protected, "task": cfg.task.name,
+        "detector": cfg.detector(), "protected": cfg.entities.protected, "public": cfg.entities.public,
+        "task": cfg.task.name,
         "max_len": cfg.task.max_len, "labels": cfg.task.labels, "deidentified": deidentified,
     }, sort_keys=True)
     return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()

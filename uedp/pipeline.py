@@ -41,6 +41,7 @@ from uedp.entities.annotations import annotate_cached, read_user_annotations, se
 from uedp.entities.categories import resolve_categories
 from uedp.entities.deid import deidentify_many
 from uedp.entities.detectors import entity_sets
+from uedp.entities.public import public_keys
 from uedp.errors import ConfigError
 from uedp.models.base import CLASSIFICATION, UedpModel
 from uedp.models.registry import MODELS, build_model, build_tokenizer
@@ -170,7 +171,8 @@ def _entity_totals(corpus, annotations: pa.Table, users: list[str], cfg: RunConf
     keep = pa.compute.and_(pa.compute.equal(table.column("split"), "train"),
                            pa.compute.is_in(table.column("user"), value_set=pa.array(users)))
     sids = table.filter(keep).column("sid").to_numpy()
-    sets = entity_sets(annotations.take(pa.array(sids)), resolve_categories(cfg.entities.protected))
+    sets = entity_sets(annotations.take(pa.array(sids)), resolve_categories(cfg.entities.protected),
+                       public_keys(cfg.entities.public))
     return len(set().union(*sets)) if sets else 0, sum(1 for e in sets if not e)
 
 
@@ -268,7 +270,7 @@ def _user_data(cfg: RunConfig, user: str, rows: pa.Table, ann: pa.Table, tokeniz
                deidentified: bool) -> UserData:
     sids = rows.column("sid").to_numpy()
     protected = resolve_categories(cfg.entities.protected)
-    ents = entity_sets(ann, protected)
+    ents = entity_sets(ann, protected, public_keys(cfg.entities.public))
     labels = rows.column("label").to_pylist() if cfg.task.name == CLASSIFICATION else None
     texts = rows.column("text").to_pylist()
     if deidentified:

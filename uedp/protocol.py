@@ -6,9 +6,13 @@ Server -> client (ConfigRecord "config" next to ArrayRecord "arrays", the global
     m_max, slot (-1 = none), beta (0 = no clipping: noiseless FedAvg only), w_u, private, and the local
     training settings (optimizer, lr, momentum, local_epochs, local_steps, batch_size), and seed (-1, or
     a seed for the client's training randomness in fixed-seed reproduction runs).
-Client -> server: ArrayRecord "update" = w_u * clip(theta_local - theta_t, beta). In private runs
-nothing else: no loss, no count, no entity statistic. In non-private runs (noiseless FedAvg) a
-MetricRecord "metrics" with the local training loss and number of sentences used.
+Client -> server: ArrayRecord "update" = w_u * clip(theta_local - theta_t, beta). A split update
+(mechanism uedp_split, docs/proofs.md Theorem 3) sends two: "update" (trained on the selected entity-free
+sentences, clipped to beta) and "update_entity" (trained from the same theta_t on the sentences whose
+entities are all sampled, clipped to gamma); the server re-checks each against its own bound. In private
+runs nothing else: no loss, no count, no entity statistic. In non-private runs (noiseless FedAvg) a
+MetricRecord "metrics" with the local training loss and number of sentences used. `reply_content` builds
+the reply's content from what the client computed.
 
 What the client does with the sentences (keyed selection, de-identification, every sentence) is read from
 the mechanism's spec, never from a list of names here.
@@ -18,7 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from flwr.app import ConfigRecord
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from uedp.privacy import mechanisms
 from uedp.privacy.mechanisms import MechanismSpec
@@ -31,6 +36,29 @@ TOKENIZER_RECORD = "tokenizer"
 # and the reply carries ConfigRecord REWRITES_RECORD {"texts": [...], "labels": [...]?}: only the rewrites.
 REWRITE_RECORD = "rewrite"
 REWRITES_RECORD = "rewrites"
+UPDATE_RECORD = "update"
+ENTITY_UPDATE_RECORD = "update_entity"  # the entity part of a split update
+
+
+@dataclass(frozen=True)
+class SplitUpdate:
+    """A split update's two parts (uedp_split): `free` (norm <= w_u beta) and `entity` (norm <= w_u gamma)."""
+
+    free: list[np.ndarray]
+    entity: list[np.ndarray]
+
+
+def reply_content(update: list[np.ndarray] | SplitUpdate, metrics: dict[str, float]) -> RecordDict:
+    """A training reply's content: the update (both parts of a split one) and, in non-private runs only,
+    the metrics the client returned."""
+    if isinstance(update, SplitUpdate):
+        content = RecordDict({UPDATE_RECORD: ArrayRecord(update.free),
+                              ENTITY_UPDATE_RECORD: ArrayRecord(update.entity)})
+    else:
+        content = RecordDict({UPDATE_RECORD: ArrayRecord(update)})
+    if metrics:
+        content["metrics"] = MetricRecord(metrics)
+    return content
 
 
 @dataclass(frozen=True)
@@ -52,6 +80,7 @@ class TrainInstructions:
     local_steps: int
     batch_size: int
     seed: int = -1  # >= 0 only in fixed-seed (reproduction, not private) runs
+    gamma: float = 0.0  # the entity part's clip of a split update (uedp_split); 0 otherwise
     key: RoundKey | None = None
 
     def __post_init__(self) -> None:
@@ -60,6 +89,8 @@ class TrainInstructions:
             raise ValueError(f"mechanism {self.mechanism!r} {'needs' if self.key is None else 'takes no'} round key")
         if self.private and self.beta <= 0:
             raise ValueError("a private run must clip (beta > 0)")
+        if spec.split != (self.gamma > 0):
+            raise ValueError(f"mechanism {self.mechanism!r}: gamma > 0 exactly for a split update, got {self.gamma!r}")
 
     @property
     def spec(self) -> MechanismSpec:

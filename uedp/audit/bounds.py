@@ -3,9 +3,11 @@
 Game: many independent trials per world (world 0 without the canary, world 1 with it); in each the auditor
 sees the T released aggregates of a fresh run and computes a score, higher = "canary world".
 
-- `log_likelihood_ratio`: the Neyman-Pearson score of a Gaussian-mixture shift. Per round, with y the canary
-  coordinate of the released aggregate times Z minus the known world-0 noiseless sum,
-  log LR = log sum_k p_k exp((s_k y - s_k^2 / 2) / sigma^2); summed over the T rounds.
+- `log_likelihood_ratio`: the Neyman-Pearson score of two Gaussian mixtures. Per round, with y the canary
+  coordinate of the released aggregate times Z minus a known offset, world 1 sum_k p_k N(s_k, sigma^2) and
+  world 0 sum_j p0_j N(c_j, sigma^2): log LR = log sum_k p_k exp((s_k y - s_k^2 / 2) / sigma^2) - log sum_j
+  p0_j exp((c_j y - c_j^2 / 2) / sigma^2) (the second term is 0 when world 0 is the point 0); summed over
+  the T rounds.
 - `epsilon_lower_bound`: the threshold ("canary world iff score >= tau") is chosen on a held-out half of
   each world's trials (the even trials), where it maximizes the bound below; the bound is then evaluated on
   the other half (the odd trials) only, so the choice costs nothing in confidence. The selection uses a
@@ -33,19 +35,29 @@ from scipy.stats import beta as beta_dist
 from uedp.audit.membership import Confusion, cp_epsilon_lower_bound, cp_upper
 
 
-def log_likelihood_ratio(y: np.ndarray, *, sigma: float, shifts: Sequence[float], probs: Sequence[float]) -> np.ndarray:
-    """Sum over the last axis (rounds) of log sum_k p_k exp((s_k y - s_k^2/2) / sigma^2): the log-likelihood
-    ratio of "y ~ sum_k p_k N(s_k, sigma^2)" against "y ~ N(0, sigma^2)", per trial."""
-    if not (sigma > 0.0 and math.isfinite(sigma)):
-        raise ValueError(f"sigma must be positive and finite, got {sigma!r}")
+def _log_mixture_kernel(y: np.ndarray, sigma: float, shifts: Sequence[float], probs: Sequence[float]) -> np.ndarray:
+    """log sum_k p_k exp((s_k y - s_k^2/2) / sigma^2) per element of y (log of the mixture density over the
+    N(0, sigma^2) density)."""
     s = np.asarray(shifts, dtype=np.float64)
     p = np.asarray(probs, dtype=np.float64)
-    if s.shape != p.shape or s.ndim != 1 or not math.isclose(float(p.sum()), 1.0, abs_tol=1e-9):
-        raise ValueError("shifts and probs must be vectors of the same length, probs summing to 1")
+    if s.shape != p.shape or s.ndim != 1 or not math.isclose(float(p.sum()), 1.0, abs_tol=1e-9) or p.min() < 0.0:
+        raise ValueError("shifts and probs must be vectors of the same length, probs >= 0 summing to 1")
     keep = p > 0.0
     s, logp = s[keep], np.log(p[keep])
-    y = np.asarray(y, dtype=np.float64)[..., None]
-    per_round = logsumexp(logp + (s * y - 0.5 * s * s) / sigma**2, axis=-1)
+    return logsumexp(logp + (s * y[..., None] - 0.5 * s * s) / sigma**2, axis=-1)
+
+
+def log_likelihood_ratio(y: np.ndarray, *, sigma: float, shifts: Sequence[float], probs: Sequence[float],
+                         shifts0: Sequence[float] = (0.0,), probs0: Sequence[float] = (1.0,)) -> np.ndarray:
+    """Sum over the last axis (rounds) of the per-round log-likelihood ratio of "y ~ sum_k p_k N(s_k,
+    sigma^2)" (world 1) against "y ~ sum_j p0_j N(c_j, sigma^2)" (world 0; default the point 0, which gives
+    log sum_k p_k exp((s_k y - s_k^2/2) / sigma^2)), per trial."""
+    if not (sigma > 0.0 and math.isfinite(sigma)):
+        raise ValueError(f"sigma must be positive and finite, got {sigma!r}")
+    y = np.asarray(y, dtype=np.float64)
+    per_round = _log_mixture_kernel(y, sigma, shifts, probs)
+    if not (len(shifts0) == 1 and float(shifts0[0]) == 0.0):
+        per_round = per_round - _log_mixture_kernel(y, sigma, shifts0, probs0)
     return per_round.sum(axis=-1)
 
 

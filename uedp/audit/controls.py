@@ -12,6 +12,12 @@ it detects them. Each is an ordinary component that a run is given in place of t
     beta over all parameters together, with `UnclippedUpdate`, which returns theta_local - theta_t
     (times w_u) without clipping it, and `unchecked_aggregate`, a server aggregation without the norm
     re-check (the published code has none; ours would re-clip the update to beta and undo the defect).
+
+The controls of the crafted-update audit (uedp.audit.mechanism, docs/audit.md Findings 9-10) are below:
+`ScaledNoise` (noise std halved), `understated_sampling` (the accountant told q_u / 2), the sensitivity
+rules `sensitivities_entity_k_beta` (s_e = k_cap b) and `sensitivities_without_user_term` (s_u dropped),
+and the undetected-entity rules `undetected_double_count` (the four-point mixture at p = q_u^2 q_s) and
+`undetected_four_point_qu_qs` (p = q_u q_s: the rule issue 22 found unproved; audited as a probe).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from uedp.privacy.accounting import Mixture
 from uedp.privacy.aggregation import UNBOUNDED_NORM, AggregationStats, aggregate
 from uedp.privacy.clipping import Update, scale, update_norm
 from uedp.privacy.ledger import RoundRecord
@@ -108,6 +115,10 @@ HALVED_NOISE_WARNING = "BROKEN CONTROL: noise standard deviation halved"
 ENTITY_TERM_WARNING = "BROKEN CONTROL: s_e computed as k_cap * w_max * beta (not 2 k_cap w_max beta)"
 NO_USER_TERM_WARNING = "BROKEN CONTROL: the s_u term dropped from sigma and from the accountant"
 HALVED_RATE_WARNING = "BROKEN CONTROL: the accountant is told q_u / 2"
+DOUBLE_COUNT_WARNING = ("BROKEN CONTROL: eps_undetected claimed as the four-point mixture [0, s_u, s_s, s_u+s_s] "
+                        "at p = q_u^2 q_s (the holder's cohort coin counted twice)")
+UNPROVED_RULE_WARNING = ("UNPROVED RULE: eps_undetected claimed as the four-point mixture [0, s_u, s_s, s_u+s_s] "
+                         "at p = q_u q_s (issue 22: no lemma covers it)")
 
 
 class ScaledNoise(_WrongStdNoise):
@@ -146,3 +157,27 @@ def understated_sampling(record: RoundRecord, factor: float = 0.5) -> RoundRecor
     """The round as a broken accountant is told it: users sampled with q_u * factor (they really are
     sampled with record.q_u)."""
     return dataclasses.replace(record, q_u=record.q_u * float(factor))
+
+
+def undetected_four_point(sens: Sensitivities, sigma: float, *, q_u: float, p: float) -> Mixture:
+    """N(0) against the four-point mixture [0, s_u, s_s, s_u + s_s] with probabilities [(1-q_u)(1-p),
+    q_u(1-p), (1-q_u)p, q_u p]: the contract's rule for eps_undetected with the S-coin's rate replaced by p
+    (in the units of `sens`)."""
+    s_u, s_s = sens.s_u, sens.s_s
+    return Mixture(sigma=sigma, sensitivities=(0.0, s_u, s_s, s_u + s_s),
+                   probs=((1 - q_u) * (1 - p), q_u * (1 - p), (1 - q_u) * p, q_u * p))
+
+
+def undetected_double_count(sens: Sensitivities, sigma: float, *, q_u: float, q_e: float, q_s: float) -> Mixture:
+    """The BROKEN undetected accountant: the four-point mixture at p = q_u^2 q_s. The holder's sentence is
+    used with probability q_u q_s (its cohort coin and its S-coin), and the mixture multiplies by q_u once
+    more for u''s coin, so the holder's coin is counted twice."""
+    return undetected_four_point(sens, sigma, q_u=q_u, p=q_u * q_u * q_s)
+
+
+def undetected_four_point_qu_qs(sens: Sensitivities, sigma: float, *, q_u: float, q_e: float,
+                                q_s: float) -> Mixture:
+    """The rule issue 22 found unproved (its counterexample exceeds it in one direction at one round): the
+    four-point mixture at p = q_u q_s. Not a deliberately broken component: the audit tries to certify a
+    violation of it (docs/audit.md, Finding 10)."""
+    return undetected_four_point(sens, sigma, q_u=q_u, p=q_u * q_s)

@@ -1,4 +1,5 @@
-"""Crafted-update audit of the mechanism (issue 16): the server's real round, clients the auditor controls.
+"""Crafted-update audit of the mechanism (issue 16, brought to the accounting of issue 22): the server's real
+round, clients the auditor controls.
 
 The canary audit (uedp.audit.canaries) trains a language model and can only see gross failures. Here the
 auditor crafts the clients' updates itself, along one fixed coordinate of a small template (a Dirac canary),
@@ -8,39 +9,50 @@ sum, the noise from the real noise source and the division by the public Z (uedp
 sigma from the round's ledger record (uedp.privacy.ledger.RoundRecord). From many independent T-round runs
 per world it turns a likelihood-ratio test into an epsilon lower bound (uedp.audit.bounds).
 
-Worlds and crafted clients (units of b = w_max * beta; `Scenario`). World 0 has N users (places 0..N-1);
-world 1 adds the canary user u' (place N) and, for the entity adjacencies, the entity. The population N is
-public and Z = denominator(q_u, N) is the same in both worlds (the contract's public constant). Every benign
-user is a holder of the audited entity e' (so that any permitted slot that is occupied holds one).
-  - u' sends +b whenever it is in the cohort.
-  - design "zero": a benign client sends 0, and +b in world 1 when it may use e' this round (e' sampled,
-    its slot permitted: adjacency "uedp") or when it holds the undetected entity s' and s' is sampled
-    ("undetected": one holder, place 0, one sentence).
-  - design "full": the same, but a benign client sends -b where the zero design sends 0 (its other data),
-    so the flip is 2b. Only with a FULL cohort (drawn >= m_max every round) is the world-0 sum a constant
-    (-m_max b); elsewhere it would move with the cohort size and swamp the test, so "full" is only used
-    where a non-full round has negligible probability (`Law.nonfull`).
-The realized shift (world-1 noiseless sum minus the world-0 constant) takes the values of `realizable_law`,
-computed exactly from the sampling law (binomial draw, uniform truncation, uniform slot injection, keyed
-sampling as independent coins). `run_real` runs the real round (path A); `run_vectorized` (path B) draws the
-shifts from the same law and the noise from the same noise source, for the tens of thousands of trials a
-bound near the claim needs (tests/test_mechanism_audit.py checks A against the law).
+Worlds: model (i) of docs/proofs.md section 1. BOTH worlds have the same N + 1 public places (places 0..N-1
+benign, place N the canary's place p'), hence the same cohort law: every place is drawn, truncated at m_max
+and slotted in both. In world 0 place N is EMPTY (an invited owner who never connects: the strategy sends it
+nothing, so it contributes zero; it is still drawn and can still take a kept place and a slot); in world 1
+it holds u'. Z = denominator(q_u, N + 1) in both. The accountant is told N + 1 places (`num_users`).
 
-What is realizable against what the accountant charges (uedp.privacy.sensitivity; see docs/audit.md,
-Finding 9):
-  - user_dp: the canary's own update, b with probability q_u: exactly the accountant's mixture.
-  - UeDP, the user term s_u = 3b (own b + a displaced user 2b): without truncation, (uniform injection of
-    the n users into m slots, u' uniform among the empty slots) has the law of (u' uniform, the others a
-    uniform injection avoiding it), so adding u' moves nobody: the shift is b. With truncation u' replaces
-    a uniformly random kept user (probability m / (drawn + 1) of being kept): at most 2b (design "full").
-  - UeDP, the entity term s_e = 2 k_cap b: a flip of 2b needs the world-0 base -b, i.e. a full cohort;
-    with a non-full cohort the flip is b, and only when the permitted slot is occupied (P = K / m).
-  - undetected (s_s = 2b with probability q_s): the holder is a benign user, in the cohort with
-    probability about q_u: the accountant's "s_s with probability q_s" is realized with q_u q_s.
+Crafted clients (units of b = w_max * beta; `CraftedClients`). Every benign user holds the audited entity
+e' (so that any permitted slot that is occupied holds a holder).
+  - u' sends +b whenever it is in the cohort (world 1).
+  - design "zero": a benign client sends 0, and +b in world 1 when it may use e' this round (e' sampled,
+    its slot permitted: adjacency "uedp"), or, for adjacency "undetected", when it is the holder v (place 0,
+    one sentence s') and s' is sampled (its S-coin, rate q_s).
+  - design "full" (adjacencies user and uedp): the same with -b in place of 0, so the entity flip is 2b. The
+    world-0 sum -b * (benign kept) is a constant only when every benign place is kept every round (q_u = 1
+    and N + 1 <= m_max: setting entity_exact); elsewhere it moves with the cohort size.
+  - design "flip" (adjacency "undetected", the counterexample of issue 22): the holder v sends -b whenever it
+    is in the cohort in world 0; in world 1 +b when it is in the cohort AND s' is sampled, else -b; u' +b;
+    every other client 0. World 0 is then a mixture too ({0, -b}).
+The law of the noiseless sum in both worlds (`realizable_law`, `Law`) is computed exactly from the sampling
+law on N + 1 places (binomial draw, uniform truncation, uniform slot injection, keyed sampling as
+independent coins). `run_real` runs the real round (path A); `run_vectorized` (path B) draws the sums from
+the same law and the noise from the same noise source, for the millions of trials a bound near the claim
+needs (tests/test_mechanism_audit.py checks A against the law and against the strategy's calls).
+
+The auditor's score is the per-round log-likelihood ratio of the world-1 mixture against the world-0
+mixture (uedp.audit.bounds.log_likelihood_ratio), summed over rounds; the "true epsilon of the realizable
+worst case" is the epsilon of that pair of 1-D mixtures composed over the rounds (`Law.true_epsilon`): the
+project's PLD accountant (`mixture_epsilon`) where world 0 is a point, otherwise the numerical PLD of the two
+mixtures (`pair_pld`).
+
+What is realizable against what the accountant charges (uedp.privacy.sensitivity, docs/proofs.md Theorems 1
+and 2; docs/audit.md Finding 10):
+  - user term s_u = b with probability q_u: realized exactly by u' (up to the truncation, which on the
+    accountant's good event never acts and is charged as delta_trunc).
+  - entity term s_e = 2 k_cap b with probability q_e: a flip of 2b needs the world-0 base -b, i.e. design
+    "full" with a constant world-0 sum (entity_exact: realized with probability q_e N / (N + 1), the
+    permitted slot holding a benign place); with design "zero" the flip is b, with probability q_e K / m.
+  - undetected term (s_s = 2b): the flip design realizes 2b with probability ~ q_u q_s (the holder must be in
+    the cohort); world 0 is then not a point.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections.abc import Callable
@@ -48,15 +60,37 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import binom
+from dp_accounting.pld import pld_pmf
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from scipy.special import logsumexp, ndtr
+from scipy.stats import binom, hypergeom
 
 from uedp.audit.bounds import LowerBound, epsilon_lower_bound, log_likelihood_ratio
 from uedp.config import FederationConfig, PrivacyConfig
-from uedp.privacy.accounting import Mechanism, Mixture, adjacency_mixture, check_delta, mixture_epsilon
+from uedp.privacy.accounting import (
+    MAX_DISCRETIZATION,
+    RANKING_FACTOR,
+    UNDETECTED_FREE,
+    UNDETECTED_WITH_ENTITIES,
+    Mechanism,
+    Mixture,
+    Pair,
+    _pld_epsilon,
+    _rdp_epsilon,
+    adjacency_mixture,
+    auto_discretization,
+    check_delta,
+    epsilon,
+    mixture_epsilon,
+    truncation_delta,
+    undetected_epsilon,
+    undetected_pair,
+)
 from uedp.privacy.aggregation import aggregate, denominator
-from uedp.privacy.calibration import calibrate_noise_multiplier
+from uedp.privacy.calibration import calibrate_claims
 from uedp.privacy.cohort import sample_cohort
 from uedp.privacy.ledger import RoundRecord
+from uedp.privacy.mechanisms import get as get_spec
 from uedp.privacy.mechanisms import sampling_rates
 from uedp.privacy.noise import NoiseSource
 from uedp.privacy.sampling import (
@@ -73,8 +107,9 @@ HOLDER = 0  # the place of the one user holding the undetected entity s' (adjace
 CANARY_COORDINATE = 0  # the Dirac canary: updates move this coordinate of the first array only
 METHODS = ("user_dp", "uedp")
 ADJACENCIES = ("user", "uedp", "undetected")
-DESIGNS = ("zero", "full")
+DESIGNS = ("zero", "full", "flip")
 SensitivityFn = Callable[..., Sensitivities]
+UndetectedRule = Callable[..., Pair]  # (sens in units of b, sigma in units of b, q_u=, q_e=, q_s=) -> pair
 
 
 def template() -> list[np.ndarray]:
@@ -84,7 +119,11 @@ def template() -> list[np.ndarray]:
 
 @dataclass(frozen=True)
 class AuditSetting:
-    """Public parameters of the audited runs (the main job's defaults: uedp.config.PrivacyConfig)."""
+    """Public parameters of the audited runs (defaults: the main job's, uedp.config.PrivacyConfig, except
+    m_max, which must be given: the main job's privacy.m_max = 0 means "automatic", i.e.
+    uedp.privacy.accounting.safe_m_max(places, q_u, rounds, delta)). `num_users` is the number N of benign
+    places; the canary's place makes N + 1 public places (`places`) in both worlds. `target_on`: the claims
+    the calibration bounds ("" = every claim of the mechanism: UeDP eps_uedp and eps_undetected)."""
 
     name: str = "main"
     num_users: int = 200
@@ -98,17 +137,30 @@ class AuditSetting:
     rounds: int = FederationConfig.rounds
     delta: float = PrivacyConfig.delta
     target_epsilon: float = PrivacyConfig.target_epsilon
+    target_on: str = ""
 
     def __post_init__(self) -> None:
-        check_delta(self.delta, self.num_users)
-        if self.k_cap != 1:
-            raise ValueError("the audit's exact law is written for k_cap = 1")
-        if self.num_users < 2 or self.m_max < 1 or self.rounds < 1:
-            raise ValueError("need num_users >= 2, m_max >= 1, rounds >= 1")
+        if self.num_users < 2 or self.rounds < 1:
+            raise ValueError("need num_users >= 2 and rounds >= 1")
+        if self.m_max < 1:
+            raise ValueError(f"{self.name}: m_max must be given (>= 1), e.g. "
+                             f"uedp.privacy.accounting.safe_m_max({self.places}, q_u, rounds, delta); got {self.m_max}")
+        check_delta(self.delta, self.places)
+        if self.k_cap < 1:
+            raise ValueError("the audit's exact law is written for the entity cap on (k_cap >= 1)")
+
+    @property
+    def places(self) -> int:
+        """N + 1: the benign places and the canary's place (the public population of both worlds)."""
+        return self.num_users + 1
 
     @property
     def unit(self) -> float:
         return self.w_max * self.beta
+
+    def claims(self, method: str) -> tuple[str, ...]:
+        """The epsilons the run calibrates to (uedp.privacy.mechanisms.MechanismSpec.claims_for)."""
+        return get_spec(method).claims_for(self)  # type: ignore[arg-type] - reads target_on only
 
 
 @dataclass(frozen=True)
@@ -126,6 +178,9 @@ class Scenario:
             raise ValueError(f"bad scenario {self.method}/{self.adjacency}/{self.design}")
         if self.method == "user_dp" and (self.adjacency != "user" or self.design != "zero"):
             raise ValueError("user_dp is audited for user adjacency (eps_user), zero design")
+        if (self.design == "flip" and self.adjacency != "undetected") or \
+                (self.design == "full" and self.adjacency == "undetected"):
+            raise ValueError(f"design {self.design!r} does not apply to adjacency {self.adjacency!r}")
 
     @property
     def m_max(self) -> int | None:
@@ -145,100 +200,301 @@ class Scenario:
 
     @property
     def base(self) -> int:
-        """A benign client's update when it does not flip, in units of b."""
+        """A benign non-holder client's update when it does not flip, in units of b."""
         return -1 if self.design == "full" else 0
 
     @property
-    def offset(self) -> int:
-        """The world-0 noiseless sum in units of b (with a full cohort for the full design)."""
-        return self.base * (self.m_max or 0)
-
-    @property
     def label(self) -> str:
-        return f"{self.setting.name}/{self.method}/{self.adjacency}"
+        return f"{self.setting.name}/{self.method}/{self.adjacency}/{self.design}"
 
 
-# -- the law of the realized shift -------------------------------------------------------------------------------
+# -- the exact law of the noiseless sum in both worlds --------------------------------------------------------------
 @dataclass(frozen=True)
 class Law:
-    """Distribution of the realized shift (noiseless sum minus the world-0 constant, units of b) per round.
-    `world1` / `world0`: every value with its probability; `shifts` / `probs`: world 1 conditioned on a
-    full world-0 cohort (design "full"; unconditioned otherwise), the mixture the auditor scores with and
-    whose epsilon is the realizable worst case; `nonfull`: P(world-0 cohort not full) (design "full")."""
+    """Per-round distribution of the noiseless sum in both worlds (units of b, minus `offset`, the world-0
+    sum's most likely value): every value with its probability. `max_difference`: the largest |world-1 sum -
+    world-0 sum| over the realizations of the shared randomness (cohort, slots, coins) with positive
+    probability: what one realization moves, against the accountant's largest shift."""
 
-    world1: dict[int, float]
     world0: dict[int, float]
-    shifts: tuple[float, ...]
-    probs: tuple[float, ...]
-    nonfull: float
+    world1: dict[int, float]
+    offset: int
+    max_difference: int
 
-    def mixture(self, sigma_units: float) -> Mixture:
-        return Mixture(sigma=sigma_units, sensitivities=self.shifts, probs=self.probs)
+    @staticmethod
+    def _sorted(dist: dict[int, float]) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        keys = sorted(dist)
+        total = sum(dist.values())
+        return tuple(float(k) for k in keys), tuple(dist[k] / total for k in keys)
+
+    @property
+    def shifts(self) -> tuple[float, ...]:
+        return self._sorted(self.world1)[0]
+
+    @property
+    def probs(self) -> tuple[float, ...]:
+        return self._sorted(self.world1)[1]
+
+    @property
+    def shifts0(self) -> tuple[float, ...]:
+        return self._sorted(self.world0)[0]
+
+    @property
+    def probs0(self) -> tuple[float, ...]:
+        return self._sorted(self.world0)[1]
+
+    @property
+    def point0(self) -> bool:
+        """World 0 is one point (the old audit's case)."""
+        return len(self.world0) == 1
+
+    def mixture(self, sigma_units: float) -> Mixture | None:
+        """The pair as a `Mixture` (N(0) against the world-1 mixture, relative to world 0's point, reflected
+        if every shift is <= 0), or None when world 0 is not a point or world 1 lies on both sides of it."""
+        if not self.point0:
+            return None
+        (c,) = self.world0
+        d = [v - c for v in self.shifts]
+        if min(d) < 0 < max(d):
+            return None
+        return Mixture(sigma=sigma_units, sensitivities=tuple(abs(x) for x in d), probs=self.probs)
+
+    def true_epsilon(self, sigma_units: float, rounds: int, delta: float) -> float:
+        """Epsilon at `delta` of the pair (world-0 mixture, world-1 mixture) with noise std `sigma_units`,
+        composed over `rounds` rounds (both directions): mixture_epsilon where world 0 is a point, otherwise
+        the numerical PLD of the two mixtures (`pair_epsilon`)."""
+        mix = self.mixture(sigma_units)
+        if mix is not None:
+            return mixture_epsilon(mix, rounds, delta)
+        return pair_epsilon(self.shifts0, self.probs0, self.shifts, self.probs, sigma_units, rounds, delta)
 
 
 def _add(out: dict[int, float], values: np.ndarray, probs: np.ndarray) -> None:
-    for v, p in zip(values.tolist(), probs.tolist()):
+    for v, p in zip(np.broadcast_to(values, probs.shape).tolist(), probs.tolist()):
         if p > 0.0:
             out[int(v)] = out.get(int(v), 0.0) + float(p)
 
 
-def realizable_law(sc: Scenario) -> Law:
-    """The exact per-round law of the realized shift of `sc` (see the module docstring).
+def _kept_specials(drawn: tuple[int, ...], j: int) -> list[tuple[tuple[int, ...], float]]:
+    """Which of the drawn special places (0/1 flags) are kept when j of them are (uniformly, by symmetry of
+    the uniform truncation): [(kept flags, probability)]."""
+    idx = [i for i, d in enumerate(drawn) if d]
+    if j == len(idx):
+        return [(drawn, 1.0)]
+    if j == 0:
+        return [(tuple(0 for _ in drawn), 1.0)]
+    out = []  # two drawn, one kept
+    for keep in idx:
+        out.append((tuple(1 if i == keep else 0 for i in range(len(drawn))), 1.0 / len(idx)))
+    return out
 
-    D0 ~ Binomial(N, q_u) benign users drawn, u ~ Bernoulli(q_u) the canary (world 1), D1 = D0 + u; with
-    D1 > m the kept m are uniform, so u' is kept with probability m / D1; K1b benign users are kept. With
-    k_cap = 1 the permitted slot is uniform and the injection uniform, so it holds a benign user with
-    probability K1b / m; the holder of s' is kept with probability K1b / N; e' (s') is sampled with q_e (q_s)."""
+
+def distinct_slots(k_cap: int, m: int) -> np.ndarray:
+    """P(J = j), j = 0..k_cap: the number of distinct values among k_cap independent uniform slots of m (the
+    permitted slots h(k, "P", e', j) mod m, j < k_cap, under the random-function model; the bias of a 64-bit
+    value mod m is below m / 2^64)."""
+    p = np.zeros(k_cap + 1)
+    p[0] = 1.0
+    for _ in range(k_cap):
+        nxt = np.zeros_like(p)
+        j = np.arange(k_cap + 1)
+        nxt += p * j / m  # the draw repeats a slot already permitted
+        nxt[1:] += p[:-1] * (m - j[:-1]) / m  # a new slot
+        p = nxt
+    return p
+
+
+def _flips(k_o: np.ndarray, m: int, k_cap: int) -> list[tuple[int, np.ndarray]]:
+    """[(f, P(F = f) per entry of k_o)]: F = the number of e''s permitted slots that hold a kept benign place,
+    given k_o of them kept. The slot injection is uniform and independent of the key, so given J distinct
+    permitted slots F ~ Hypergeometric(m slots, k_o benign-held, J drawn)."""
+    pj = distinct_slots(k_cap, m)
+    out = []
+    for f in range(k_cap + 1):
+        prob = np.zeros(k_o.shape)
+        for j in range(max(f, 1), k_cap + 1):
+            if pj[j] > 0.0:
+                prob += pj[j] * np.nan_to_num(hypergeom.pmf(f, m, k_o, j))
+        if f == 0:
+            prob += pj[0]
+        out.append((f, prob))
+    return out
+
+
+def realizable_law(sc: Scenario) -> Law:
+    """The exact per-round law of the noiseless sum of `sc` in both worlds (see the module docstring).
+
+    N + 1 places in both worlds. The special places (the canary's place N; for adjacency "undetected" also
+    the holder, place 0) have their own Poisson coins; the n_o other places give D_o ~ Bin(n_o, q_u). With
+    D = D_o + (specials drawn) > m, a uniform m of the D are kept: the number j of kept specials is
+    hypergeometric and which ones are kept is uniform; K_o = min(D, m) - j others are kept. The J distinct
+    permitted slots of e' are a uniform J-subset independent of the (uniform) slot injection, so the number
+    of them holding a kept other is hypergeometric (`_flips`; with k_cap = 1: probability K_o / m). World 0:
+    the canary's place contributes 0 (empty), world 1: +1 if kept; the coins of e' (q_e) and of s' (q_s)
+    exist in world 1 only."""
     s = sc.setting
-    n, q = s.num_users, s.q_u
-    m = sc.m_max if sc.m_max is not None else n + 1  # user_dp: never truncated
-    d0 = np.arange(n + 1)
-    pmf = binom.pmf(d0, n, q)
-    full = d0 >= m if sc.design == "full" else np.ones_like(d0, dtype=bool)
-    base, flip = sc.base, 1 - sc.base
+    q = s.q_u
+    m = sc.m_max if sc.m_max is not None else s.places  # user_dp: never truncated
+    q_e, q_s = sc.rates
+    holder_special = sc.adjacency == "undetected"
+    n_o = s.places - 1 - int(holder_special)
+    d_o = np.arange(n_o + 1)
+    pmf_o = binom.pmf(d_o, n_o, q)
+    base = sc.base
     world0: dict[int, float] = {}
-    _add(world0, sc.base * np.minimum(d0, m) - sc.offset, pmf)
     world1: dict[int, float] = {}
-    cond: dict[int, float] = {}
-    for u, pu in ((0, 1.0 - q), (1, q)):
-        d1 = d0 + u
-        p_kept = np.minimum(1.0, m / np.maximum(d1, 1)) if u else np.zeros(d0.shape)
-        for kept, pk in ((1, p_kept), (0, 1.0 - p_kept)):
-            k1b = np.minimum(d1, m) - kept
-            value = base * k1b + kept - sc.offset
-            if sc.adjacency == "uedp":
-                p_event = sc.rates[0] * k1b / m
-            elif sc.adjacency == "undetected":
-                p_event = sc.rates[1] * k1b / n
+    max_diff = 0
+    patterns = [(c,) for c in (0, 1)] if not holder_special else [(c, h) for c in (0, 1) for h in (0, 1)]
+    for drawn in patterns:  # (canary drawn, holder drawn)
+        p_spec = math.prod(q if d else 1.0 - q for d in drawn)
+        n_spec = sum(drawn)
+        total = d_o + n_spec
+        for j in range(n_spec + 1):
+            if n_spec == 0:
+                p_j = np.ones(d_o.shape)
             else:
-                p_event = np.zeros(d0.shape)
-            for hit, ph in ((1, p_event), (0, 1.0 - p_event)):
-                prob = pmf * pu * pk * ph
-                _add(world1, value + flip * hit, prob)
-                _add(cond, (value + flip * hit)[full], prob[full])
-    total = sum(cond.values())
-    shifts = tuple(float(v) for v in sorted(cond))
-    probs = tuple(cond[v] / total for v in sorted(cond))
-    if shifts and shifts[0] < 0:
-        raise ValueError(f"{sc.label}: negative shift in the conditioned law ({shifts})")
-    return Law(world1=world1, world0=world0, shifts=shifts, probs=probs, nonfull=float(pmf[~full].sum()))
+                p_j = np.nan_to_num(hypergeom.pmf(j, total, n_spec, np.minimum(m, total)))
+            k_o = np.minimum(total, m) - j
+            for kept, p_which in _kept_specials(drawn, j):
+                weight = pmf_o * p_spec * p_j * p_which
+                if not weight.any():
+                    continue
+                c_kept = kept[0]
+                h_kept = kept[1] if holder_special else 0
+                v0 = base * k_o + (-h_kept if sc.design == "flip" else 0)
+                # world-1 events: (value array, probability array)
+                if sc.adjacency == "uedp":  # F benign flips when e' is sampled: hypergeometric over the slots
+                    events = [(base * k_o + c_kept, np.full(d_o.shape, 1.0 - q_e))]
+                    for f, p_f in _flips(k_o, m, sc.k_cap or 1):
+                        events.append((base * k_o + c_kept + (1 - base) * f, q_e * p_f))
+                elif sc.adjacency == "undetected":
+                    used = c_kept + h_kept
+                    unused = c_kept + (-h_kept if sc.design == "flip" else 0)
+                    events = [(np.full(d_o.shape, used), np.full(d_o.shape, q_s)),
+                              (np.full(d_o.shape, unused), np.full(d_o.shape, 1.0 - q_s))]
+                else:
+                    events = [(base * k_o + c_kept, np.ones(d_o.shape))]
+                _add(world0, v0, weight)
+                for v1, p_ev in events:
+                    prob = weight * p_ev
+                    _add(world1, v1, prob)
+                    live = prob > 0.0
+                    if live.any():
+                        max_diff = max(max_diff, int(np.max(np.abs(np.broadcast_to(v1 - v0, prob.shape)[live]))))
+    offset = max(world0, key=world0.get)  # type: ignore[arg-type]
+    return Law(world0={v - offset: p for v, p in sorted(world0.items())},
+               world1={v - offset: p for v, p in sorted(world1.items())}, offset=int(offset),
+               max_difference=max_diff)
+
+
+# -- the true epsilon of a pair of 1-D Gaussian mixtures: a numerical PLD -------------------------------------------
+def _log_density(y: np.ndarray, means: np.ndarray, weights: np.ndarray, sigma: float) -> np.ndarray:
+    """log sum_k w_k exp(-(y - m_k)^2 / (2 sigma^2)) (the common normalization cancels in a ratio)."""
+    return logsumexp(np.log(weights)[:, None] - 0.5 * ((y[None, :] - means[:, None]) / sigma) ** 2, axis=0)
+
+
+def _pessimistic_pmf(loss_at_edges: np.ndarray, edges: np.ndarray, means: np.ndarray, weights: np.ndarray,
+                     sigma: float, slack: float, vdi: float) -> pld_pmf.PLDPmf:
+    """The privacy loss distribution of y ~ sum_k w_k N(m_k, sigma^2), pessimistically: each bin of the
+    y-grid carries its exact mass and a loss >= the loss anywhere in it (the larger end value plus `slack`,
+    rounded up to the grid of `vdi`); the mass outside the y-grid is put at infinite loss."""
+    upper = np.maximum(loss_at_edges[:-1], loss_at_edges[1:]) + slack
+    cdf = sum(w * ndtr((edges - m) / sigma) for m, w in zip(means, weights))
+    mass = np.diff(cdf)
+    outside = float(sum(w * (ndtr((edges[0] - m) / sigma) + ndtr((m - edges[-1]) / sigma))
+                        for m, w in zip(means, weights)))
+    idx = np.ceil(upper / vdi).astype(np.int64)
+    keep = mass > 0.0
+    idx, mass = idx[keep], mass[keep]
+    lo = int(idx.min())
+    sums = np.bincount(idx - lo, weights=mass)
+    probs = {lo + int(i): float(p) for i, p in enumerate(sums) if p > 0.0}
+    return pld_pmf.create_pmf(probs, vdi, outside, True)
+
+
+def pair_pld(p_means: Any, p_weights: Any, q_means: Any, q_weights: Any, sigma: float, *, vdi: float = 5e-5,
+             points: int = 400_001, tail: float = 8.5) -> pld_lib.PrivacyLossDistribution:
+    """The PLD of the pair P = sum_j p_j N(c_j, sigma^2) (world 0), Q = sum_k q_k N(a_k, sigma^2) (world 1):
+    the "remove" PMF is the loss log q/p under Q, the "add" PMF the loss log p/q under P, so that the
+    composed PLD's delta(eps) is max(H_{e^eps}(Q^T||P^T), H_{e^eps}(P^T||Q^T)).
+
+    Pessimistic (an upper bound on the true PLD's delta at every eps, up to float rounding): the y-grid spans
+    the means +- `tail` sigma (`points` edges); the mass outside is put at infinite loss (< 1e-16 per side
+    at 8.5 sigma). L = log q - log p has |L''| <= D^2 / (4 sigma^4), D the spread of all means (L'' is the
+    difference of two posterior variances of the mean, over sigma^4), so on a bin of width w, L <= the
+    larger end value + D^2 w^2 / (32 sigma^4); that value is rounded up to the loss grid `vdi`."""
+    pm, pw = np.asarray(p_means, dtype=np.float64), np.asarray(p_weights, dtype=np.float64)
+    qm, qw = np.asarray(q_means, dtype=np.float64), np.asarray(q_weights, dtype=np.float64)
+    if not (sigma > 0.0 and math.isfinite(sigma)):
+        raise ValueError(f"sigma must be positive and finite, got {sigma!r}")
+    for w in (pw, qw):
+        if w.ndim != 1 or w.size == 0 or w.min() < 0.0 or not math.isclose(float(w.sum()), 1.0, abs_tol=1e-9):
+            raise ValueError("mixture weights must be non-negative and sum to 1")
+    pm, pw = pm[pw > 0.0], pw[pw > 0.0]
+    qm, qw = qm[qw > 0.0], qw[qw > 0.0]
+    every = np.concatenate([pm, qm])
+    edges = np.linspace(every.min() - tail * sigma, every.max() + tail * sigma, points)
+    width = edges[1] - edges[0]
+    spread = float(every.max() - every.min())
+    slack = spread**2 * width**2 / (32.0 * sigma**4)
+    loss = _log_density(edges, qm, qw, sigma) - _log_density(edges, pm, pw, sigma)
+    remove = _pessimistic_pmf(loss, edges, qm, qw, sigma, slack, vdi)
+    add = _pessimistic_pmf(-loss, edges, pm, pw, sigma, slack, vdi)
+    return pld_lib.PrivacyLossDistribution(remove, add)
+
+
+def pair_epsilon(p_means: Any, p_weights: Any, q_means: Any, q_weights: Any, sigma: float, rounds: int,
+                 delta: float, *, vdi: float = 5e-5) -> float:
+    """Epsilon at `delta` of `rounds` independent rounds of the pair (`pair_pld`)."""
+    pld = pair_pld(p_means, p_weights, q_means, q_weights, sigma, vdi=vdi)
+    pld = pld.self_compose(rounds) if rounds > 1 else pld
+    return float(pld.get_epsilon_for_delta(check_delta(delta)))
 
 
 # -- what the accountant charges ---------------------------------------------------------------------------------
-def accounted_mixture(adjacency: str, sens: Sensitivities, *, sigma: float, q_u: float, q_e: float,
-                      q_s: float) -> Mixture:
-    """The accountant's per-round mixture for these sensitivities (contract 4), in units of sens.unit:
-    uedp.privacy.accounting.adjacency_mixture (what Mechanism.mixture uses) for any, possibly broken,
-    sensitivities."""
+def _in_units(sens: Sensitivities) -> Sensitivities:
     u = sens.unit
-    scaled = Sensitivities(s_u=sens.s_u / u, s_e=sens.s_e / u, s_s=sens.s_s / u, unit=1.0)
-    return adjacency_mixture(adjacency, scaled, sigma / u, q_u=q_u, q_e=q_e, q_s=q_s)
+    return Sensitivities(s_u=sens.s_u / u, s_e=sens.s_e / u, s_s=sens.s_s / u, unit=1.0)
+
+
+def accounted_mixture(adjacency: str, sens: Sensitivities, *, sigma: float, q_u: float, q_e: float) -> Mixture:
+    """The accountant's per-round mixture of adjacency "uedp" or "user" for these (possibly broken)
+    sensitivities, in units of sens.unit: uedp.privacy.accounting.adjacency_mixture (what Mechanism.mixture
+    uses)."""
+    return adjacency_mixture(adjacency, _in_units(sens), sigma / sens.unit, q_u=q_u, q_e=q_e)
+
+
+def accounted_epsilon(adjacency: str, sens: Sensitivities, *, sigma: float, q_u: float, q_e: float, q_s: float,
+                      rounds: int, delta: float, delta_trunc: float = 0.0,
+                      kinds: tuple[tuple[str, ...], ...] = (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES),
+                      ) -> tuple[float, Pair | None, str]:
+    """(epsilon, pair, rule) the accountant computes for these (possibly broken) sensitivities and noise std,
+    `rounds` identical rounds, at delta - delta_trunc: the mixture of adjacency uedp / user, or for
+    "undetected" the max over the two kinds of sentence of the min over their bounds (docs/proofs.md
+    Theorem 2: the code of uedp.privacy.accounting.undetected_epsilon, its grids included, for any
+    sensitivities; `kinds`: the kinds of sentence, each a tuple of rule names)."""
+    d = delta - delta_trunc
+    if d <= 0.0:
+        return math.inf, None, "truncation"
+    if adjacency != "undetected":
+        pair = accounted_mixture(adjacency, sens, sigma=sigma, q_u=q_u, q_e=q_e)
+        return mixture_epsilon(pair, rounds, d), pair, adjacency
+    scaled, sig = _in_units(sens), sigma / sens.unit
+    best = []
+    for rules in kinds:  # as undetected_epsilon: rank on a coarser grid, then the winner on the fine grid
+        pairs = {r: ((undetected_pair(r, scaled, sig, q_u=q_u, q_e=q_e, q_s=q_s), rounds),) for r in rules}
+        fine = auto_discretization(min(_rdp_epsilon(x, d) for x in pairs.values()))
+        coarse = min(MAX_DISCRETIZATION, RANKING_FACTOR * fine)
+        rule = min(rules, key=lambda r: _pld_epsilon(pairs[r], d, coarse))
+        best.append((_pld_epsilon(pairs[rule], d, fine), rule, pairs[rule][0][0]))
+    eps_, rule, pair = max(best, key=lambda t: t[0])
+    return eps_, pair, rule
 
 
 def calibrate_to(eps_of_z: Callable[[float], float], target: float, *, lo: float = 0.05, hi: float = 200.0,
                  rel_tol: float = 1e-3) -> float:
     """The smallest z (to rel_tol, on a log scale) with eps_of_z(z) <= target: a broken accountant's
-    calibration (the project's calibrate_noise_multiplier cannot be given other sensitivities)."""
+    calibration (the project's calibrate_noise_multiplier cannot be given other sensitivities or rules)."""
     if eps_of_z(hi) > target:
         raise ValueError(f"target {target} not reachable below z = {hi}")
     while hi / lo > 1.0 + rel_tol:
@@ -248,14 +504,20 @@ def calibrate_to(eps_of_z: Callable[[float], float], target: float, *, lo: float
 
 
 def calibrate(sc: Scenario, *, q_u: float | None = None) -> float:
-    """z as the run calibrates it (uedp.privacy.calibration) to the setting's target epsilon under the
-    mechanism's claim (eps_user for user_dp, eps_uedp for uedp); `q_u`: the rate the calibration is told."""
-    s = sc.setting
-    q_e, q_s = sc.rates
-    return calibrate_noise_multiplier(
-        s.target_epsilon, q_u=s.q_u if q_u is None else q_u, q_e=q_e, q_s=q_s, m_max=sc.m_max, k_cap=sc.k_cap,
-        rounds=s.rounds, delta=s.delta, num_users=s.num_users, method=sc.method,
-        adjacency="user" if sc.method == "user_dp" else "uedp",
+    """z as the run calibrates it (uedp.privacy.calibration.calibrate_claims, as server/setup.py does) to
+    the setting's target epsilon on its claims (user_dp: eps_user; uedp: eps_uedp and eps_undetected, or
+    `target_on`), for N + 1 places; `q_u`: the rate the calibration is told. The same for every adjacency
+    and design of a (setting, method): computed once."""
+    return _calibrated(sc.setting, sc.method, sc.setting.q_u if q_u is None else float(q_u))
+
+
+@functools.lru_cache(maxsize=64)
+def _calibrated(s: AuditSetting, method: str, q_u: float) -> float:
+    q_e, q_s = sampling_rates(method, q_e=s.q_e, q_s=s.q_s)
+    return calibrate_claims(
+        s.target_epsilon, s.claims(method), q_u=q_u, q_e=q_e, q_s=q_s, m_max=s.m_max if method == "uedp" else None,
+        k_cap=s.k_cap if method == "uedp" else None, rounds=s.rounds, delta=s.delta, num_users=s.places,
+        method=method, tol=1e-3,
     )
 
 
@@ -263,16 +525,19 @@ def calibrate(sc: Scenario, *, q_u: float | None = None) -> float:
 @dataclass
 class AuditedMechanism:
     """One audited mechanism: sigma (what the aggregation is asked for and the run reports), Z, the noise
-    source (real, or a broken control's), and what the accountant claims. `control` names the one broken
-    component (None: the sound mechanism)."""
+    source (real, or a broken control's), and what the accountant claims for the scenario's adjacency (the
+    pair, its epsilon and the rule that decided it). `control` names the one broken component (None: the
+    sound mechanism)."""
 
     scenario: Scenario
     z: float
     sigma: float
     Z: float
     noise: NoiseSource
-    claimed: Mixture
+    claimed: Pair | None
     claimed_epsilon: float
+    claimed_rule: str = ""
+    delta_trunc: float = 0.0
     control: str | None = None
     warning: str | None = None
     sens: Sensitivities | None = None  # the sensitivities sigma and the accountant used
@@ -285,37 +550,80 @@ class AuditedMechanism:
 
 def build_mechanism(sc: Scenario, *, z: float, noise: NoiseSource, sensitivity_fn: SensitivityFn = sensitivities,
                     accountant_record: Callable[[RoundRecord], RoundRecord] = lambda r: r,
+                    undetected_rule: tuple[str, UndetectedRule] | None = None,
                     control: str | None = None, warning: str | None = None) -> AuditedMechanism:
-    """The mechanism as the server and the ledger build it, with the given components: the round's
-    RoundRecord gives sigma and the claim (the real ledger path) when `sensitivity_fn` is the real one;
-    a broken sensitivity function gives sigma = noise_std(method, z, its sensitivities) and the claim of
-    the accountant fed the same sensitivities; `accountant_record` is what the accountant is told."""
+    """The mechanism as the server and the ledger build it, with the given components. With the real
+    sensitivity function the round's RoundRecord gives sigma, and the claim is the real accountant's
+    (uedp.privacy.accounting.epsilon / undetected_epsilon, N + 1 places, delta_trunc charged) on the record
+    `accountant_record` returns (what the accountant is told). A broken sensitivity function gives sigma =
+    noise_std(method, z, its sensitivities) and the claim of the accountant fed the same sensitivities;
+    `undetected_rule` = (name, pair function) replaces the accountant's rule for eps_undetected."""
     s = sc.setting
     q_e, q_s = sc.rates
-    Z = denominator(sc.method, q_u=s.q_u, num_users=s.num_users)
+    Z = denominator(sc.method, q_u=s.q_u, num_users=s.places)
     record = RoundRecord(round=1, method=sc.method, q_u=s.q_u, q_e=q_e, q_s=q_s, m_max=sc.m_max, k_cap=sc.k_cap,
                          beta=s.beta, w_max=s.w_max, z=z, Z=Z)
     told = accountant_record(record)
-    if sensitivity_fn is sensitivities:
-        sens = sensitivities(beta=s.beta, w_max=s.w_max, m_max=sc.m_max, k_cap=sc.k_cap, method=sc.method)
-        sigma = record.sigma
-        claimed = told.mechanism.mixture(sc.adjacency)  # the real accountant's mixture (units of b)
+    groups = [(told.mechanism, s.rounds)]
+    delta_trunc = truncation_delta(groups, s.places)
+    real = sensitivity_fn is sensitivities
+    sens = sensitivity_fn(beta=s.beta, w_max=s.w_max, m_max=sc.m_max, k_cap=sc.k_cap, method=sc.method)
+    sigma = record.sigma if real else noise_std(sc.method, z, sens)
+    claimed: Pair | None
+    if sc.adjacency == "undetected" and undetected_rule is not None:
+        rule, fn = undetected_rule
+        claimed = fn(_in_units(sens), sigma / s.unit, q_u=told.q_u, q_e=told.q_e, q_s=told.q_s)
+        d = s.delta - delta_trunc
+        claimed_eps = mixture_epsilon(claimed, s.rounds, d) if d > 0.0 else math.inf
+    elif real and sc.adjacency == "undetected":
+        claimed_eps, rule = undetected_epsilon(groups, delta=s.delta, num_users=s.places)
+        claimed = told.mechanism.undetected(rule) if rule != "truncation" else None
+    elif real:
+        claimed_eps = epsilon(sc.adjacency, groups, delta=s.delta, num_users=s.places)
+        claimed, rule = told.mechanism.mixture(sc.adjacency), sc.adjacency
     else:
-        sens = sensitivity_fn(beta=s.beta, w_max=s.w_max, m_max=sc.m_max, k_cap=sc.k_cap, method=sc.method)
-        sigma = noise_std(sc.method, z, sens)
-        claimed = accounted_mixture(sc.adjacency, sens, sigma=sigma, q_u=told.q_u, q_e=told.q_e, q_s=told.q_s)
-    claimed_eps = mixture_epsilon(claimed, s.rounds, s.delta)
+        claimed_eps, claimed, rule = accounted_epsilon(
+            sc.adjacency, sens, sigma=sigma, q_u=told.q_u, q_e=told.q_e, q_s=told.q_s, rounds=s.rounds,
+            delta=s.delta, delta_trunc=delta_trunc)
     return AuditedMechanism(scenario=sc, z=z, sigma=sigma, Z=Z, noise=noise, claimed=claimed,
-                            claimed_epsilon=claimed_eps, control=control, warning=warning, sens=sens)
+                            claimed_epsilon=claimed_eps, claimed_rule=rule, delta_trunc=delta_trunc, control=control,
+                            warning=warning, sens=sens)
 
 
-def sound_mixture_at(sc: Scenario, sigma: float) -> Mixture:
-    """The sound accountant's mixture (real sensitivities and rates) at noise std `sigma`."""
+def sound_epsilon_at(sc: Scenario, sigma: float, z: float | None = None) -> tuple[float, str, Pair | None]:
+    """(epsilon, rule, pair) of the SOUND accountant (real sensitivities and rates, N + 1 places, delta_trunc
+    charged) for the scenario's adjacency at noise std `sigma` (absolute): what a sound run drawing this
+    noise would claim. `z`: the noise multiplier giving exactly this sigma, where known (the accountant's
+    caches are keyed by it)."""
     s = sc.setting
-    mech = Mechanism(method=sc.method, z=1.0, q_u=s.q_u, q_e=sc.rates[0], q_s=sc.rates[1], m_max=sc.m_max,
+    q_e, q_s = sc.rates
+    per_z = _unit_mechanism(sc).sigma
+    z = sigma / (s.unit * per_z) if z is None else z
+    mech = Mechanism(method=sc.method, z=z, q_u=s.q_u, q_e=q_e, q_s=q_s, m_max=sc.m_max, k_cap=sc.k_cap)
+    groups = [(mech, s.rounds)]
+    if sc.adjacency == "undetected":
+        eps, rule = undetected_epsilon(groups, delta=s.delta, num_users=s.places)
+        return eps, rule, (mech.undetected(rule) if rule != "truncation" else None)
+    return epsilon(sc.adjacency, groups, delta=s.delta, num_users=s.places), sc.adjacency, mech.mixture(sc.adjacency)
+
+
+def entity_free_undetected(sc: Scenario, sigma: float) -> tuple[float, str]:
+    """(epsilon, rule) of the sound accountant's bound for an undetected entity in an ENTITY-FREE sentence
+    (min over uedp.privacy.accounting.UNDETECTED_FREE, delta_trunc charged) at noise std `sigma`: the kind
+    of sentence the crafted holder realizes (its S-coin). eps_undetected is the max of this and the bound
+    for a sentence that also holds detected entities."""
+    s = sc.setting
+    eps, _, rule = accounted_epsilon(
+        "undetected", sensitivities(beta=s.beta, w_max=s.w_max, m_max=sc.m_max, k_cap=sc.k_cap, method=sc.method),
+        sigma=sigma, q_u=s.q_u, q_e=sc.rates[0], q_s=sc.rates[1], rounds=s.rounds, delta=s.delta,
+        delta_trunc=truncation_delta([(_unit_mechanism(sc), s.rounds)], s.places), kinds=(UNDETECTED_FREE,))
+    return eps, rule
+
+
+def _unit_mechanism(sc: Scenario) -> Mechanism:
+    s = sc.setting
+    return Mechanism(method=sc.method, z=1.0, q_u=s.q_u, q_e=sc.rates[0], q_s=sc.rates[1], m_max=sc.m_max,
                      k_cap=sc.k_cap)
-    return adjacency_mixture(sc.adjacency, mech.sensitivities, sigma / s.unit, q_u=s.q_u, q_e=sc.rates[0],
-                             q_s=sc.rates[1])  # mech.sensitivities: units of b
 
 
 # -- path A: the real round with crafted clients ---------------------------------------------------------------
@@ -336,19 +644,19 @@ class CraftedClients:
 
     @property
     def canary(self) -> int:
-        return self.scenario.setting.num_users  # u' is the extra place of world 1
+        return self.scenario.setting.num_users  # u''s place N (empty in world 0)
 
     def value(self, place: int, slot: int, key: RoundKey | None, world: int) -> int:
-        """The update's canary coordinate in units of b."""
+        """The update's canary coordinate in units of b (world 0's empty place is never asked: 0)."""
         sc = self.scenario
-        if world == 1 and place == self.canary:
-            return 1
+        if place == self.canary:
+            return 1 if world == 1 else 0
         q_e, q_s = sc.rates
+        if sc.adjacency == "undetected" and place == HOLDER:
+            used = world == 1 and extended_sampled(key, extended_entity(f"user{place}", 0), q_s)
+            return 1 if used else (-1 if sc.design == "flip" else 0)
         if world == 1 and sc.adjacency == "uedp" and entity_sampled(key, ENTITY, q_e) \
                 and slot in permitted_slots(key, ENTITY, sc.k_cap, sc.m_max):
-            return 1
-        if world == 1 and sc.adjacency == "undetected" and place == HOLDER \
-                and extended_sampled(key, extended_entity(f"user{place}", 0), q_s):
             return 1
         return sc.base
 
@@ -361,26 +669,32 @@ class CraftedClients:
 @dataclass
 class RealRun:
     """Path A's output: per trial and round, the auditor's y (released canary coordinate times Z minus the
-    world-0 constant) and the realized noiseless shift (units of b), plus the re-check counts."""
+    law's offset) and the realized noiseless sum minus the offset (units of b), plus the re-check counts."""
 
     y: np.ndarray
     shift: np.ndarray
     statuses: dict[str, int] = field(default_factory=dict)
 
 
-def real_round(mech: AuditedMechanism, world: int, rng: random.Random,
-               clients: CraftedClients | None = None) -> tuple[float, float, dict[str, int]]:
-    """One round of the server's real path (as strategies.strategy.MechanismStrategy does it: the same
-    calls, in the same order on `rng`) with the crafted clients. Returns (y, shift in units of b, counts)."""
+def real_round(mech: AuditedMechanism, world: int, rng: random.Random, clients: CraftedClients | None = None,
+               offset: int = 0) -> tuple[float, float, dict[str, int]]:
+    """One round of the server's real path (as strategies.strategy.MechanismStrategy.configure_train /
+    aggregate_train do it: the same calls, in the same order on `rng`) with the crafted clients, over the
+    N + 1 places of both worlds. In world 0 the canary's place is an owner who is not connected: the
+    strategy skips it before drawing its training seed. Returns (y, sum minus `offset` in units of b,
+    counts)."""
     sc = mech.scenario
     s = sc.setting
     clients = clients or CraftedClients(sc)
-    population = s.num_users + (1 if world == 1 else 0)
+    population = s.places
+    connected = population if world == 1 else population - 1
     cohort = sample_cohort(range(population), q_u=s.q_u, m_max=sc.m_max or population,
                            use_slots=sc.k_cap is not None, rng=rng)
     key = RoundKey(rng.randbytes(16)) if sc.keyed else None
     updates = []
     for i, place in enumerate(cohort.nodes):
+        if place >= connected:
+            continue  # world 0: the empty place (no message, no seed, contributes zero)
         rng.randrange(2**31)  # the strategy draws each instruction's training seed here (seeded runs)
         slot = cohort.slots[i] if cohort.slots is not None else -1
         updates.append(clients.update(place, slot, key, world))
@@ -388,21 +702,21 @@ def real_round(mech: AuditedMechanism, world: int, rng: random.Random,
     total, _ = aggregate(updates, template=tmpl, w_max=s.w_max, beta=s.beta, sigma=0.0, Z=1.0, noise=_NoNoise())
     out, stats = aggregate(updates, template=tmpl, w_max=s.w_max, beta=s.beta, sigma=mech.sigma, Z=mech.Z,
                            noise=mech.noise)
-    offset = sc.offset * s.unit
-    y = float(out[0].flat[CANARY_COORDINATE]) * mech.Z - offset
-    shift = (float(total[0].flat[CANARY_COORDINATE]) - offset) / s.unit
+    off = offset * s.unit
+    y = float(out[0].flat[CANARY_COORDINATE]) * mech.Z - off
+    shift = (float(total[0].flat[CANARY_COORDINATE]) - off) / s.unit
     return y, shift, stats.as_dict()
 
 
-def run_real(mech: AuditedMechanism, world: int, trials: int, rng: random.Random) -> RealRun:
-    """`trials` independent T-round runs of the real path in `world`."""
+def run_real(mech: AuditedMechanism, world: int, trials: int, rng: random.Random, offset: int = 0) -> RealRun:
+    """`trials` independent T-round runs of the real path in `world` (sums minus `offset`, the law's)."""
     T = mech.scenario.setting.rounds
     y = np.empty((trials, T))
     shift = np.empty((trials, T))
     counts: dict[str, int] = {}
     for i in range(trials):
         for t in range(T):
-            y[i, t], shift[i, t], stats = real_round(mech, world, rng)
+            y[i, t], shift[i, t], stats = real_round(mech, world, rng, offset=offset)
             for k, v in stats.items():
                 counts[k] = counts.get(k, 0) + v
     return RealRun(y=y, shift=np.rint(shift * 1e9) / 1e9, statuses=counts)
@@ -411,26 +725,26 @@ def run_real(mech: AuditedMechanism, world: int, trials: int, rng: random.Random
 # -- path B: the same law, vectorized, with the same noise source ----------------------------------------------
 def run_vectorized(mech: AuditedMechanism, law: Law, world: int, trials: int,
                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """`trials` T-round runs: the per-round shift drawn from `law` (world 0 or 1, unconditioned), the noise
-    from `mech.noise` with std `mech.sigma` (as aggregate asks for it), released = (sum + noise) / Z as
-    aggregate computes it, and the auditor's y = released * Z - world-0 constant. Returns (y, shift)."""
-    sc = mech.scenario
-    s = sc.setting
+    """`trials` T-round runs: the per-round sum drawn from `law` (world 0 or 1), the noise from `mech.noise`
+    with std `mech.sigma` (as aggregate asks for it), released = (sum + noise) / Z as aggregate computes it,
+    and the auditor's y = released * Z - offset. Returns (y, sum - offset in units of b)."""
+    s = mech.scenario.setting
     dist = law.world1 if world == 1 else law.world0
     values = np.array(sorted(dist), dtype=np.float64)
     probs = np.array([dist[int(v)] for v in values])
     shift = values[rng.choice(values.size, size=(trials, s.rounds), p=probs / probs.sum())]
-    offset = sc.offset * s.unit
-    released = (shift * s.unit + offset + mech.noise.normal((trials, s.rounds), mech.sigma)) / mech.Z
-    return released * mech.Z - offset, shift
+    off = law.offset * s.unit
+    released = (shift * s.unit + off + mech.noise.normal((trials, s.rounds), mech.sigma)) / mech.Z
+    return released * mech.Z - off, shift
 
 
 def score(mech: AuditedMechanism, law: Law, y: np.ndarray) -> np.ndarray:
-    """The auditor's statistic per trial: the log-likelihood ratio of the realizable worst-case mixture
-    against no shift, with the sigma the run REPORTS (mech.sigma; the auditor is not told that a control
-    draws less noise)."""
+    """The auditor's statistic per trial: the log-likelihood ratio of the world-1 mixture against the world-0
+    mixture of the law, summed over rounds, with the sigma the run REPORTS (mech.sigma; the auditor is not
+    told that a control draws less noise)."""
     u = mech.scenario.setting.unit
-    return log_likelihood_ratio(y, sigma=mech.sigma, shifts=[v * u for v in law.shifts], probs=law.probs)
+    return log_likelihood_ratio(y, sigma=mech.sigma, shifts=[v * u for v in law.shifts], probs=law.probs,
+                                shifts0=[v * u for v in law.shifts0], probs0=law.probs0)
 
 
 def audit(mech: AuditedMechanism, law: Law, *, trials: int, rng: np.random.Generator, confidence: float = 0.95,
@@ -447,13 +761,18 @@ def audit(mech: AuditedMechanism, law: Law, *, trials: int, rng: np.random.Gener
                 "score0_std": float(s0.std()), "score1_std": float(s1.std())}
 
 
-# -- the four controls: the real mechanism with ONE broken component (uedp.audit.controls) -----------------------
-CONTROLS = ("noise_halved", "entity_k_beta", "no_user_term", "accountant_half_q_u")
+# -- the controls: the real mechanism with ONE broken component (uedp.audit.controls) -----------------------------
+CONTROLS = ("noise_halved", "accountant_half_q_u", "entity_k_beta", "no_user_term", "undetected_double_count",
+            "undetected_unproved_p")
+# Not a broken component but the rule issue 22 found unproved (eps_undetected as the four-point mixture with
+# p = q_u q_s): audited like a control, not expected to be certified (docs/audit.md, Finding 10).
+PROBES = ("undetected_unproved_p",)
 
 
 def control_mechanism(sc: Scenario, control: str | None, noise: NoiseSource) -> AuditedMechanism:
     """The sound mechanism (control None) or one control, each calibrated as its run would be: z from the
-    (possibly broken) accountant for the setting's target epsilon, so that its claim is the target."""
+    (possibly broken) accountant for the setting's target epsilon on the setting's claims, so that its
+    claim is the target."""
     from uedp.audit import controls as c  # torch: imported only when a mechanism is built
 
     s = sc.setting
@@ -465,13 +784,18 @@ def control_mechanism(sc: Scenario, control: str | None, noise: NoiseSource) -> 
     if control == "accountant_half_q_u":
         return build_mechanism(sc, z=calibrate(sc, q_u=0.5 * s.q_u), noise=noise, control=control,
                                accountant_record=c.understated_sampling, warning=c.HALVED_RATE_WARNING)
-    fn, warning = {"entity_k_beta": (c.sensitivities_entity_k_beta, c.ENTITY_TERM_WARNING),
-                   "no_user_term": (c.sensitivities_without_user_term, c.NO_USER_TERM_WARNING)}[control]
-    claim_adjacency = "user" if sc.method == "user_dp" else "uedp"
-    claim_sc = Scenario(s, sc.method, claim_adjacency, sc.design)
+    parts: dict[str, Any] = {
+        "entity_k_beta": {"sensitivity_fn": c.sensitivities_entity_k_beta, "warning": c.ENTITY_TERM_WARNING},
+        "no_user_term": {"sensitivity_fn": c.sensitivities_without_user_term, "warning": c.NO_USER_TERM_WARNING},
+        "undetected_double_count": {"undetected_rule": ("four_point_qu2_qs", c.undetected_double_count),
+                                    "warning": c.DOUBLE_COUNT_WARNING},
+        "undetected_unproved_p": {"undetected_rule": ("four_point_qu_qs", c.undetected_four_point_qu_qs),
+                                  "warning": c.UNPROVED_RULE_WARNING},
+    }[control]
 
     def claimed(z: float) -> float:  # the broken run calibrates its z with its broken accountant
-        return build_mechanism(claim_sc, z=z, noise=noise, sensitivity_fn=fn).claimed_epsilon
+        return max(build_mechanism(Scenario(s, sc.method, claim), z=z, noise=noise, **parts).claimed_epsilon
+                   for claim in s.claims(sc.method))
 
     z = calibrate_to(claimed, s.target_epsilon)
-    return build_mechanism(sc, z=z, noise=noise, sensitivity_fn=fn, control=control, warning=warning)
+    return build_mechanism(sc, z=z, noise=noise, control=control, **parts)

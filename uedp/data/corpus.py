@@ -192,8 +192,10 @@ class CorpusBuilder:
                     raise CorpusError(f"{self.source}: label {label} of user {user!r} is out of range")
         order = sorted(range(len(self._rows)), key=lambda i: self._rows[i][0])  # stable: keeps sentence order
         rows = [self._rows[i] for i in order]
-        rng = np.random.default_rng(seed)
-        draws = rng.random(len(rows))
+        # A sentence's split is a function of its own (user, text) and the public seed only, never of its
+        # position: removing a sentence or a user must not move another sentence between train and test
+        # (docs/proofs.md section 2; a positional draw did, found by the adversarial read of issue 22).
+        draws = [split_draw(seed, user, text) for user, text, _, _, _ in rows]
         cut1, cut2 = split_fractions[0], split_fractions[0] + split_fractions[1]
         splits = [
             s if s is not None else ("train" if d < cut1 else "valid" if d < cut2 else "test")
@@ -213,6 +215,15 @@ class CorpusBuilder:
         dropped = sorted(u for u, n in self._users.items() if n == 0)
         full_meta = {"source": self.source, "dropped_users": len(dropped), **(meta or {})}
         return Corpus(self.name, table, label_names=label_names, has_gold=self.has_gold, meta=full_meta)
+
+
+SPLIT_RULE = "content-hash-1"  # how a sentence without a split gets one (part of the corpus cache key)
+
+
+def split_draw(seed: int, user: str, text: str) -> float:
+    """A uniform number in [0, 1) determined by (seed, user, text): BLAKE2b of their JSON encoding."""
+    digest = hashlib.blake2b(json.dumps([int(seed), user, text]).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0**64
 
 
 def gold_spans(row_gold: Iterable[dict[str, Any]] | None) -> list[GoldSpan]:

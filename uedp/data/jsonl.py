@@ -18,7 +18,8 @@ boundary is an error.
 - sentences: with `sentence_split=True` (default) each text is cut into sentences
   (`uedp.data.text.split_sentences`); with `False` each line's text is one sentence (white space
   normalized). A line's label and split apply to all of its sentences; sentences without a split get
-  one drawn with `split_fractions` and `seed`.
+  one drawn with `split_fractions` from a hash of (`seed`, user, text): a sentence's split never depends on
+  the other sentences.
 - labels: if any line has one, `label_names` are the distinct labels as strings, sorted (numerically
   when every label is an integer); `task="classification"` requires a label on every line and names the
   first line without one. With `task="lm"` labels are kept but optional.

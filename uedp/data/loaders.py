@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from uedp.data.corpus import Corpus
+from uedp.data.corpus import SPLIT_RULE, Corpus
 from uedp.data.store import load_corpus_dir, save_corpus
 from uedp.paths import cache_root
 from uedp.registry import Registry
@@ -62,8 +62,8 @@ def _source_stamp(value: Any) -> Any:
 
 
 def materialized_path(name: str, params: dict[str, Any], cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    key = json.dumps({"name": name, "params": {k: _source_stamp(v) for k, v in sorted(params.items())}},
-                     sort_keys=True, default=str)
+    key = json.dumps({"name": name, "params": {k: _source_stamp(v) for k, v in sorted(params.items())},
+                      "split_rule": SPLIT_RULE}, sort_keys=True, default=str)
     digest = hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
     root = Path(cache_dir) if cache_dir is not None else cache_root() / "corpora"
     return root / f"{name}-{digest}"

@@ -242,15 +242,18 @@ def _protected_flat(annotations: pa.Table, protected: Iterable[str]) -> tuple[np
 _EMPTY: frozenset[str] = frozenset()
 
 
-def entity_sets(annotations: pa.Table, protected: Iterable[str]) -> list[frozenset[str]]:
-    """Per row of `annotations` (sid order), the set of keys of its entities in `protected` categories.
+def entity_sets(annotations: pa.Table, protected: Iterable[str],
+                public: frozenset[str] = _EMPTY) -> list[frozenset[str]]:
+    """Per row of `annotations` (sid order), the set of keys of its entities in `protected` categories,
+    less the keys of a public-entity policy (`public`, uedp.entities.public: not protected).
 
     An empty set marks a sentence with no protected entity (it is covered by its extended entity)."""
     parents, keys = _protected_flat(annotations, protected)
     key_list = keys.to_pylist()
     bounds = np.searchsorted(parents, np.arange(annotations.num_rows + 1))
     lo, hi = bounds[:-1].tolist(), bounds[1:].tolist()
-    return [frozenset(key_list[a:b]) if b > a else _EMPTY for a, b in zip(lo, hi)]
+    sets = [frozenset(key_list[a:b]) if b > a else _EMPTY for a, b in zip(lo, hi)]
+    return [s - public if s and public else s for s in sets]
 
 
 def sensitive_mask(annotations: pa.Table, protected: Iterable[str]) -> np.ndarray:

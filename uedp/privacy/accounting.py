@@ -61,6 +61,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 import dp_accounting
+import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy.stats import binom
@@ -199,10 +200,33 @@ def _subsampled_gaussian_event(sigma: float, shift: float, q: float) -> dp_accou
     return gaussian if q >= 1.0 else dp_accounting.PoissonSampledDpEvent(q, gaussian)
 
 
+def symmetrized(pmf: pld_lib.pld_pmf.PLDPmf) -> pld_lib.PrivacyLossDistribution:
+    """The symmetric pair whose privacy profile delta(eps), eps >= 0, is that of `pmf`: its masses at
+    losses l > 0 kept, mirrored at -l with weight e^-l, the rest at 0 (docs/proofs.md Lemma E). A bound of
+    both directions of a pair by one profile for g >= 1 makes this pair a dominating pair in the sense the
+    composition theorem needs (it also covers the divergences at g < 1); the remove PMF alone does not.
+    The mass left at 0 is >= 0 for every PS_r(s) remove PMF (and mixtures of them), checked here."""
+    dense = pmf.to_dense_pmf()
+    disc, lower, probs = dense._discretization, dense._lower_loss, dense._probs  # noqa: SLF001 - no accessors
+    infinity = dense._infinity_mass  # noqa: SLF001
+    losses = np.arange(lower, lower + len(probs))
+    pos = losses > 0
+    top = int(losses[pos].max()) if pos.any() else 0
+    out = np.zeros(2 * top + 1)
+    out[top + losses[pos]] = probs[pos]
+    out[top - losses[pos]] += probs[pos] * np.exp(-losses[pos] * disc)
+    zero = 1.0 - float(out.sum()) - float(infinity)
+    if zero < -1e-9:
+        raise ValueError(f"no symmetric pair has this profile (mass at loss 0 would be {zero:.3g})")
+    out[top] += max(zero, 0.0)
+    return pld_lib.PrivacyLossDistribution(pld_lib.pld_pmf.DensePLDPmf(disc, -top, out, float(infinity), True))
+
+
 @dataclass(frozen=True)
 class RemoveForm:
     """A mixture whose REMOVE distribution (the privacy loss of the shifted mixture against N(0)) bounds
-    both directions of the true pair (docs/proofs.md Lemma D): a symmetric PLD from the remove PMF."""
+    both directions of the true pair for g >= 1 (docs/proofs.md Lemma D): the symmetrized pair of that
+    profile (`symmetrized`, Lemma E), a dominating pair for composition."""
 
     mixture: Mixture
 
@@ -220,7 +244,7 @@ class RemoveForm:
 
     def pld(self, value_discretization_interval: float) -> pld_lib.PrivacyLossDistribution:
         full = _pair_pld(self.mixture, value_discretization_interval)
-        return pld_lib.PrivacyLossDistribution(full._pmf_remove)  # noqa: SLF001 - dp-accounting has no accessor
+        return symmetrized(full._pmf_remove)  # noqa: SLF001 - dp-accounting has no accessor
 
 
 @dataclass(frozen=True)
@@ -356,6 +380,7 @@ class Mechanism:
     q_s: float
     m_max: int | None
     k_cap: int | None = None
+    gamma: float = 0.0  # uedp_split: the entity part's clip, in units of beta (0 for every other method)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -369,6 +394,7 @@ class Mechanism:
         elif not (z > 0.0 and math.isfinite(z)):
             raise ConfigError(f"noise multiplier z must be a positive finite number, got {self.z!r}")
         object.__setattr__(self, "z", z)
+        object.__setattr__(self, "gamma", float(self.gamma))
         rates = sampling_rates(self.method, q_e=self.q_e, q_s=self.q_s)
         if (self.q_e, self.q_s) != rates:
             raise ConfigError(f"{self.method} rounds are accounted with (q_e, q_s) = {rates} "
@@ -384,7 +410,8 @@ class Mechanism:
 
     @property
     def sensitivities(self) -> Sensitivities:
-        return sensitivities(beta=1.0, w_max=1.0, m_max=self.m_max, k_cap=self.k_cap, method=self.method)
+        return sensitivities(beta=1.0, w_max=1.0, m_max=self.m_max, k_cap=self.k_cap, method=self.method,
+                             gamma=self.gamma)
 
     @property
     def sigma(self) -> float:
@@ -494,17 +521,31 @@ def _check_groups(groups: Groups) -> tuple[tuple[Mechanism, int], ...]:
 
 
 @functools.lru_cache(maxsize=256)
+def _rdp_vector(pair: Pair) -> tuple[tuple[float, ...], np.ndarray]:
+    """(orders, RDP of ONE round of `pair` at each order): dp_accounting's RdpAccountant composed once."""
+    accountant = rdp_privacy_accountant.RdpAccountant()
+    with _quiet_absl():
+        accountant.compose(pair.rdp_event(), 1)
+    rdp = np.array(accountant._rdp, dtype=float)  # noqa: SLF001 (the accountant keeps its RDP curve here)
+    rdp.flags.writeable = False
+    return tuple(accountant._orders), rdp  # noqa: SLF001
+
+
+@functools.lru_cache(maxsize=256)
 def _rdp_epsilon(pairs: tuple[tuple[Pair, int], ...], delta: float) -> float:
+    """RDP composes additively: count x (one round's curve), summed over the pairs, is what the accountant
+    computes for `compose(event, count)` (up to rounding), without recomputing a round's curve per count."""
     live = [(m, c) for m, c in pairs if not m.is_null]
     if not live:
         return 0.0
     if any(m.is_blatant for m, _ in live):
         return math.inf
-    accountant = rdp_privacy_accountant.RdpAccountant()
+    orders, total = None, None
+    for m, count in live:
+        orders, vec = _rdp_vector(m)
+        total = count * vec if total is None else total + count * vec
     with _quiet_absl():
-        for m, count in live:
-            accountant.compose(m.rdp_event(), count)
-        return float(accountant.get_epsilon(delta))
+        return float(rdp_privacy_accountant.compute_epsilon(orders, total, delta)[0])
 
 
 def auto_discretization(hint: float) -> float:
@@ -639,12 +680,13 @@ def mechanism(
     q_s: float | None = None,
     m_max: int | None,
     k_cap: int | None = None,
+    gamma: float = 0.0,
 ) -> Mechanism:
     """A `Mechanism` whose q_e and q_s, where not given, are the method's sampling rates
     (uedp.privacy.mechanisms.sampling_rates: user_dp and noiseless -> 1, 1; uedp_naive -> q_s = 0).
     uedp and uedp_naive need q_e; uedp's q_s is 0 when not given (it only matters for eps_undetected)."""
-    if q_e is None and method in ("uedp", "uedp_naive"):
+    if q_e is None and method in ("uedp", "uedp_naive", "uedp_split"):
         raise ConfigError(f"method {method!r} needs q_e")
     rates = sampling_rates(method, q_e=1.0 if q_e is None else q_e, q_s=0.0 if q_s is None else q_s)
     q_e, q_s = (rates[0] if q_e is None else q_e), (rates[1] if q_s is None else q_s)
-    return Mechanism(method=method, z=z, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap)
+    return Mechanism(method=method, z=z, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap, gamma=gamma)

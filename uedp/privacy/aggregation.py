@@ -117,6 +117,25 @@ def recheck(update: Any, template_shapes: Shapes, *, w_max: float, beta: float) 
     return update, OK
 
 
+def recheck_split(free: Any, entity: Any, template_shapes: Shapes, *, w_max: float, beta: float,
+                  gamma: float) -> tuple[Update | None, str]:
+    """A split update's re-check (uedp_split, docs/proofs.md Theorem 3): each part against its OWN bound
+    (free <= w_max beta, entity <= w_max gamma; otherwise a client could put beta + gamma into the entity
+    part), then their sum, of norm <= w_max (beta + gamma). The status is the worse of the two.
+
+    A part that fails its check (wrong shape, non-finite) counts as ZERO and the other part is kept: dropping
+    both would make the free part's presence depend on the entity sentences, a change of w_max (beta + gamma)
+    per holder of an entity instead of 2 w_max gamma (docs/proofs.md section 9, adversarial read #2, F1)."""
+    checked_free, status_free = recheck(free, template_shapes, w_max=w_max, beta=beta)
+    checked_entity, status_entity = recheck(entity, template_shapes, w_max=w_max, beta=gamma)
+    status = max(status_free, status_entity, key=STATUSES.index)
+    if checked_free is None or checked_entity is None:
+        return (checked_entity if checked_free is None else checked_free), status
+    names, a = leaves(checked_free)
+    _, b = leaves(checked_entity)
+    return rebuild(names, [to_numpy64(x) + to_numpy64(y) for x, y in zip(a, b)]), status
+
+
 class Aggregator(Protocol):
     """The signature of `aggregate`; a strategy takes one (the audit passes a broken one)."""
 

@@ -76,6 +76,7 @@ class _Problem:
     q_s: float | None
     m_max: int | None
     k_cap: int | None
+    gamma: float  # uedp_split: the entity clip in units of beta
     rounds: int
     delta: float
     num_users: int | None  # N, the public number of places (the truncation charge needs it)
@@ -84,7 +85,7 @@ class _Problem:
 
     def groups(self, z: float) -> list[tuple[Mechanism, int]]:
         mech = mechanism(self.method, z=z, q_u=self.q_u, q_e=self.q_e, q_s=self.q_s, m_max=self.m_max,
-                         k_cap=self.k_cap)  # fmt: skip
+                         k_cap=self.k_cap, gamma=self.gamma)  # fmt: skip
         return [(mech, self.rounds)]
 
     def mixtures(self, z: float) -> tuple[tuple[Pair, int], ...]:
@@ -108,7 +109,7 @@ class _Problem:
 def _problem(
     target_epsilon: float, *, q_u: float, q_e: float | None, q_s: float | None, m_max: int | None,
     k_cap: int | None, rounds: int, delta: float, num_users: int | None, method: str, adjacency: str,
-    tol: float, value_discretization_interval: float | None,
+    tol: float, value_discretization_interval: float | None, gamma: float = 0.0,
 ) -> _Problem:  # fmt: skip
     target = float(target_epsilon)
     if not (target > 0.0 and math.isfinite(target)):
@@ -124,8 +125,8 @@ def _problem(
     delta = check_delta(delta, num_users)
     vdi = _check_vdi(value_discretization_interval)
     problem = _Problem(target=target, method=method, adjacency=adjacency, q_u=q_u, q_e=q_e, q_s=q_s,
-                       m_max=m_max, k_cap=k_cap, rounds=rounds, delta=delta, num_users=num_users, vdi=vdi,
-                       tol=float(tol))  # fmt: skip
+                       m_max=m_max, k_cap=k_cap, gamma=float(gamma), rounds=rounds, delta=delta,
+                       num_users=num_users, vdi=vdi, tol=float(tol))  # fmt: skip
     trunc = truncation_delta(problem.groups(1.0), num_users)
     if trunc >= delta:
         safe = safe_m_max(num_users, q_u, rounds, delta)
@@ -151,6 +152,7 @@ def calibrate_noise_multiplier(
     adjacency: str = "uedp",
     tol: float = 1e-3,
     value_discretization_interval: float | None = None,
+    gamma: float = 0.0,
 ) -> float:
     """The smallest noise multiplier z, up to `tol` (absolute), whose epsilon after `rounds` identical
     rounds is <= target_epsilon, for `adjacency` "uedp" (eps_uedp, default), "user" (eps_user) or
@@ -163,7 +165,7 @@ def calibrate_noise_multiplier(
     typically 2 fine evaluations that prove the guarantee."""
     p = _problem(target_epsilon, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap, rounds=rounds,
                  delta=delta, num_users=num_users, method=method, adjacency=adjacency, tol=tol,
-                 value_discretization_interval=value_discretization_interval)  # fmt: skip
+                 value_discretization_interval=value_discretization_interval, gamma=gamma)  # fmt: skip
     live = [m for m, _ in p.mixtures(1.0) if not m.is_null]  # also validates the mechanism options
     if not live:
         raise ConfigError("epsilon is 0 for every noise multiplier (nothing is ever sampled)")
@@ -356,13 +358,14 @@ def calibrate_noise_multiplier_reference(
     adjacency: str = "uedp",
     tol: float = 1e-3,
     value_discretization_interval: float | None = None,
+    gamma: float = 0.0,
 ) -> float:
     """The previous search, kept as the reference (same signature and guarantee, 3-6x slower).
     Search: the cheap RDP bound (>= the PLD epsilon) brackets z*; then log-log interpolation with bisection
     as fallback narrows the bracket on the PLD epsilon (typically 6-10 PLD evaluations)."""
     p = _problem(target_epsilon, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap, rounds=rounds,
                  delta=delta, num_users=num_users, method=method, adjacency=adjacency, tol=tol,
-                 value_discretization_interval=value_discretization_interval)  # fmt: skip
+                 value_discretization_interval=value_discretization_interval, gamma=gamma)  # fmt: skip
     target, eps, rdp = p.target, p.eps, p.rdp
     probe = eps(1.0)
     if probe == 0.0:

@@ -51,6 +51,7 @@ class RoundRecord:
     w_max: float
     z: float
     Z: float
+    gamma: float = 0.0  # uedp_split: the entity part's clip (absolute, like beta); 0 for every other method
 
     def __post_init__(self) -> None:
         if isinstance(self.round, bool) or not isinstance(self.round, int) or self.round < 0:
@@ -61,6 +62,7 @@ class RoundRecord:
             raise ConfigError(f"w_max must lie in (0, 1], got {self.w_max!r}")
         object.__setattr__(self, "w_max", w_max)
         object.__setattr__(self, "Z", _positive("Z", self.Z))
+        object.__setattr__(self, "gamma", float(self.gamma))
         mech = self.mechanism  # validates method, probabilities, z, m_max, k_cap
         for name in ("q_u", "q_e", "q_s", "z"):
             object.__setattr__(self, name, getattr(mech, name))
@@ -69,7 +71,7 @@ class RoundRecord:
     def mechanism(self) -> Mechanism:
         return Mechanism(
             method=self.method, z=self.z, q_u=self.q_u, q_e=self.q_e, q_s=self.q_s,
-            m_max=self.m_max, k_cap=self.k_cap,
+            m_max=self.m_max, k_cap=self.k_cap, gamma=self.gamma / self.beta,
         )  # fmt: skip
 
     @property
@@ -84,10 +86,10 @@ class RoundRecord:
     def from_dict(cls, data: Mapping[str, Any]) -> RoundRecord:
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - names - {"sigma"})
-        missing = sorted(names - set(data))
+        missing = sorted(names - set(data) - {"gamma"})  # ledgers written before uedp_split have no gamma
         if unknown or missing:
             raise ConfigError(f"round record: unknown fields {unknown}, missing fields {missing}")
-        record = cls(**{k: data[k] for k in names})
+        record = cls(**{k: data[k] for k in names if k in data})
         if "sigma" in data and not math.isclose(float(data["sigma"]), record.sigma, rel_tol=1e-9):
             raise ConfigError(
                 f"round {record.round}: recorded sigma {data['sigma']!r} differs from its parameters' "

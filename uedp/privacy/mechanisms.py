@@ -43,6 +43,8 @@ class PrivacyParams(Protocol):
     m_max: int
     k_cap: int
     target_on: str
+    gamma: float
+    beta: float
 
 
 def sampling_rates(accounting: str, *, q_e: float, q_s: float) -> tuple[float, float]:
@@ -54,7 +56,7 @@ def sampling_rates(accounting: str, *, q_e: float, q_s: float) -> tuple[float, f
         return 1.0, 1.0
     if accounting == "uedp_naive":
         return float(q_e), 0.0
-    return float(q_e), float(q_s)
+    return float(q_e), float(q_s)  # uedp, uedp_split
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class MechanismSpec:
     entity_cap: bool  # slots are assigned when privacy.k_cap > 0
     deidentify: bool = False  # clients replace detected protected entities by placeholders
     local: bool = False  # no rounds: clients rewrite their text under local DP once (server/local_dp.py)
+    split: bool = False  # clients return the entity-free part (clip beta) and the entity part (clip gamma)
     aliases: tuple[str, ...] = ()  # extra names of its Hydra preset (strategy=<alias>)
     description: str = ""
 
@@ -83,6 +86,8 @@ class MechanismSpec:
             raise ValueError(f"{self.name}: the entity cap needs keyed entity sampling")
         if self.estimator is not None and self.estimator not in ESTIMATORS:
             raise ValueError(f"{self.name}: estimator must be one of {ESTIMATORS} or None")
+        if self.split != (self.accounting == "uedp_split") or (self.split and (self.entity_cap or not self.keyed)):
+            raise ValueError(f"{self.name}: a split update is keyed, has no slots, and is accounted as uedp_split")
 
     @property
     def private(self) -> bool:
@@ -111,6 +116,18 @@ class MechanismSpec:
     def rates(self, privacy: PrivacyParams) -> tuple[float, float]:
         """(q_e, q_s) of this mechanism's rounds: what clients are told and what the ledger records."""
         return sampling_rates(self.accounting, q_e=privacy.q_e, q_s=privacy.q_s)
+
+    def gamma(self, privacy: PrivacyParams) -> float:
+        """The entity part's clip of a split update (0 for every other mechanism): privacy.gamma, or
+        (privacy.gamma = 0) max(k_cap, 1) * beta / m_max, the entity budget of the slot rule: the same s_e =
+        2 k_cap w_max beta, spread over every usable entity sentence of every sampled client."""
+        if not self.split:
+            return 0.0
+        if privacy.gamma > 0:
+            return float(privacy.gamma)
+        if privacy.m_max < 1:
+            raise ConfigError("the automatic gamma needs m_max (resolved from privacy.m_max = 0 by the server)")
+        return max(privacy.k_cap, 1) * privacy.beta / privacy.m_max
 
     def k_cap(self, privacy: PrivacyParams) -> int | None:
         """The entity cap in force (None: off)."""
@@ -171,6 +188,12 @@ register(MechanismSpec(
     name="uedp_naive", strategy="uedp", estimator="f_E", accounting="uedp_naive", claim="uedp", keyed=True,
     truncate=True, entity_cap=True,
     description="UeDP with the naive estimator f_E: extended entities are never used (q_s = 0)",
+))
+register(MechanismSpec(
+    name="uedp_split", strategy="uedp_split", estimator=None, accounting="uedp_split", claim="uedp", keyed=True,
+    truncate=True, entity_cap=False, split=True,
+    description="UeDP with a split update: entity-free sentences (S sampled) clipped to beta, sentences whose "
+                "entities are all sampled clipped to gamma, no slot rule (docs/proofs.md Theorem 3)",
 ))
 register(MechanismSpec(
     name="user_dp", strategy="user_dp", estimator=None, accounting="user_dp", claim="user", keyed=False,

@@ -13,6 +13,12 @@ are public and an absent user is an empty place, section 1 there):
 
 Methods (`METHODS`):
   - "uedp" (f_E+) and "uedp_naive" (f_E, q_s = 0): sigma = z * (s_u + s_e).
+  - "uedp_split" (docs/proofs.md Theorem 3): each client returns its entity-free part clipped to beta and
+    its entity part (every sentence whose entities are all sampled, no slot rule) clipped to gamma,
+    re-checked separately: s_u = w_max (beta + gamma), s_e = 2 m_max w_max gamma (every place on the good
+    event may use e'), s_s = 2 w_max (beta + gamma) (one sentence moves one part, by at most 2 w_max
+    max(beta, gamma); an undetected entity in several of one user's sentences of both kinds moves both
+    parts: docs/proofs.md section 9, F2); sigma = z * (s_u + s_e).
   - "user_dp" (DP-FedAvg baseline, contract 2.8): sigma = z * w_max * beta (z relative to `unit`). Its
     own sensitivities: s_u = w_max beta; every entity is always used (no entity sampling), by up to
     m_max users: s_e = 2 m_max w_max beta, infinite without truncation; s_s = 2 w_max beta.
@@ -24,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-METHODS = ("uedp", "uedp_naive", "user_dp", "noiseless")
+METHODS = ("uedp", "uedp_naive", "uedp_split", "user_dp", "noiseless")
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -58,11 +64,24 @@ class Sensitivities:
 
 
 def sensitivities(
-    *, beta: float, w_max: float, m_max: int | None, k_cap: int | None, method: str = "uedp"
+    *, beta: float, w_max: float, m_max: int | None, k_cap: int | None, method: str = "uedp",
+    gamma: float = 0.0,
 ) -> Sensitivities:
-    """The contract's sensitivities for `method` (see the module docstring)."""
+    """The sensitivities for `method` (see the module docstring); `gamma`: the entity part's clip
+    (uedp_split only, in the units of beta)."""
     check_method(method)
     unit = _positive("beta", beta) * _positive("w_max", w_max)
+    if method == "uedp_split":
+        g = _positive("gamma", gamma)
+        if m_max is None or k_cap is not None:
+            raise ValueError("uedp_split needs m_max (the cohort truncation) and has no entity cap (k_cap None)")
+        _positive_int("m_max", m_max)
+        if w_max > 1.0:
+            raise ValueError(f"w_max must lie in (0, 1], got {w_max!r}")
+        return Sensitivities(s_u=unit * (1.0 + g / beta), s_e=2.0 * m_max * w_max * g,
+                             s_s=2.0 * unit * (1.0 + g / beta), unit=unit)
+    if gamma:
+        raise ValueError(f"gamma (the entity part's clip) is for uedp_split only, got {gamma!r} for {method}")
     if w_max > 1.0:
         raise ValueError(f"w_max must lie in (0, 1], got {w_max!r}")
     if k_cap is not None:
