@@ -151,3 +151,26 @@ def test_calibrating_several_claims_meets_every_one() -> None:
         assert fine_epsilon(z, dict(params, target=3.0, adjacency=claim)) <= 3.0
     with pytest.raises(ConfigError, match="at least one"):
         calibrate_claims(3.0, (), **params)
+
+
+def test_calibrated_claims_are_cached_on_disk_by_every_argument(tmp_path, monkeypatch) -> None:
+    """A second run of one setting reads its z from the cache (calibration is a function of public
+    parameters and the code); any other argument, or the cache turned off, calibrates afresh. A claim that
+    does not bind (eps_user at the eps_uedp z) leaves the z as it is."""
+    import uedp.privacy.calibration as cal
+
+    monkeypatch.setenv("UEDP_CALIBRATION_CACHE", str(tmp_path))
+    params = dict(q_u=0.25, q_e=0.2, q_s=0.2, m_max=40, k_cap=1, rounds=10, value_discretization_interval=0.02,
+                  num_users=40)
+    z = calibrate_claims(3.0, ("uedp", "user"), **params)
+    assert z == calibrate_noise_multiplier(3.0, adjacency="uedp", **params)  # eps_user <= eps_uedp: no raise
+    assert len(list(tmp_path.glob("*.json"))) == 1
+    calls = []
+    real = cal.calibrate_noise_multiplier
+    monkeypatch.setattr(cal, "calibrate_noise_multiplier", lambda *a, **k: calls.append(k) or real(*a, **k))
+    assert calibrate_claims(3.0, ("uedp", "user"), **params) == z and not calls  # from the cache
+    other = calibrate_claims(3.0, ("uedp", "user"), **dict(params, rounds=11))
+    assert calls and other > z and len(list(tmp_path.glob("*.json"))) == 2
+    monkeypatch.setenv("UEDP_CALIBRATION_CACHE", "off")
+    calls.clear()
+    assert calibrate_claims(3.0, ("uedp", "user"), **params) == z and calls  # recomputed, same value

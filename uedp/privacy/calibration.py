@@ -37,9 +37,18 @@ tests and the benchmark (python -m experiments.benchmark --only calibration).
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.metadata
+import inspect
+import json
 import math
+import os
+import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from uedp.errors import ConfigError
@@ -187,11 +196,89 @@ def calibrate_noise_multiplier(
 
 def calibrate_claims(target_epsilon: float, claims: Sequence[str], **problem: Any) -> float:
     """The smallest z (to tol) whose epsilons of EVERY adjacency in `claims` (e.g. ("uedp", "undetected"),
-    a UeDP run's claim) are <= target_epsilon: the largest of the per-claim calibrations, since every
-    epsilon decreases in z (options: those of `calibrate_noise_multiplier` but `adjacency`)."""
+    a UeDP run's claim) are <= target_epsilon (options: those of `calibrate_noise_multiplier` but
+    `adjacency`). Every epsilon decreases in z, so this is the largest of the per-claim calibrations; a
+    claim whose epsilon at the z found so far is already <= target cannot raise it and is not calibrated.
+
+    The result is a function of public parameters and of this code only: it is kept in a small disk cache
+    (`calibration_cache_dir`, keyed by every argument and a digest of the accounting code) so that runs of
+    one setting calibrate once. The guarantee of the search (eps(z*) <= target for every claim) was checked
+    when the entry was written."""
     if not claims:
         raise ConfigError("calibration needs at least one claimed epsilon")
-    return max(calibrate_noise_multiplier(target_epsilon, adjacency=claim, **problem) for claim in claims)
+    key = _cache_key(target_epsilon, claims, problem)
+    cached = _cache_read(key)
+    if cached is not None:
+        return cached
+    z: float | None = None
+    for claim in claims:
+        if z is not None:
+            p = _problem(target_epsilon, **_with_defaults(problem), adjacency=claim)
+            if p.eps(z) <= p.target:
+                continue
+        z = calibrate_noise_multiplier(target_epsilon, adjacency=claim, **problem)
+    assert z is not None
+    _cache_write(key, z)
+    return z
+
+
+_DEFAULTS = {k: v.default for k, v in inspect.signature(calibrate_noise_multiplier).parameters.items()
+             if v.kind is inspect.Parameter.KEYWORD_ONLY and v.default is not inspect.Parameter.empty
+             and k != "adjacency"}
+
+
+def _with_defaults(problem: dict[str, Any]) -> dict[str, Any]:
+    """`problem` (calibrate_noise_multiplier's options but adjacency) with that function's defaults."""
+    return {**_DEFAULTS, **problem}
+
+
+def calibration_cache_dir() -> Path | None:
+    """$UEDP_CALIBRATION_CACHE, or ~/.cache/uedp/calibration; "" or "off" turns the cache off."""
+    value = os.environ.get("UEDP_CALIBRATION_CACHE")
+    if value is not None:
+        return None if value in ("", "off") else Path(value)
+    return Path.home() / ".cache" / "uedp" / "calibration"
+
+
+@functools.cache
+def _code_digest() -> str:
+    """The accounting code and dp_accounting's version: a change to either invalidates every entry."""
+    from uedp.privacy import accounting, sensitivity
+
+    h = hashlib.sha256(importlib.metadata.version("dp-accounting").encode())
+    for module in (accounting, sensitivity, sys.modules[__name__]):
+        h.update(Path(module.__file__ or "").read_bytes())
+    return h.hexdigest()
+
+
+def _cache_key(target_epsilon: float, claims: Sequence[str], problem: dict[str, Any]) -> str:
+    data = {"target": float(target_epsilon), "claims": list(claims), "code": _code_digest(),
+            "problem": {k: problem[k] for k in sorted(problem)}}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+def _cache_read(key: str) -> float | None:
+    folder = calibration_cache_dir()
+    if folder is None:
+        return None
+    try:
+        z = float(json.loads((folder / f"{key}.json").read_text())["z"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return z if z > 0.0 and math.isfinite(z) else None
+
+
+def _cache_write(key: str, z: float) -> None:
+    folder = calibration_cache_dir()
+    if folder is None:
+        return
+    try:  # atomically (a temporary file, then rename): parallel runs may write the same entry
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as f:
+            json.dump({"z": z}, f)
+        os.replace(f.name, folder / f"{key}.json")
+    except OSError:
+        pass  # a cache that cannot be written only costs time
 
 
 def _extrapolated_root(p: _Problem, coarse: float, fine: float, z: float, slope: float) -> tuple[float, float]:
