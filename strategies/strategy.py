@@ -159,6 +159,7 @@ class MechanismStrategy(Strategy):
         updates, errors = [], 0
         train_loss: list[float] = []
         split_counts = dict.fromkeys(STATUSES, 0)
+        shapes = shapes_of(self._template) if self.spec.split else None
         for reply in replies:
             wanted = (UPDATE_RECORD, ENTITY_UPDATE_RECORD) if self.spec.split else (UPDATE_RECORD,)
             if reply.has_error() or any(k not in reply.content for k in wanted):
@@ -167,7 +168,7 @@ class MechanismStrategy(Strategy):
             update = reply.content[UPDATE_RECORD].to_numpy_ndarrays()
             if self.spec.split:  # each part against its own bound, then their sum
                 update, status = recheck_split(update, reply.content[ENTITY_UPDATE_RECORD].to_numpy_ndarrays(),
-                                               shapes_of(self._template), w_max=self.privacy.w_max,
+                                               shapes, w_max=self.privacy.w_max,
                                                beta=self.privacy.beta, gamma=self.gamma)
                 split_counts[status] += 1
                 if update is None:

@@ -68,7 +68,7 @@ def sensitivities(
     gamma: float = 0.0,
 ) -> Sensitivities:
     """The sensitivities for `method` (see the module docstring); `gamma`: the entity part's clip
-    (uedp_split only, in the units of beta)."""
+    (uedp_split only; absolute, like beta: `Mechanism` passes beta = 1 and gamma in units of beta)."""
     check_method(method)
     unit = _positive("beta", beta) * _positive("w_max", w_max)
     if method == "uedp_split":
