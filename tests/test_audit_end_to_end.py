@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +55,9 @@ def test_quick_audit_flags_the_leaky_variants_and_passes_the_sound_ones(tmp_path
     # ln(2.625) = 0.97 (what the public-tokenizer run of seed 0 gives)
     assert fedavg["eps_lb_rank"] > 0.9
     assert json.loads((tmp_path / "results.json").read_text())["runs"].keys() == runs.keys()
+    # the verdicts of the committed fingerprint (tests/test_fingerprint.py), unchanged by refactors
+    want = json.loads((Path(__file__).parent / "assets" / "fingerprint.json").read_text())["quick_audit"]
+    assert {k: r["flagged"] for k, r in runs.items()} == want["flagged"]
+    sound = {g["variant"] for g in results["groups"]} & set(want["violation_by_variant"])
+    assert {v: any(g["violation"] for g in results["groups"] if g["variant"] == v) for v in sound} == \
+        want["violation_by_variant"]
