@@ -13,80 +13,9 @@ directories given are drawn as horizontal reference lines.
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 from pathlib import Path
-from typing import Any
 
-from omegaconf import OmegaConf
-
-from uedp.commands.options import parse_options
-from uedp.markdown import dict_table
-from uedp.plotting import pyplot, save
-
-TARGET = "privacy.target_epsilon"
-
-
-def _overrides(job: Path) -> str:
-    path = job / ".hydra" / "overrides.yaml"
-    if not path.is_file():
-        return ""
-    items = OmegaConf.to_container(OmegaConf.load(path), resolve=False)  # a list of KEY=VALUE strings
-    return " ".join(str(i) for i in items or () if not str(i).startswith("hydra."))
-
-
-def collect(sweep: Path) -> list[dict[str, Any]]:
-    rows = []
-    jobs = sorted((p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
-    for job in jobs:
-        row: dict[str, Any] = {"job": job.name, "overrides": _overrides(job)}
-        if (job / "summary.json").is_file():
-            s = json.loads((job / "summary.json").read_text())
-            row.update({k: s[k] for k in ("strategy", "rounds", "noise_multiplier", "eps_uedp", "eps_user",
-                                          "eps_undetected")})
-            if "eps_local_document" in s:  # strategy=dp_bart: local epsilons, other units than the central ones
-                row.update({k: s[k] for k in ("eps_local_document", "eps_local_user")})
-            row[s["metric"]] = s["final"][s["metric"]]
-            row["initial_" + s["metric"]] = s["initial"][s["metric"]]
-        else:
-            err = job / "error.json"
-            row["status"] = "FAILED: " + (json.loads(err.read_text())["error"] if err.is_file() else "no summary")
-        rows.append(row)
-    return rows
-
-
-def _setting(overrides: str) -> tuple[float | None, str]:
-    """(privacy.target_epsilon or None, the job's other overrides) from its override line."""
-    items = overrides.split()
-    targets = [i for i in items if i.startswith(f"{TARGET}=")]
-    eps = parse_options(targets, value=float).get(TARGET)
-    return eps, " ".join(i for i in items if i not in targets)
-
-
-def plot_vs_epsilon(rows: list[dict[str, Any]], path: Path, references: list[dict[str, Any]]) -> None:
-    plt = pyplot()
-
-    metric = next((k for r in rows + references for k in ("perplexity", "error") if k in r), None)
-    if metric is None:
-        raise SystemExit("no finished job to plot")
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    lines: dict[str, list[tuple[float, float]]] = {}
-    for r in rows:
-        eps, setting = _setting(r.get("overrides", ""))
-        if metric in r and eps is not None:
-            lines.setdefault(setting or "default", []).append((eps, r[metric]))
-    for label, pts in lines.items():
-        ax.plot(*zip(*sorted(pts)), marker="o", label=label)
-    for r in [r for r in rows if _setting(r.get("overrides", ""))[0] is None] + references:
-        if metric in r:
-            ax.axhline(r[metric], linestyle="--", color="gray")
-            ax.annotate(f"{_setting(r.get('overrides', ''))[1] or r.get('strategy')} (no DP)",
-                        (0.01, r[metric]), xycoords=("axes fraction", "data"), fontsize=7, va="bottom")
-    ax.set_xlabel("target epsilon (each method calibrated to its own claim)")
-    ax.set_ylabel(f"test {metric}")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
-    save(fig, path)
+from studies.collect import write_table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,18 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot-vs-epsilon", nargs="*", type=Path, default=None, metavar="SWEEP",
                     help="also plot the metric against privacy.target_epsilon (OUT.png)")
     args = ap.parse_args(argv)
-    rows = collect(args.sweep)
-    out = args.out or args.sweep / "table"
-    text = dict_table(rows)
-    out.with_suffix(".md").write_text(text + "\n")
-    cols = list(dict.fromkeys(k for r in rows for k in r))
-    with out.with_suffix(".csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
-    if args.plot_vs_epsilon is not None:
-        refs = [r for sweep in args.plot_vs_epsilon for r in collect(sweep)]
-        plot_vs_epsilon(rows, out.with_suffix(".png"), refs)
+    refs = None if args.plot_vs_epsilon is None else args.plot_vs_epsilon
+    text = write_table(args.sweep, out=args.out, references=refs)
     print(text)
     return 0
 

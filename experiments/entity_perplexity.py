@@ -21,9 +21,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from uedp.categories import resolve_categories
 from uedp.config import RunConfig
 from uedp.entities.annotations import select_sids
-from uedp.entities.categories import resolve_categories
 from uedp.entities.detectors import entity_sets
 from uedp.entities.public import public_keys
 from uedp.markdown import table

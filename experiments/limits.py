@@ -28,91 +28,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import statistics
 from pathlib import Path
 
-import numpy as np
-import torch
-
-from experiments.figures import COHORT, POPULATIONS, job_id, population_setting
-from uedp.commands.options import parse_options
-from uedp.config import RunConfig
+from studies.figures import COHORT, POPULATIONS
+from studies.limits import measure, noise_free, noise_to_clip, population_config
 from uedp.markdown import table
-from uedp.pipeline import load_user_data, prepare
-from uedp.privacy.sampling import new_round_key
-from uedp.privacy.selection import SelectionParams, select_sentences
-
-
-def population_config(n: int) -> RunConfig:
-    """The RunConfig of the population figure's UeDP job at population n."""
-    flat = parse_options([o for o in population_setting(n) if not o.startswith("dataset.options.")])
-    flat["dataset.options"] = json.dumps({"num_users": n})
-    return RunConfig.from_flat(flat)
-
-
-def measure(cfg: RunConfig, *, users: int, keys: int, seed: int = 0) -> dict[str, float]:
-    """Mean over users and keys of the fraction of a user's training sentences UeDP selects, split by kind."""
-    manifest = prepare(cfg)
-    rng = np.random.default_rng(seed)
-    picked = rng.choice(len(manifest.users), size=min(users, len(manifest.users)), replace=False)
-    p = cfg.privacy
-    used, used_free, used_ent, free_share, sizes = [], [], [], [], []
-    for pid in picked.tolist():
-        data = load_user_data(cfg, pid)
-        has = np.array([bool(e) for e in data.entities])
-        n = len(has)
-        if not n:
-            continue
-        sizes.append(n)
-        free_share.append(1.0 - has.mean())
-        for _ in range(keys):
-            params = SelectionParams(q_e=p.q_e, q_s=p.q_s, k_cap=p.k_cap, m_max=p.m_max,
-                                     slot=int(rng.integers(p.m_max)))
-            mask = select_sentences(new_round_key(), user=data.user, sids=data.sids.tolist(),
-                                    entities=data.entities, params=params).mask
-            used.append(mask.mean())
-            used_free.append(mask[~has].sum() / n)
-            used_ent.append(mask[has].sum() / n)
-    return {"users_measured": len(sizes), "sentences_per_user": statistics.fmean(sizes),
-            "entity_free_share": statistics.fmean(free_share), "uedp_used": statistics.fmean(used),
-            "uedp_used_entity_free": statistics.fmean(used_free), "uedp_used_entity": statistics.fmean(used_ent)}
-
-
-def noise_to_clip(runs: Path, n: int, strategy: str) -> float | None:
-    """sqrt(d) * sigma / Z / beta of the population figure's finished jobs (mean over replicates), or None."""
-    setting = (*population_setting(n), f"strategy={strategy}")
-    values = []
-    for rep in range(10):
-        path = runs / "jobs" / job_id(setting, rep)
-        if not (path / "summary.json").is_file():
-            continue
-        s = json.loads((path / "summary.json").read_text())
-        cfg = json.loads((path / "config.json").read_text())
-        d = sum(w.size for w in torch.load(path / "model.pt", weights_only=False)["weights"])
-        values.append(math.sqrt(d) * s["sigma"] / s["Z"] / cfg["privacy"]["beta"])
-    return statistics.fmean(values) if values else None
-
-
-NOISE_FREE_FACTOR = 1e-6
-
-
-def noise_free(runs: Path, n: int, strategy: str) -> float:
-    """Final perplexity of `strategy` at population n with its noise scaled by NOISE_FREE_FACTOR (not private)."""
-    from experiments.local_grid import run_local
-    from server.setup import Components
-    from uedp.audit.controls import ScaledNoise
-    from uedp.privacy.noise import GaussianNoise
-
-    out = runs / "limits" / f"{n}-{strategy}-noise-free"
-    if (out / "summary.json").is_file():
-        return json.loads((out / "summary.json").read_text())["final"]["perplexity"]
-    base = population_config(n)
-    cfg = RunConfig.from_flat({**base.to_flat(), "strategy.name": strategy, "federation.out_dir": str(out)})
-    noise = ScaledNoise(GaussianNoise(), NOISE_FREE_FACTOR)
-    summary = run_local(cfg, components=Components(
-        noise=noise, broken=f"diagnostic: noise std x {NOISE_FREE_FACTOR:g} (experiments.limits, not private)"))
-    return summary["final"]["perplexity"]
 
 
 def main(argv: list[str] | None = None) -> int:

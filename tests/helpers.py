@@ -55,7 +55,7 @@ def compose_run_config(overrides: list[str]) -> RunConfig:
     """The RunConfig `python -m experiments.run OVERRIDES` composes (conf/ through Hydra), out_dir "x"."""
     from hydra import compose, initialize_config_dir
 
-    from experiments.run import to_run_config
+    from runtime.hydra_job import to_run_config
 
     conf = str(Path(__file__).parents[1] / "conf")
     with initialize_config_dir(config_dir=conf, version_base="1.3"):

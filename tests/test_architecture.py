@@ -1,5 +1,12 @@
-"""The layering of the code base: the library (uedp/) imports none of the apps, strategies or scripts, and
-no module imports itself back through others (no import cycle), lazy imports inside functions included."""
+"""The layering of the code base, lazy imports inside functions included:
+
+    uedp (the library)  <-  server, client, strategies (the Flower apps)  <-  runtime (how a run is executed)
+                        <-  studies (what is measured)  <-  experiments (thin commands, imported by nothing)
+
+each layer imports only those to its left; tests import any layer but experiments (no import, importlib or
+runpy of a command module: a test runs a command as a subprocess, as a user would); inside the library,
+uedp.data (corpora) does not import uedp.entities (detection), which builds on it; and no module imports
+itself back through others (no import cycle)."""
 
 from __future__ import annotations
 
@@ -7,7 +14,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("uedp", "server", "client", "strategies", "experiments")
+PACKAGES = ("uedp", "server", "client", "strategies", "runtime", "studies", "experiments", "tests")
+LAYER = {"uedp": 0, "server": 1, "client": 1, "strategies": 1, "runtime": 2, "studies": 3, "experiments": 4}
 
 
 def _module_name(path: Path) -> str:
@@ -47,9 +55,55 @@ def _graph() -> dict[str, set[str]]:
     return {name: _imports(name, path, set(mods)) for name, path in mods.items()}
 
 
-def test_the_library_imports_no_app_strategy_or_script():
-    bad = {(m, t) for m, deps in _graph().items() if m.split(".")[0] == "uedp"
-           for t in deps if t.split(".")[0] in ("experiments", "server", "client", "strategies")}
+def _layering_violations(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """(module, import) pairs against the layering: an import of a layer above (or of another package of the
+    apps' layer: the apps talk through the library), and any import of experiments from outside it."""
+    bad = set()
+    for m, deps in graph.items():
+        pm = m.split(".")[0]
+        for t in deps:
+            pt = t.split(".")[0]
+            if pt not in LAYER or pt == pm:
+                continue
+            if pm == "tests":
+                if pt == "experiments":
+                    bad.add((m, t))
+            elif LAYER[pt] > LAYER[pm] or (LAYER[pt] == LAYER[pm] == 1 and pt != "strategies"):
+                bad.add((m, t))
+    return bad
+
+
+def test_each_layer_imports_only_the_layers_below():
+    assert _layering_violations(_graph()) == set()
+
+
+def test_the_checker_finds_layering_violations():
+    graph = {"uedp.x": {"server.app"}, "runtime.a": {"studies.b", "uedp.y"}, "tests.t": {"experiments.run"},
+             "studies.b": {"runtime.a"}, "experiments.c": {"studies.b", "experiments.d"}}
+    assert _layering_violations(graph) == {("uedp.x", "server.app"), ("runtime.a", "studies.b"),
+                                           ("tests.t", "experiments.run")}
+
+
+def _dynamic_command_loads(tree: ast.AST) -> list[str]:
+    """importlib.import_module("experiments.x"), runpy.run_module("experiments.x"), __import__(...): calls
+    that load a command module without an import statement (the graph cannot see them)."""
+    return [node.args[0].value for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str) and node.args[0].value.startswith("experiments")
+            and ast.unparse(node.func).endswith(("import_module", "run_module", "run_path", "__import__"))]
+
+
+def test_no_test_loads_a_command_module_dynamically():
+    assert _dynamic_command_loads(ast.parse('importlib.import_module("experiments.run")')) == ["experiments.run"]
+    assert _dynamic_command_loads(ast.parse('subprocess.run(["python", "-m", "experiments.tls"])')) == []
+    hits = {p.name: found for p in (ROOT / "tests").rglob("*.py")
+            if (found := _dynamic_command_loads(ast.parse(p.read_text())))}
+    assert hits == {}
+
+
+def test_the_corpora_do_not_import_entity_detection():
+    bad = {(m, t) for m, deps in _graph().items() if m.startswith("uedp.data") for t in deps
+           if t.startswith("uedp.entities")}
     assert bad == set()
 
 
@@ -86,4 +140,4 @@ def test_the_checker_sees_imports_and_cycles():
     graph = _graph()
     assert "uedp.privacy.mechanisms" in graph["uedp.config"]
     assert "strategies.strategy" in graph["server.setup"] or "strategies" in graph["server.setup"]
-    assert "client.update" in graph["experiments.local_grid"]
+    assert "client.update" in graph["runtime.local_grid"]

@@ -113,7 +113,7 @@ def test_control_b_client_update_exceeds_beta(tmp_path):
     """The per-step-clip control (the real client round with the gradient hook and the unclipped bound
     injected) returns updates above beta (the audit's sensitivity is broken); the real client never does."""
     from client.update import ClientRound, client_update
-    from experiments.local_grid import set_local_task_identity
+    from runtime.local_grid import set_local_task_identity
     from tests.helpers import tiny_config
     from uedp.models.base import get_weights
     from uedp.pipeline import new_model, prepare
@@ -137,7 +137,7 @@ def test_control_b_client_update_exceeds_beta(tmp_path):
 def test_a_broken_component_is_injected_and_voids_the_claim(tmp_path):
     """Control (a) is an ordinary noise source handed to the server: it is used for the noise, and the
     run's summary says it is not private, with the control's warning."""
-    from experiments.local_grid import run_local
+    from runtime.local_grid import run_local
     from server.setup import Components
     from tests.helpers import tiny_config
 
@@ -287,8 +287,9 @@ def test_private_tokenizer_leak_flags_it_against_uedp():
 def test_audit_overrides_reach_the_config_and_bad_keys_fail_before_training(tmp_path):
     """`--set KEY=VALUE` audits another configuration: mechanism keys and canary options both apply, to
     every variant; an unknown key or an attempt to change the variant's strategy is refused up front."""
-    from experiments.audit import main
+    from studies.audit import check_request
     from uedp.audit.config import audit_config
+    from uedp.errors import ConfigError
 
     over = {"privacy.q_u": 0.5, "dataset.options.copies": 3, "model.options.hidden_dim": 32}
     for variant in ("uedp", "user_dp", "control_a"):
@@ -297,9 +298,10 @@ def test_audit_overrides_reach_the_config_and_bad_keys_fail_before_training(tmp_
         options = cfg.dataset.option_dict()
         assert options["copies"] == 3 and options["frequencies"] == [1, 2, 4, 8, 32]  # the rest is kept
     for bad in ("privacy.nope=1", "strategy.name=fedavg", "privacy.q_u=lots", "copies=3"):
-        with pytest.raises(SystemExit) as exc:
-            main(["--out", str(tmp_path / "never"), "--set", bad])
-        assert exc.value.code == 2
+        with pytest.raises(ConfigError):
+            check_request(quick=False, variants=("uedp",), out=tmp_path / "never", settings=[bad])
+    with pytest.raises(ConfigError, match="unknown variant"):
+        check_request(quick=False, variants=("nope",), out=tmp_path / "never", settings=[])
     assert not (tmp_path / "never").exists()  # nothing ran, nothing was written
 
 
@@ -308,7 +310,7 @@ def test_reanalyse_rebuilds_verdicts_and_report_from_saved_results(tmp_path):
     leaking 32-user canaries is reported as allowed by group privacy; FedAvg's leak flags it."""
     import json
 
-    from experiments.audit import main
+    from studies.audit import reanalyse, report
 
     def group(variant, freq, exposure, p):
         return {"variant": variant, "frequency": freq, "kind": "entity", "members": 5, "non_members": 11,
@@ -321,7 +323,7 @@ def test_reanalyse_rebuilds_verdicts_and_report_from_saved_results(tmp_path):
                "runs": {"fedavg": dict(run), "user_dp": dict(run)},
                "groups": [group("fedavg", 32, 5.7, 2e-5), group("user_dp", 32, 4.5, 5e-4)]}
     (tmp_path / "results.json").write_text(json.dumps(results))
-    assert main(["--out", str(tmp_path), "--reanalyse"]) == 0
+    report(tmp_path, reanalyse(tmp_path), "python -m x")
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["runs"]["fedavg"]["flagged"] and not saved["runs"]["user_dp"]["flagged"]
     report = (tmp_path / "report.md").read_text()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.audit import run_audit
+from studies.audit import run_audit
 
 
 @pytest.mark.e2e

@@ -14,7 +14,7 @@ from flwr.app import ArrayRecord, Context, Message, RecordDict
 from client import update as client_update_module
 from client.app import make_client_app
 from client.update import client_update
-from experiments.local_grid import LocalGrid, set_local_task_identity
+from runtime.local_grid import LocalGrid, set_local_task_identity
 from tests.helpers import tiny_config
 from uedp.models.base import get_weights
 from uedp.pipeline import load_manifest, new_model, prepare
@@ -116,7 +116,7 @@ def test_local_grid_times_each_answered_message(tiny):
 
 
 def test_the_benchmark_table_breaks_a_round_down_and_keeps_the_ratio_row():
-    from experiments.benchmark import BREAKDOWN, rounds_tables
+    from studies.benchmark import BREAKDOWN, rounds_tables
 
     client = {"sentences": 10, "steps": 2, "client_update_s": 0.01, "plain_pytorch_s": 0.02, "ratio": 0.5}
     pieces = {key: 0.1 for key, _, _ in BREAKDOWN} | {"clients": 40.0}
@@ -138,7 +138,7 @@ def test_the_simulated_superlink_skips_nodes_without_messages_and_still_delivers
 
     from flwr.server.superlink.linkstate.in_memory_linkstate import InMemoryLinkState
 
-    from experiments.simulate import index_pending_messages
+    from runtime.simulate import index_pending_messages
 
     calls = []
 

@@ -80,7 +80,7 @@ def one_label_per_owner_corpus(path: Path, users: int = 48) -> float:
     most frequent topic (one label per owner, as BBC News or a per-author corpus: experiments.owner_files
     --one-label-per-owner), without hand-labelled entities; returns the majority-class error of its test
     split."""
-    from experiments.owner_files import write_one_file
+    from uedp.owner_files import write_one_file
 
     write_one_file(path, dataset="synthetic", options={"num_users": users, "seed": 7},
                    splits=("train", "valid", "test"), one_label=True, entities=False)
@@ -89,7 +89,7 @@ def one_label_per_owner_corpus(path: Path, users: int = 48) -> float:
 
 
 def test_one_label_per_owner_jsonl_learns_with_the_defaults(tmp_path):
-    from experiments.local_grid import run_local
+    from runtime.local_grid import run_local
 
     corpus = tmp_path / "owners.jsonl"
     majority_error = one_label_per_owner_corpus(corpus)

@@ -11,7 +11,7 @@ import pytest
 from flwr.app import ArrayRecord, RecordDict
 
 from client.update import client_update, select
-from experiments.local_grid import LocalGrid, LocalReply, set_local_task_identity
+from runtime.local_grid import LocalGrid, LocalReply, set_local_task_identity
 from strategies import MechanismStrategy
 from tests.helpers import tiny_config
 from uedp.models.base import get_weights

@@ -47,7 +47,7 @@ from flwr.supercore.privacy_accounting.rdp_accountant import RdpAccountant
 from opacus.accountants import RDPAccountant as OpacusRDP
 from scipy import stats
 
-from experiments.local_grid import set_local_task_identity
+from runtime.local_grid import set_local_task_identity
 from strategies import MechanismStrategy
 from tests.helpers import eps_user
 from uedp.config import ClientTrainConfig

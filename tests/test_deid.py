@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from experiments.local_grid import run_local
+from runtime.local_grid import run_local
 from tests.helpers import tiny_config
 from uedp.data.store import read_user_rows
 from uedp.entities.deid import deidentify

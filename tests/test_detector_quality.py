@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.detectors import SETS, evaluate, gold_split
+from studies.detectors import SETS, evaluate, gold_split
 from uedp.entities.gazetteers import GAZETTEERS, common_phrases
 from uedp.entities.informal import clean_span, date_spans, handle_spans
 

@@ -14,7 +14,7 @@ import pytest
 
 import server.local_dp as local_dp
 import uedp.rewriting.model as rewriter_model
-from experiments.local_grid import run_local
+from runtime.local_grid import run_local
 from tests.helpers import tiny_config
 from uedp.rewriting.mechanism import ClvMechanism, compose_documents
 
@@ -160,7 +160,7 @@ def test_without_a_cap_the_user_guarantee_covers_the_largest_owner(rewriter, tmp
 def test_central_reference_trains_on_the_original_text_and_says_not_private(tmp_path):
     """experiments/dp_bart.py's `central-original` job: the dp_bart pipeline's central training on the
     ORIGINAL sentences (a reference, never private), with the same epochs."""
-    from experiments.dp_bart import CENTRAL, central_reference
+    from studies.dp_bart import CENTRAL, central_reference
 
     cfg = tiny_config(tmp_path / "ref", task={"name": "classification"}, rewrite={"epochs": 2})
     summary = central_reference(cfg)

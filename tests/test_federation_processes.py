@@ -11,14 +11,15 @@ import json
 import shutil
 import socket
 import ssl
+import subprocess
 import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
-from experiments.federation import federation
-from uedp.tls import make_certificates
+from runtime.federation import federation
+from runtime.tls import make_certificates
 
 pytestmark = pytest.mark.skipif(
     shutil.which("flower-superlink", path=str(Path(sys.executable).parent)) is None
@@ -73,9 +74,9 @@ def test_owners_keep_their_files_and_only_registered_nodes_join(tmp_path):
     import subprocess
     import time
 
-    from experiments.federation import Owners
-    from experiments.owner_files import write_owner_files
-    from uedp.tls import make_node_keys
+    from runtime.federation import Owners
+    from runtime.tls import make_node_keys
+    from uedp.owner_files import write_owner_files
 
     out = tmp_path / "run"
     home = tmp_path / "home"
@@ -191,8 +192,7 @@ def test_node_keys_are_openssh_ecdsa_flower_accepts(tmp_path, capsys):
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.hazmat.primitives.serialization import load_ssh_private_key, load_ssh_public_key
 
-    from uedp.tls import main as tls_main
-    from uedp.tls import make_node_keys
+    from runtime.tls import make_node_keys
 
     keys = make_node_keys(tmp_path / "k", ["owner-0", "owner-1"])
     for k in keys:
@@ -206,10 +206,15 @@ def test_node_keys_are_openssh_ecdsa_flower_accepts(tmp_path, capsys):
     with pytest.raises(ValueError, match="key names"):
         make_node_keys(tmp_path / "k", ["../x"])
     # the CLI: `keys OUT NAME...`, and the certificate form `OUT HOST...` as before
-    assert tls_main(["keys", str(tmp_path / "cli"), "a", "b"]) == 0
+    def tls(*args: str) -> str:  # the command, as README's deployment section runs it
+        proc = subprocess.run([sys.executable, "-m", "experiments.tls", *args], capture_output=True, text=True,
+                              cwd=Path(__file__).parents[1], check=True)
+        return proc.stdout
+
+    out = tls("keys", str(tmp_path / "cli"), "a", "b")
     assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == ["a.key", "a.pub", "b.key", "b.pub"]
-    assert tls_main([str(tmp_path / "certs"), "127.0.0.1"]) == 0
-    assert (tmp_path / "certs" / "server.pem").is_file() and "a.key" in capsys.readouterr().out
+    tls(str(tmp_path / "certs"), "127.0.0.1")
+    assert (tmp_path / "certs" / "server.pem").is_file() and "a.key" in out
 
 
 @pytest.mark.e2e

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.figures import FIGURES, job_id, jobs, restates_default
+from studies.figures import FIGURES, job_id, jobs, restates_default
 
 ROOT = Path(__file__).parents[1]
 TINY = ["dataset.options.num_users=6", "+dataset.options.min_sentences=20", "+dataset.options.max_sentences=25",
@@ -101,7 +101,7 @@ def test_qs_figure_end_to_end(tmp_path):
 
 
 def test_summary_of_a_diverged_setting_is_inf_not_a_crash():
-    from experiments.figures import summarize
+    from studies.figures import summarize
 
     row = {"metric": "perplexity", "z": 1.0, "eps_uedp": 8.0, "eps_user": 5.0, "eps_undetected": 8.0,
            "initial": 2000.0}
@@ -116,7 +116,7 @@ def test_summary_of_a_diverged_setting_is_inf_not_a_crash():
 
 
 def test_population_jobs_follow_the_fixed_cohort_rule_and_the_gap_table_divides_by_fedavg():
-    from experiments.figures import COHORT, gap_rows
+    from studies.figures import COHORT, gap_rows
 
     ids = {j["id"] for j in jobs(FIGURES["population"], 1, ())}
     assert len(ids) == 9  # 3 populations x 3 methods

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from experiments.local_grid import run_local
+from runtime.local_grid import run_local
 from tests.helpers import tiny_config
 from uedp import cli
 from uedp.config import RunConfig

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from experiments.simulate import simulate
+from runtime.simulate import simulate
 from tests.helpers import tiny_config
 from uedp.privacy.ledger import Ledger
 

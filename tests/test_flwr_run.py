@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.processes import pids_matching
+from runtime.processes import pids_matching
 
 ROOT = Path(__file__).parents[1]
 # The flwr CLI of this interpreter's environment (CI runs .venv/bin/python without activating the venv).

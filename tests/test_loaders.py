@@ -637,8 +637,8 @@ def test_jsonl_a_line_without_entities_in_a_labelled_file_is_an_error(tmp_path: 
 
 def test_jsonl_gold_spans_measure_a_detector(tmp_path: Path) -> None:
     """corpus_stats reports recall and precision per category against a user's own spans."""
+    from uedp.categories import resolve_categories
     from uedp.entities.annotations import annotate
-    from uedp.entities.categories import resolve_categories
     from uedp.entities.stats import corpus_stats
 
     path = write_jsonl(tmp_path / "r.jsonl", [

@@ -14,9 +14,9 @@ import pytest
 from flwr.app import ArrayRecord, ConfigRecord, RecordDict
 from scipy.stats import binom, ks_2samp, norm
 
-from experiments.audit_mechanism import SETTINGS, main, rows_to_run
-from experiments.local_grid import LocalReply, set_local_task_identity
+from runtime.local_grid import LocalReply, set_local_task_identity
 from strategies.strategy import MechanismStrategy
+from studies.audit_mechanism import SETTINGS, rows_to_run, run_study
 from uedp.audit.bounds import _bounds_vector, epsilon_lower_bound, log_likelihood_ratio, resolution_limit
 from uedp.audit.controls import (
     ScaledNoise,
@@ -459,9 +459,8 @@ def test_rows_to_run_twins_share_setting_and_claim():
 
 
 def test_command_writes_bounds_report_and_plot(tmp_path):
-    rc = main(["--settings", "main", "--controls", "noise_halved", "--trials", "2000", "--real-trials", "1",
-               "--set", "num_users=40", "--out", str(tmp_path), "--seed", "0"])  # 41 places: a cheap real path
-    assert rc == 0
+    run_study(["main"], ["noise_halved"], trials=2000, real_trials=1, overrides=["num_users=40"], out=tmp_path,
+              seed=0, command="python -m experiments.audit mechanism ...")  # 41 places: a cheap real path
     results = json.loads((tmp_path / "audit_mechanism.json").read_text())
     assert len(results["rows"]) == 7 and results["warning"] == "not private: fixed seed"  # 5 sound, control, twin
     assert {r["control"] for r in results["rows"]} == {"sound", "noise_halved"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from experiments.local_grid import LocalGrid, set_local_task_identity
+from runtime.local_grid import LocalGrid, set_local_task_identity
 from tests.helpers import tiny_config
 from uedp.data.store import load_corpus_dir
 from uedp.pipeline import load_manifest, load_tokenizer, prepare

@@ -9,10 +9,10 @@ import pytest
 
 import uedp.data.loaders as loaders
 import uedp.pipeline as pipeline
-from experiments.local_grid import run_local
-from experiments.owner_files import OWNERS_FILE, write_owner_files
+from runtime.local_grid import run_local
 from tests.helpers import tiny_config
 from uedp.errors import ConfigError, CorpusError
+from uedp.owner_files import OWNERS_FILE, write_owner_files
 from uedp.owners import owner_data, read_owner_file, shipped_tokenizer, tokenizer_payload
 from uedp.pipeline import run_tokenizer
 
@@ -47,13 +47,12 @@ def test_owner_files_each_in_its_own_directory(files):
 
 def test_one_file_keeps_users_splits_labels_and_gold_spans(tmp_path):
     """--one-file writes a corpus in the JSONL format that loads back to the same sentences and spans."""
-    from experiments.owner_files import main
     from uedp.data.loaders import load_corpus
+    from uedp.owner_files import write_one_file
 
     options = {"num_users": 3, "min_sentences": 5, "max_sentences": 8}
     path = tmp_path / "all.jsonl"
-    args = [f"-o{k}={v}" for k, v in options.items()]
-    assert main(["--one-file", str(path), *args, "--split", "train", "--split", "valid", "--split", "test"]) == 0
+    write_one_file(path, dataset="synthetic", options=options, splits=("train", "valid", "test"))
     original = load_corpus("synthetic", **options).table.to_pylist()
     back = load_corpus("jsonl", path=path, sentence_split=False).table.to_pylist()
     fields = ("user", "text", "split", "gold")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from uedp.categories import entity_key
 from uedp.config import RunConfig
-from uedp.entities.categories import entity_key
 from uedp.entities.detectors import ANNOTATION_SCHEMA, entity_sets
 from uedp.entities.public import POLICIES, policy_record, public_keys
 from uedp.errors import ConfigError
@@ -45,7 +45,7 @@ def test_a_sentence_with_only_public_entities_becomes_entity_free() -> None:
 def test_config_refuses_an_unknown_policy_and_a_run_records_the_policy(tmp_path) -> None:
     with pytest.raises(ConfigError, match="entities.public"):
         RunConfig.from_nested({"entities": {"public": "everything"}})
-    from experiments.local_grid import run_local
+    from runtime.local_grid import run_local
     from tests.helpers import tiny_config
 
     s = run_local(tiny_config(tmp_path, entities={"public": "places_calendar"}, federation={"rounds": 1}))

@@ -8,12 +8,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from experiments.local_grid import run_local
-from experiments.pretrain import pretrain, public_text
+from runtime.local_grid import run_local
 from tests.helpers import tiny_config
 from uedp.errors import ConfigError
 from uedp.models.public_start import load_public_start, save_public_start
 from uedp.pipeline import ModelShape, load_split, new_model, prepare, run_tokenizer
+from uedp.pretraining import pretrain, public_text
 
 
 @pytest.fixture(scope="module")

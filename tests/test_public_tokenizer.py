@@ -131,7 +131,7 @@ def test_pretrained_models_keep_their_own_tokenizer(tmp_path):
 def test_summary_says_what_the_tokenizer_was_trained_on(tmp_path):
     """The default run is private and names its public corpus; tokenizer.source=private_split runs (it is
     refused nowhere) but reports private: false with the reason."""
-    from experiments.local_grid import run_local
+    from runtime.local_grid import run_local
 
     public = run_local(_tiny(tmp_path, "public", federation={"rounds": 1}))
     assert public["private"] and public["warning"] is None

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.processes import pids_matching
-from experiments.ray_cluster import _cluster_pids, actors_per_node, ray_cluster
+from runtime.processes import pids_matching
+from runtime.ray_cluster import _cluster_pids, actors_per_node, ray_cluster
 
 ROOT = Path(__file__).parents[1]
 

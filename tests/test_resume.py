@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.local_grid import run_local
+from runtime.local_grid import run_local
 from server.checkpoint import CHECKPOINT, load_checkpoint, save_checkpoint
 from server.resume import LEDGER, METRICS, ResumeError, resume_state
 from tests.helpers import tiny_config

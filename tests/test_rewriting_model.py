@@ -219,7 +219,7 @@ def test_federated_mode_runs_with_a_trained_rewriter(tiny: Rewriter, monkeypatch
     import json
 
     import server.local_dp as local_dp
-    from experiments.local_grid import run_local
+    from runtime.local_grid import run_local
     from tests.helpers import tiny_config
     from uedp.data.loaders import materialize
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from experiments.local_grid import run_local
+from runtime.local_grid import run_local
 from server.checkpoint import load_checkpoint
 from server.setup import Components
 from tests.helpers import tiny_config

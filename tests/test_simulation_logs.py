@@ -6,7 +6,7 @@ import logging
 
 from flwr.common.logger import warn_deprecated_feature
 
-from experiments.simulate import _DropRunSimulationDeprecation, _quiet_libraries
+from runtime.simulate import _DropRunSimulationDeprecation, _quiet_libraries
 
 
 def test_only_the_run_simulation_notice_is_dropped(caplog):

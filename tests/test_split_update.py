@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from client.update import ClientRound
-from experiments.local_grid import run_local
+from runtime.local_grid import run_local
 from tests.helpers import tiny_config
 from uedp.errors import ConfigError
 from uedp.privacy.accounting import mechanism

@@ -8,10 +8,10 @@ from collections import Counter, defaultdict
 
 import pytest
 
+from uedp.categories import CATEGORIES, entity_key
 from uedp.data.corpus import SPLITS, Corpus
 from uedp.data.loaders import LOADERS, load_corpus
 from uedp.data.synthetic import CANARY_SPACE, TEMPLATES, TOPICS, canary_candidates, load_synthetic
-from uedp.entities.categories import CATEGORIES, entity_key
 from uedp.errors import ConfigError
 
 SHAPES = {

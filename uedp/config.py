@@ -53,7 +53,7 @@ TASK_LOADERS = {"jsonl": {"next_word": "lm", "classification": "classification"}
 @dataclass
 class EntityConfig:
     detector: str = "auto"  # auto | gold | spacy | spacy+rules | ensemble | rules
-    protected: str = "all"  # group or comma-separated categories (uedp.entities.categories)
+    protected: str = "all"  # group or comma-separated categories (uedp.categories)
     # a public-entity policy (uedp.entities.public: none | places_calendar): its entities are NOT protected
     public: str = "none"
 

@@ -33,12 +33,12 @@ import pyarrow as pa
 import torch
 from tokenizers import Tokenizer
 
+from uedp.categories import resolve_categories
 from uedp.config import RunConfig
 from uedp.data.corpus import Corpus
 from uedp.data.loaders import materialize
 from uedp.data.store import read_user_rows
 from uedp.entities.annotations import annotate_cached, read_user_annotations, select_sids
-from uedp.entities.categories import resolve_categories
 from uedp.entities.deid import deidentify_many
 from uedp.entities.detectors import entity_sets
 from uedp.entities.public import public_keys

@@ -31,9 +31,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from uedp.categories import resolve_categories
     from uedp.data.loaders import materialize
     from uedp.entities.annotations import annotate
-    from uedp.entities.categories import resolve_categories
     from uedp.entities.stats import corpus_stats
 
     protected = resolve_categories(args.protected)

@@ -14,7 +14,7 @@ not continuing an entity of type X, and runs over the following `I-X`.
 Corpus: user `"<split>/doc<k>"` (k counts the documents of the file from 0; `all/doc<k>` for a file of
 unknown split; tokens before the first `-DOCSTART-` form document 0). A sentence's text is its tokens
 joined by single spaces; its gold spans are character offsets into that text, with categories mapped by
-`uedp.entities.categories.LABEL_MAP` (PER -> PERSON, LOC, ORG, MISC). A document with no sentence is
+`uedp.categories.LABEL_MAP` (PER -> PERSON, LOC, ORG, MISC). A document with no sentence is
 dropped and counted in `meta["dropped_users"]`. `max_users` keeps a sample of documents, each split in
 proportion to its size. No labels.
 
@@ -29,10 +29,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from uedp.categories import LABEL_MAP
 from uedp.data.corpus import Corpus, CorpusBuilder, GoldSpan
 from uedp.data.loaders import LOADERS
 from uedp.data.text import check_max_users, hub_dataset, read_text, sample_stratified, text_lines
-from uedp.entities.categories import LABEL_MAP
 from uedp.errors import CorpusError
 
 SPLIT_FILES = {

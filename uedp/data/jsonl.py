@@ -7,7 +7,7 @@ Fields: `user` (non-empty string) and `text` (string) are required; `label` (str
 not silently drop the labels). A `null` label or split counts as absent. Blank lines are skipped.
 
 Optional gold entities, hand-labelled: `"entities": [[start, end, "CATEGORY"], ...]`, character offsets
-into `text` (`text[start:end]` is the entity), categories of uedp.entities.categories (PERSON, GPE, LOC,
+into `text` (`text[start:end]` is the entity), categories of uedp.categories (PERSON, GPE, LOC,
 ORG, DATE, NORP, MISC, EMAIL, PHONE, ID, CARD, URL), spans not overlapping. If any line has the field,
 every line must (`[]` for a sentence with no entity): a line without it is an error, never silently an
 entity-free sentence. The corpus then has gold spans: `uedp corpus-stats` measures a detector against
@@ -51,7 +51,7 @@ Record = tuple[str, str, str | int | None, str | None, list[GoldSpan] | None]
 
 def _entities(value: Any, text: str, *, where: str) -> list[GoldSpan] | None:
     """The `entities` field of one line as sorted GoldSpans (None when the field is absent), validated."""
-    from uedp.entities.categories import CATEGORIES
+    from uedp.categories import CATEGORIES
 
     if value is None:
         return None

@@ -6,6 +6,14 @@ on-disk annotation cache, detector quality against gold, and corpus statistics.
     sets = entity_sets(table, resolve_categories("pii"))
 """
 
+from uedp.categories import (
+    CATEGORIES,
+    GROUPS,
+    LABEL_MAP,
+    entity_key,
+    key_category,
+    resolve_categories,
+)
 from uedp.entities.annotations import (
     annotate,
     annotate_cached,
@@ -14,14 +22,6 @@ from uedp.entities.annotations import (
     read_user_annotations,
     save_annotations,
     select_sids,
-)
-from uedp.entities.categories import (
-    CATEGORIES,
-    GROUPS,
-    LABEL_MAP,
-    entity_key,
-    key_category,
-    resolve_categories,
 )
 from uedp.entities.detectors import (
     ANNOTATION_SCHEMA,

@@ -16,7 +16,7 @@ Detectors (registry `DETECTORS`, kind "detector"):
 
 The table keeps the entities of ALL categories; which categories are protected is decided later, by
 `entity_sets` / `sensitive_mask`, so one cached table serves every choice of protected categories.
-Each entity carries its key (`uedp.entities.categories.entity_key`). `Detector.identity()` is everything
+Each entity carries its key (`uedp.categories.entity_key`). `Detector.identity()` is everything
 that determines the output (detector name, model and version, rules version); options that only change
 speed (`batch_size`, `n_process`) are not part of it. It is stored in the table's schema metadata under
 `uedp.detector` and keys the annotation cache (uedp.entities.annotations).
@@ -32,8 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from uedp.categories import CATEGORIES, LABEL_MAP, entity_key
 from uedp.data.corpus import Corpus
-from uedp.entities.categories import CATEGORIES, LABEL_MAP, entity_key
 from uedp.entities.gazetteers import GAZETTEER_VERSION
 from uedp.entities.informal import INFORMAL_VERSION, ensemble_spans
 from uedp.entities.rules import RULES_VERSION, Span, find_rule_spans, merge_rule_spans

@@ -1,7 +1,7 @@
 """Public entities: a policy list of entity keys that a run does NOT protect (issue 22, part 3; off by default).
 
 A policy is a frozen list built from public data only, matched on the exact entity key (category plus the
-whole normalized span, `uedp.entities.categories.entity_key`): `GPE:france` and `DATE:monday` are public
+whole normalized span, `uedp.categories.entity_key`): `GPE:france` and `DATE:monday` are public
 under "places_calendar", but `PERSON:june`, `DATE:march 3 2019` or `GPE:france and spain` stay protected.
 A sentence left with no protected entity becomes entity-free (sampled as an extended entity, q_s); a
 sentence with both drops its public keys before the every-entity rule. Like `entities.protected`, a policy
@@ -25,7 +25,7 @@ import functools
 import hashlib
 import json
 
-from uedp.entities.categories import entity_key
+from uedp.categories import entity_key
 from uedp.errors import ConfigError
 
 POLICIES = ("none", "places_calendar")

@@ -26,8 +26,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from uedp.categories import CATEGORIES, LABEL_MAP
 from uedp.data.corpus import Corpus
-from uedp.entities.categories import CATEGORIES, LABEL_MAP
 from uedp.errors import ConfigError, CorpusError
 
 ALIGN: dict[str, str] = {"GPE": "GPE/LOC", "LOC": "GPE/LOC"}

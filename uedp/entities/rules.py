@@ -2,7 +2,7 @@
 payment-card numbers and URLs.
 
 `find_rule_spans(text)` returns non-overlapping `(start, end, category)` character spans, sorted by start,
-with categories EMAIL, PHONE, ID, CARD, URL (see uedp.entities.categories). What each rule accepts:
+with categories EMAIL, PHONE, ID, CARD, URL (see uedp.categories). What each rule accepts:
 
 - EMAIL: `local@domain.tld` (RFC 5322 "dot-atom" subset: letters, digits and `._%+-` in the local part).
 - URL: `http://...`, `https://...` or `www....` up to the next white space; trailing punctuation

@@ -9,7 +9,7 @@ same pipeline packaged on PyPI); a name may also be a path to a model directory.
 are loaded (tagger, parser, attribute_ruler, lemmatizer, senter and morphologizer are excluded), which
 more than doubles throughput and does not change the entities found.
 
-Labels go through `uedp.entities.categories.LABEL_MAP`; labels it does not list are dropped:
+Labels go through `uedp.categories.LABEL_MAP`; labels it does not list are dropped:
 CARDINAL, ORDINAL, QUANTITY, PERCENT and MONEY (amounts, not identities), TIME (times of day such as
 "5pm" identify nobody; calendar dates stay as DATE), and EVENT, WORK_OF_ART, LAW, LANGUAGE and PRODUCT
 (public names rather than personal data). FAC maps to LOC.
@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from uedp.entities.categories import LABEL_MAP
+from uedp.categories import LABEL_MAP
 from uedp.errors import ConfigError, UedpError
 
 if TYPE_CHECKING:

@@ -29,8 +29,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from uedp.categories import key_category
 from uedp.data.corpus import SPLITS, Corpus
-from uedp.entities.categories import key_category
 from uedp.entities.detectors import detector_identity, entity_sets
 from uedp.entities.quality import detection_quality
 from uedp.errors import CorpusError

@@ -1,0 +1,324 @@
+"""Real separate Flower processes on loopback: one flower-superlink, N flower-supernodes (one per user, each
+with its own port and `partition-id`), the app submitted with `flwr run`, and every process stopped by
+process id when the run ends, fails or is interrupted.
+
+    python -m experiments.federation --nodes 3 [--tls | --auth] [--out outputs/federation] \\
+        [-c federation.rounds=2 -c privacy.target_epsilon=4 ...] [--kill-node-after-round 1]
+
+`-c KEY=VALUE` overrides the run config (the keys of [tool.flwr.app.config] in pyproject.toml; values are
+TOML, so strings need quotes: -c 'dataset.options="{\\"num_users\\": 3}"'). `federation.num_nodes` is set to
+--nodes, so node i trains as the corpus's i-th user. `--tls` makes a self-signed CA and a server certificate
+for 127.0.0.1 (runtime/tls.py) and runs every link over TLS; without it the processes run with --insecure,
+which is only for loopback. `--auth` (implies --tls) admits only invited SuperNodes: one OpenSSH ECDSA key
+per node (OUT/flwr-home/keys/), the SuperLink started with --enable-supernode-auth, every public key
+registered with `flwr supernode register` before the nodes start, each node started with
+--auth-supernode-private-key; registrations live in the SuperLink's --database file, so they survive a
+restart of the SuperLink. `--kill-node-after-round R` SIGKILLs the last SuperNode once round R is logged
+(a data owner disappearing mid-run). Logs of every process are in OUT/logs/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from runtime.tls import NodeKey
+from uedp.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+CONNECTION = "uedp-procs"
+ROUND_LINE = re.compile(r"\[round\s+(\d+)/(\d+)\]")
+TASK_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"  # Flower 1.42: 0.01..60 s, default 1.0
+TASK_POLL = 0.2  # measured: docs/figures/overhead.md (python -m experiments.scaling overhead)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def executable(name: str, *, install: str = "install flwr") -> str:
+    """A command-line tool from this interpreter's environment first (CI does not activate the venv)."""
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"{name} not found next to {sys.executable} or on PATH; {install}")
+    return found
+
+
+@dataclass
+class Federation:
+    """A SuperLink and `nodes` SuperNodes as child processes (each in its own process group, so the
+    ServerApp and ClientApp processes they spawn are stopped with them)."""
+
+    nodes: int
+    home: Path
+    tls: bool = False
+    node_config: dict[int, dict[str, str]] = field(default_factory=dict)  # extra node config per partition
+    # extra environment per node (key i) and for the SuperLink with its ServerApp (key "server"): e.g. each its
+    # own UEDP_CACHE_DIR, so that on loopback every owner and the server have separate disks
+    env: dict[int | str, dict[str, str]] = field(default_factory=dict)
+    # seconds between a SuperNode's SuperExec checks for a task (Flower's default 1.0 when None)
+    task_poll: float | None = TASK_POLL
+    # OMP_NUM_THREADS of each node's processes (the ClientApp trains with one thread; several fresh processes
+    # share the cores); None: the library's default
+    threads: int | None = 1
+    root: Path = ROOT  # the app's source tree: `flwr run` submits it, the processes import from it
+    auth: bool = False  # SuperNode authentication: only registered keys join (implies tls)
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    port: int = 0
+    keys: dict[int, NodeKey] = field(default_factory=dict)  # node i's key pair (auth)
+    _logs: list[IO[bytes]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.auth:
+            self.tls = True  # flower-superlink refuses --enable-supernode-auth with --insecure
+
+    # -- start / stop -------------------------------------------------------------------------------------
+    def _env(self, who: int | str | None = None) -> dict[str, str]:
+        poll = {TASK_POLL_ENV: str(self.task_poll)} if self.task_poll and isinstance(who, int) else {}
+        if self.threads and isinstance(who, int):
+            poll["OMP_NUM_THREADS"] = str(self.threads)
+        return {**os.environ, "FLWR_HOME": str(self.home), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+                "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+                "PYTHONPATH": f"{self.root}:{os.environ.get('PYTHONPATH', '')}", "TOKENIZERS_PARALLELISM": "false",
+                **poll, **self.env.get(who, {})}  # type: ignore[arg-type]
+
+    def _spawn(self, name: str, argv: list[str], who: int | str | None = None) -> None:
+        log = (self.home / "logs" / f"{name}.log").open("wb")
+        self._logs.append(log)
+        self.procs[name] = subprocess.Popen(argv, cwd=self.root, env=self._env(who), stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+
+    def start(self) -> Federation:
+        (self.home / "logs").mkdir(parents=True, exist_ok=True)
+        self.port = self.port or free_port()
+        if self.tls:
+            from runtime.tls import make_certificates
+
+            self.certs = make_certificates(self.home / "certs", hosts=("127.0.0.1", "localhost"))
+            link_sec = ["--ssl-ca-certfile", str(self.certs.ca), "--ssl-certfile", str(self.certs.cert),
+                        "--ssl-keyfile", str(self.certs.key)]
+            node_sec = ["--root-certificates", str(self.certs.ca)]
+        else:
+            link_sec, node_sec = ["--insecure"], ["--insecure"]
+        # --host 127.0.0.1 binds the whole SuperLink to loopback: in Flower 1.42 the Fleet, Control (node
+        # registration, runs) and Runtime APIs share this one HTTP(S) host:port (--control-api-address is
+        # deprecated and ignored). --database keeps its state, SuperNode registrations included, on disk.
+        self._link_argv = [executable("flower-superlink"), *link_sec, "--host", "127.0.0.1", "--port", str(self.port),
+                           "--disable-runtime-dependency-installation", "--database", str(self.home / "state.db")]
+        if self.auth:
+            self._link_argv.append("--enable-supernode-auth")
+        self._spawn("superlink", self._link_argv, "server")
+        self.write_connection()
+        self.wait_for_superlink()  # or `flwr run` may find no SuperLink yet
+        if self.auth:
+            from runtime.tls import make_node_keys
+
+            made = make_node_keys(self.home / "keys", [f"node-{i}" for i in range(self.nodes)])
+            self.keys = dict(enumerate(made))
+            self.register(*self.keys.values())  # before any node starts
+        for i in range(self.nodes):
+            self.start_node(i, node_sec)
+        return self
+
+    def start_node(self, i: int, node_sec: list[str] | None = None, *, name: str | None = None,
+                   key: NodeKey | None = None, extra_args: Sequence[str] = ()) -> None:
+        """Start SuperNode `name` (default supernode-i) with node config partition-id=i, num-partitions and
+        node_config[i]; under auth it signs with `key` (default: node i's registered key, if any)."""
+        if node_sec is None:
+            node_sec = ["--root-certificates", str(self.certs.ca)] if self.tls else ["--insecure"]
+        key = key or self.keys.get(i)
+        auth = ["--auth-supernode-private-key", str(key.private)] if key is not None else []
+        cfg = {"partition-id": str(i), "num-partitions": str(self.nodes), **self.node_config.get(i, {})}
+        node_config = " ".join(f"{k}={v if v.lstrip('-').isdigit() else json.dumps(v)}" for k, v in cfg.items())
+        self._spawn(name or f"supernode-{i}", [executable("flower-supernode"), *node_sec, *auth, "--superlink",
+                                               f"127.0.0.1:{self.port}", "--port", str(free_port()),
+                                               "--node-config", node_config, *extra_args], i)
+
+    def wait_for_superlink(self, timeout: float = 60.0) -> None:
+        """Until the SuperLink accepts connections (uvicorn listens once its start-up is done)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.procs["superlink"].poll() is not None:
+                raise RuntimeError(f"flower-superlink exited ({self.procs['superlink'].returncode}); "
+                                   f"see {self.home / 'logs' / 'superlink.log'}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"SuperLink not listening on 127.0.0.1:{self.port} after {timeout:.0f} s")
+            time.sleep(0.1)
+
+    def register(self, *keys: NodeKey, timeout: float = 120.0) -> None:
+        """`flwr supernode register KEY.pub uedp-procs` for each key (in parallel), through the Control API;
+        raises if any fails. Logs: logs/register-NAME.log."""
+        procs: dict[str, subprocess.Popen] = {}
+        try:
+            for k in keys:
+                log = (self.home / "logs" / f"register-{k.name}.log").open("wb")
+                self._logs.append(log)
+                procs[k.name] = subprocess.Popen(
+                    [executable("flwr"), "supernode", "register", str(k.public), CONNECTION, "--name", k.name],
+                    cwd=self.root, env=self._env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            deadline = time.monotonic() + timeout
+            rcs = {}
+            for name, proc in procs.items():
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    rcs[name] = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        finally:  # a time-out or an interrupt: stop what is still running
+            for proc in procs.values():
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        failed = [f"{name} (exit {rcs.get(name, 'timed out')}): "
+                  f"{(self.home / 'logs' / f'register-{name}.log').read_text()[-800:]}"
+                  for name in procs if rcs.get(name) != 0]
+        if failed:
+            raise RuntimeError("flwr supernode register failed for " + "; ".join(failed))
+
+    def restart_superlink(self) -> None:
+        """Start the SuperLink again on the same port and database (after it was killed); the SuperNodes
+        reconnect, and under auth their registrations are still there (kept in the --database file)."""
+        self.kill("superlink")
+        self._spawn("superlink", self._link_argv, "server")
+
+    def write_connection(self) -> None:
+        sec = f'root-certificates = "{self.certs.ca}"' if self.tls else "insecure = true"
+        (self.home / "config.toml").write_text(
+            f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
+            f'address = "127.0.0.1:{self.port}"\n{sec}\n')
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs.get(name)
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        """Stop every process this federation started (SIGTERM, then SIGKILL after 10 s), by process group."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
+
+    def alive(self) -> list[str]:
+        return [name for name, p in self.procs.items() if p.poll() is None]
+
+    # -- running the app ----------------------------------------------------------------------------------
+    def run(self, overrides: dict[str, Any], *, timeout: float = 900.0, on_round=None) -> int:
+        """`flwr run . --stream` with `overrides` as the run config; returns flwr's exit status. `on_round`
+        is called with each round number the ServerApp logs."""
+        path = self.home / "run-config.toml"
+        path.write_text("".join(f"{k} = {_toml(v)}\n" for k, v in overrides.items()))
+        log = (self.home / "logs" / "flwr-run.log").open("w")
+        proc = subprocess.Popen([executable("flwr"), "run", ".", CONNECTION, "--stream", "--run-config", str(path)],
+                                cwd=self.root, env=self._env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+        self.procs["flwr-run"] = proc
+        timer = threading.Timer(timeout, lambda: self.kill("flwr-run"))
+        timer.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                print(line, end="", flush=True)
+                m = ROUND_LINE.search(line)
+                if m and on_round is not None:
+                    on_round(int(m.group(1)))
+            return proc.wait()
+        finally:
+            timer.cancel()
+            log.close()
+
+
+def _toml(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    raise TypeError(f"run config values are str, int, float or bool, got {v!r}")
+
+
+@contextlib.contextmanager
+def federation(nodes: int, home: Path, *, tls: bool = False, auth: bool = False,
+               node_config: dict[int, dict[str, str]] | None = None,
+               env: dict[int | str, dict[str, str]] | None = None,
+               task_poll: float | None = TASK_POLL, threads: int | None = 1,
+               root: Path = ROOT) -> Iterator[Federation]:
+    """Start a federation and stop all of its processes on exit, also on an exception or SIGINT/SIGTERM."""
+    fed = Federation(nodes=nodes, home=home, tls=tls, auth=auth, node_config=node_config or {}, env=env or {},
+                     task_poll=task_poll, threads=threads, root=root)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def interrupted(signum, frame):  # turn SIGTERM into an exception so the finally below runs
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        for s in previous:
+            signal.signal(s, interrupted)
+    try:
+        yield fed.start()
+    finally:
+        fed.stop()
+        if in_main:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+
+@dataclass(frozen=True)
+class Owners:
+    """A federation of data owners who keep their own files (federation.data = owners): node i reads only
+    its file, and each node and the server get their own UEDP_CACHE_DIR (separate disks on loopback)."""
+
+    files: list[Path]
+    server_cache: Path
+
+    @classmethod
+    def from_dir(cls, owners_dir: Path, out: Path) -> Owners:
+        """The owners of `owners_dir` (experiments/owner_files.py layout: owner-*/data.jsonl)."""
+        files = sorted(p.resolve() for p in owners_dir.glob("owner-*/data.jsonl"))
+        if not files:
+            raise ConfigError(f"--owners {owners_dir}: no owner-*/data.jsonl (make them with "
+                              "python -m experiments.owner_files)")
+        return cls(files, (out / "server-cache").resolve())
+
+    def node_config(self) -> dict[int, dict[str, str]]:
+        return {i: {"data-path": str(f)} for i, f in enumerate(self.files)}
+
+    def env(self) -> dict[int | str, dict[str, str]]:
+        return {"server": {"UEDP_CACHE_DIR": str(self.server_cache)},
+                **{i: {"UEDP_CACHE_DIR": str(f.parent / "cache")} for i, f in enumerate(self.files)}}
+
+    def overrides(self) -> dict[str, Any]:
+        return {"federation.data": "owners", "federation.num_nodes": len(self.files)}

@@ -1,0 +1,80 @@
+"""Hydra entry point: one job per configuration, any override, `-m` for sweeps.
+
+    python -m experiments.run                                   # defaults: RunConfig's (uedp/config.py)
+    python -m experiments.run strategy=user_dp privacy.target_epsilon=4 federation.rounds=10
+    python -m experiments.run -m strategy=uedp,user_dp privacy.target_epsilon=2,8 runner=local
+
+Each job writes config.json, metrics.csv/jsonl, ledger.json, summary.json, model.pt into its Hydra output
+directory (federation.out_dir defaults to it). A job that fails writes error.json there, reports the job
+and the error, and the sweep goes on with the other jobs; a single job that fails exits with status 2 for
+bad input or configuration (a UedpError, e.g. a refused resume), 1 otherwise.
+
+The defaults come from RunConfig: uedp/hydra_schema.py registers them in Hydra's ConfigStore (`register()`,
+called on import, before Hydra composes); conf/ holds only presets and the entry point's own settings.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from uedp import hydra_schema
+from uedp.config import RunConfig
+from uedp.errors import ConfigError, UedpError
+
+hydra_schema.register()
+
+RUNNERS = ("simulation", "local")
+
+
+def to_run_config(cfg: DictConfig) -> tuple[RunConfig, str]:
+    missing = sorted(k for k in OmegaConf.missing_keys(cfg) if not k.startswith("hydra."))
+    if missing:  # e.g. dataset=jsonl without dataset.options.path
+        raise ConfigError(f"missing value for {', '.join(missing)}: set it on the command line "
+                          f"({missing[0]}=...)")
+    data: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    data.pop("hydra", None)
+    runner = data.pop("runner", "simulation")
+    replicate = data.pop("replicate", 0)  # a label only (see conf/config.yaml)
+    if replicate and int(data.get("privacy", {}).get("seed", -1)) >= 0:
+        raise ValueError(f"replicate={replicate} with a fixed privacy.seed would repeat replicate 0 exactly; "
+                         "leave privacy.seed at -1 for independent replicates")
+    if runner not in RUNNERS:
+        raise ValueError(f"runner must be one of {RUNNERS}, got {runner!r}")
+    for group in ("dataset", "model"):  # a preset's options are what it lists, never the default component's
+        if isinstance(data.get(group), dict):
+            data[group].setdefault("options", {})
+    return RunConfig.from_nested(data), runner
+
+
+def run_job(cfg: DictConfig) -> dict[str, Any] | None:
+    out = Path(str(OmegaConf.select(cfg, "federation.out_dir") or "."))
+    out.mkdir(parents=True, exist_ok=True)
+    # Flower's state database runs alembic, which logs each plugin it sets up at INFO, Hydra's root level
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    try:
+        run_cfg, runner = to_run_config(cfg)
+        if runner == "local":
+            from runtime.local_grid import run_local
+
+            summary = run_local(run_cfg)
+        else:
+            from runtime.simulate import simulate
+
+            summary = simulate(run_cfg)
+    except Exception as exc:  # one failed job must not stop a sweep
+        (out / "error.json").write_text(json.dumps({"error": f"{type(exc).__name__}: {exc}",
+                                                    "bad_input": isinstance(exc, UedpError),
+                                                    "traceback": traceback.format_exc()}, indent=1))
+        print(f"JOB FAILED in {out}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return None
+    print(f"job done in {out}: {summary['strategy']} rounds={summary['rounds']} eps_uedp={summary['eps_uedp']:.4g} "
+          f"eps_user={summary['eps_user']:.4g} {summary['metric']}={summary['final'][summary['metric']]:.4g}",
+          flush=True)
+    return summary

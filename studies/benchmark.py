@@ -1,0 +1,444 @@
+"""Benchmarks, measured side by side in one run (timings on a shared machine are noisy: read the ratios).
+
+1. Client update for one user: `client.update.client_update` (selection, batched training on pre-encoded
+   tensors, one whole-update clip) versus a plain PyTorch loop over the same sentences (tokenize, pad and
+   train batch by batch, then clip), same model, same number of steps.
+2. Flower round overhead: the same configuration run as a Ray-backed Flower simulation and on the
+   in-process grid (experiments/local_grid.py, same server loop and client code, no Flower): seconds per
+   round (median over rounds 2..T; round 1 includes Ray start-up), and the clients' own compute per round.
+   Then the round broken down, both runners side by side: the server loop's pieces (timed in this process by
+   `ServerClock`, which wraps the strategy's configure_train / aggregate_train and the grid), the clients'
+   deserialization / compute / serialization (timed inside the ClientApp: make_client_app's benchmark-only
+   `timings_dir`; in-process: LocalGrid.client_laps), Ray transfer / Flower overhead (what send_and_receive
+   took beyond the busiest worker's time in the ClientApp), and CPU seconds per round of each process.
+   Both runs use privacy.seed, so they draw the same cohort sizes round by round.
+3. Noise calibration for the main job's setting (q_u 0.25, q_e 0.2, q_s 0.2, m_max 80, k_cap 1, target
+   epsilon 8, delta 1e-5) at T = 30, 60, 100: `uedp.privacy.calibration.calibrate_noise_multiplier` versus
+   the reference search it replaced (same guarantee), each from cold accounting caches; z of both and seconds.
+
+4. Caches and the corpus generator (what the tests check by behaviour, measured here): the entity-detection
+   cache (spacy+rules on the synthetic corpus: first run, detect and write, versus the cached run), the
+   tokenizer cache (train and save versus load) and the synthetic generator's sentences per second; each
+   the median of --repeats runs, the first runs each into a fresh cache directory.
+
+    python -m experiments.benchmark [--rounds 6] [--repeats 5] [--out outputs/benchmark]
+    python -m experiments.benchmark --only rounds [--rounds 6]   (sections 1 and 2)
+    python -m experiments.benchmark --only calibration [--calibration-rounds 30 60 100]
+    python -m experiments.benchmark --only caches [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import numpy as np
+import torch
+
+from client.update import client_update
+from runtime.local_grid import LocalGrid, set_local_task_identity
+from uedp.config import RunConfig
+from uedp.markdown import table
+from uedp.models.base import get_weights, set_weights
+from uedp.pipeline import load_manifest, load_tokenizer, new_model, prepare
+from uedp.privacy.clipping import clip_update
+from uedp.protocol import TrainInstructions
+from uedp.tasks import per_sentence_loss
+from uedp.tokenization import pad_sequences
+
+
+def plain_pytorch_update(cfg: RunConfig, model: torch.nn.Module, texts: list[str], weights: list[np.ndarray], *,
+                         steps_per_epoch: int) -> None:
+    """A straightforward implementation: tokenize and pad each batch as it comes, mean loss, SGD."""
+    tok = load_tokenizer(load_manifest(cfg).tokenizer)
+    set_weights(model, weights)
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.train.lr)
+    model.train()
+    order = np.random.permutation(len(texts))
+    bs = cfg.train.batch_size
+    for start in range(0, steps_per_epoch * bs, bs):
+        chunk = [texts[i] for i in order[start : start + bs]]
+        seqs = [tok.frame(tok.encode(t), mode="lm", max_len=cfg.task.max_len) for t in chunk]
+        batch = pad_sequences(seqs, pad_id=tok.pad_id)
+        loss = per_sentence_loss(model, batch).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    delta = [n - o for n, o in zip(get_weights(model), weights)]
+    clip_update(delta, cfg.privacy.beta)
+
+
+def bench_client(cfg: RunConfig, repeats: int) -> dict:
+    from uedp.data.store import read_user_rows
+
+    manifest = prepare(cfg)
+    user = 0
+    texts = read_user_rows(manifest.corpus_dir, manifest.users[user], split="train").column("text").to_pylist()
+    weights = get_weights(new_model(cfg, manifest, seed=0))
+    ins = TrainInstructions(round=1, mechanism="user_dp", q_e=1.0, q_s=1.0, k_cap=0, m_max=1, slot=-1,
+                            beta=cfg.privacy.beta, w_u=1.0, private=True, optimizer="sgd", lr=cfg.train.lr,
+                            momentum=0.0, local_epochs=1, local_steps=0, batch_size=cfg.train.batch_size)
+    steps = -(-len(texts) // cfg.train.batch_size)
+    client_update(cfg, user, weights, ins)  # warm-up (loads and encodes the user's data once)
+    plain_model = new_model(cfg, manifest)
+    plain_pytorch_update(cfg, plain_model, texts, weights, steps_per_epoch=steps)
+    ours, plain = [], []
+    for _ in range(repeats):  # interleaved, so both see the same machine load
+        t = time.perf_counter()
+        client_update(cfg, user, weights, ins)
+        ours.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        plain_pytorch_update(cfg, plain_model, texts, weights, steps_per_epoch=steps)
+        plain.append(time.perf_counter() - t)
+    return {"sentences": len(texts), "steps": steps, "client_update_s": statistics.median(ours),
+            "plain_pytorch_s": statistics.median(plain),
+            "ratio": statistics.median(ours) / statistics.median(plain)}
+
+
+def _round_seconds(out: Path) -> list[float]:
+    return [json.loads(x)["seconds"] for x in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+class ServerClock:
+    """Benchmark-only instrumentation of the server loop (server/round.py), in this process: seconds per round
+    in configure_train, send_and_receive and aggregate_train. `patched()` wraps MechanismStrategy's two methods
+    for its duration (the ServerApp of a simulation runs in this process too); `grid(g)` wraps a grid."""
+
+    def __init__(self) -> None:
+        self.rounds: dict[int, dict[str, float]] = {}
+        self._round = 0
+
+    def _add(self, piece: str, seconds: float) -> None:
+        self.rounds.setdefault(self._round, {})[piece] = seconds
+
+    @contextlib.contextmanager
+    def patched(self):
+        from strategies.strategy import MechanismStrategy
+
+        configure, aggregate = MechanismStrategy.configure_train, MechanismStrategy.aggregate_train
+        clock = self
+
+        def timed_configure(self, server_round, *args, **kwargs):
+            clock._round = server_round
+            clock._add("process_cpu", time.process_time())  # this process's CPU seconds at the round's start
+            t = time.perf_counter()
+            out = configure(self, server_round, *args, **kwargs)
+            clock._add("configure", time.perf_counter() - t)
+            return out
+
+        def timed_aggregate(self, server_round, *args, **kwargs):
+            t = time.perf_counter()
+            out = aggregate(self, server_round, *args, **kwargs)
+            clock._add("aggregate", time.perf_counter() - t)
+            return out
+
+        with mock.patch.object(MechanismStrategy, "configure_train", timed_configure), \
+                mock.patch.object(MechanismStrategy, "aggregate_train", timed_aggregate):
+            yield self
+
+    def grid(self, grid):
+        clock = self
+
+        class TimedGrid:
+            def __getattr__(self, name):
+                return getattr(grid, name)
+
+            def send_and_receive(self, messages, *, timeout=None):
+                t = time.perf_counter()
+                out = grid.send_and_receive(messages, timeout=timeout)
+                clock._add("send_and_receive", time.perf_counter() - t)
+                return out
+
+        return TimedGrid()
+
+
+def _breakdown(metrics_dir: Path, clock: ServerClock, laps: list[dict], *, serialize_s: float) -> dict:
+    """Per round (median over rounds 2..T) seconds of each piece; `laps`: one {round, decode, compute, encode,
+    [worker]} per client message. Transfer = send_and_receive wall time minus the busiest worker's in-app time."""
+    rows = [json.loads(x) for x in (metrics_dir / "metrics.jsonl").read_text().splitlines()]
+    per_round: list[dict[str, float]] = []
+    last_cpu: dict[Any, float] = {}  # worker -> its process CPU seconds after its last message so far
+    for row in rows:
+        rnd, server = row["round"], clock.rounds.get(row["round"], {})
+        mine = [lap for lap in laps if lap["round"] == rnd]
+        sums = {k: sum(lap[k] for lap in mine) for k in ("decode", "compute", "encode")}
+        busy: dict[Any, float] = {}
+        worker_cpu = 0.0
+        for lap in mine:
+            busy[lap.get("worker")] = busy.get(lap.get("worker"), 0.0) + lap["decode"] + lap["compute"] + lap["encode"]
+        for worker in busy:
+            if "process_cpu" in mine[0]:
+                now = max(lap["process_cpu"] for lap in mine if lap.get("worker") == worker)
+                worker_cpu += now - last_cpu.get(worker, now)
+                last_cpu[worker] = now
+        if rnd == rows[0]["round"]:
+            continue  # round 1: start-up
+        wall = server.get("send_and_receive", 0.0)
+        piece = {"round": row["seconds"], "configure": server.get("configure", 0.0), "send_and_receive": wall,
+                 **sums, "transfer": wall - max(busy.values(), default=0.0),
+                 "aggregate": server.get("aggregate", 0.0), "serialize": serialize_s, "clients": float(len(mine)),
+                 "client_cpu": sum(lap.get("cpu", 0.0) for lap in mine), "worker_process_cpu": worker_cpu}
+        following = clock.rounds.get(rnd + 1, {})
+        if "process_cpu" in following and "process_cpu" in server:  # rounds 2..T-1
+            piece["server_process_cpu"] = following["process_cpu"] - server["process_cpu"]
+        piece["rest"] = (piece["round"] - piece["configure"] - wall - piece["aggregate"] - serialize_s)
+        per_round.append(piece)
+    keys = {k for p in per_round for k in p}
+    return {k: statistics.median(p[k] for p in per_round if k in p) for k in sorted(keys)}
+
+
+def _payload_seconds(cfg: RunConfig, repeats: int = 20) -> dict[str, float]:
+    """Per message, on this run's model: model -> ArrayRecord (what the server sends, the clients reply),
+    and ArrayRecord -> ndarrays (what each client and the server's aggregation decode)."""
+    from flwr.app import ArrayRecord
+
+    weights = get_weights(new_model(cfg, load_manifest(cfg), seed=0))
+    record = ArrayRecord(list(weights))
+    return {"to_record_s": _median_seconds(lambda: ArrayRecord(list(weights)), repeats),
+            "to_numpy_s": _median_seconds(record.to_numpy_ndarrays, repeats),
+            "payload_bytes": float(record.count_bytes())}
+
+
+def _flower_laps(directory: Path) -> list[dict]:
+    laps = []
+    for path in sorted(directory.glob("client-*.jsonl")):
+        laps += [{**json.loads(x), "worker": path.stem} for x in path.read_text().splitlines()]
+    return laps
+
+
+def bench_rounds(cfg: RunConfig, out: Path) -> dict:
+    import shutil
+
+    from client.app import make_client_app
+    from runtime.simulate import make_simulation_server_app, simulate
+    from server.app import run_server
+
+    for runner in ("flower", "local"):  # metrics.jsonl is appended to: a previous benchmark's rows would count
+        shutil.rmtree(out / runner, ignore_errors=True)
+    cfg_flower = replace(cfg, federation=replace(cfg.federation, out_dir=str(out / "flower")))
+    cfg_local = replace(cfg, federation=replace(cfg.federation, out_dir=str(out / "local")))
+    manifest = prepare(cfg)
+    payload = _payload_seconds(cfg)
+    set_local_task_identity()
+    grid = LocalGrid(cfg_local, len(manifest.users))
+    local_clock = ServerClock()
+    with local_clock.patched():
+        run_server(local_clock.grid(grid), cfg_local)
+    local = _round_seconds(out / "local")
+    timings = out / "flower" / "client-timings"
+    timings.mkdir(parents=True)
+    flower_clock = ServerClock()
+    with flower_clock.patched():
+        simulate(cfg_flower, server_app=make_simulation_server_app(cfg_flower, wrap_grid=flower_clock.grid),
+                 client_app=make_client_app(cfg_flower, timings_dir=str(timings.resolve())))
+    flower = _round_seconds(out / "flower")
+    compute = sum(grid.client_seconds) / len(local)
+    return {"rounds": len(flower), "flower_round_s": statistics.median(flower[1:]),
+            "flower_first_round_s": flower[0], "local_round_s": statistics.median(local[1:]),
+            "client_compute_per_round_s": compute,
+            "clients_per_round": grid.calls / len(local), "payload": payload,
+            "flower_breakdown": _breakdown(out / "flower", flower_clock, _flower_laps(timings),
+                                           serialize_s=payload["to_record_s"]),
+            "local_breakdown": _breakdown(out / "local", local_clock, grid.client_laps,
+                                          serialize_s=payload["to_record_s"])}
+
+
+CALIBRATION_SETTING = dict(q_u=0.25, q_e=0.2, q_s=0.2, m_max=80, k_cap=1)  # the main job's
+CALIBRATION_TARGET = 8.0
+
+
+def _clear_accounting_caches() -> None:
+    from uedp.privacy import accounting
+
+    for cached in (accounting._pld_epsilon, accounting._mixture_pld, accounting._rdp_epsilon):
+        cached.cache_clear()
+
+
+def bench_calibration(rounds: list[int]) -> list[dict]:
+    """For each T: the reference and the fast calibration, each timed from cold accounting caches."""
+    from uedp.privacy.calibration import calibrate_noise_multiplier, calibrate_noise_multiplier_reference
+
+    rows = []
+    for t in rounds:
+        row: dict = {"rounds": t}
+        for name, calibrate in (("reference", calibrate_noise_multiplier_reference),
+                                ("new", calibrate_noise_multiplier)):  # fmt: skip
+            _clear_accounting_caches()
+            start = time.perf_counter()
+            row[f"z_{name}"] = calibrate(CALIBRATION_TARGET, **CALIBRATION_SETTING, rounds=t)
+            row[f"{name}_s"] = time.perf_counter() - start
+        rows.append(row)
+    return rows
+
+
+def calibration_table(rows: list[dict]) -> str:
+    return table(["T", "z reference", "z new", "abs dz", "seconds reference", "seconds new", "ratio"],
+                 [[r["rounds"], f"{r['z_reference']:.6f}", f"{r['z_new']:.6f}",
+                   f"{abs(r['z_new'] - r['z_reference']):.1e}", f"{r['reference_s']:.2f}", f"{r['new_s']:.2f}",
+                   f"{r['reference_s'] / r['new_s']:.1f}x"] for r in rows], fmt=str)
+
+
+def save(out: Path, name: str, result: Any, text: str) -> None:
+    """OUT/NAME.json (the measurements) and OUT/NAME.md (the table, also printed)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(result, indent=1))
+    (out / f"{name}.md").write_text(text + "\n")
+    print(text)
+
+
+def run_calibration(rounds: list[int], out: Path) -> list[dict]:
+    rows = bench_calibration(rounds)
+    save(out, "calibration", rows, calibration_table(rows))
+    return rows
+
+
+def _median_seconds(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def bench_caches(repeats: int, *, num_users: int = 200, generator_users: int = 1200) -> dict:
+    """Seconds (medians over `repeats`) of: detection first run and cache hit, tokenizer training and load,
+    and generating the synthetic corpus of `generator_users` users."""
+    import os
+    import tempfile
+
+    from uedp.data.synthetic import load_synthetic
+    from uedp.entities import annotate
+    from uedp.errors import UedpError
+    from uedp.tokenization import TokenizerConfig, get_tokenizer
+
+    corpus = load_synthetic(num_users=num_users, seed=0)
+    result: dict = {"users": num_users, "sentences": corpus.num_sentences}
+    with tempfile.TemporaryDirectory(prefix="uedp-bench-caches-") as tmp:
+        fresh = iter(range(10**6))
+        try:
+            annotate(load_synthetic(num_users=2, seed=1), "spacy+rules", cache=False)  # warm-up: loads spaCy
+            result["detect_first_s"] = _median_seconds(
+                lambda: annotate(corpus, "spacy+rules", cache_dir=Path(tmp, f"ann-{next(fresh)}")), repeats)
+            result["detect_cached_s"] = _median_seconds(
+                lambda: annotate(corpus, "spacy+rules", cache_dir=Path(tmp, "ann-0")), repeats)
+            annotate(load_synthetic(num_users=2, seed=1), "ensemble", cache=False)  # warm-up: builds the lists
+            result["ensemble_first_s"] = _median_seconds(
+                lambda: annotate(corpus, "ensemble", cache_dir=Path(tmp, f"ann-{next(fresh)}")), repeats)
+        except UedpError as exc:  # no spaCy model installed
+            result["detect_skipped"] = str(exc).splitlines()[0]
+        main_job = RunConfig().tokenizer
+        cfg = TokenizerConfig(kind=main_job.kind, vocab_size=main_job.vocab_size)  # as uedp.pipeline builds it
+        result["tokenizer"] = f"{cfg.kind}, vocabulary {cfg.vocab_size}"
+        result["train_sentences"] = corpus.split("train").num_rows
+        previous = os.environ.get("UEDP_CACHE_DIR")
+        try:
+            def train() -> None:
+                os.environ["UEDP_CACHE_DIR"] = str(Path(tmp, f"tok-{next(fresh)}"))
+                assert get_tokenizer(corpus, cfg).source == "trained"
+
+            result["tokenizer_train_s"] = _median_seconds(train, repeats)
+            result["tokenizer_load_s"] = _median_seconds(lambda: get_tokenizer(corpus, cfg), repeats)
+        finally:
+            if previous is None:
+                os.environ.pop("UEDP_CACHE_DIR", None)
+            else:
+                os.environ["UEDP_CACHE_DIR"] = previous
+    sizes = []
+
+    def generate() -> None:
+        sizes.append(load_synthetic(num_users=generator_users, seed=0, canary_users=(1, 2, 4, 8)).num_sentences)
+
+    result["generator_users"] = generator_users
+    result["generator_s"] = _median_seconds(generate, repeats)
+    result["generator_sentences"] = sizes[0]
+    return result
+
+
+def caches_table(r: dict) -> str:
+
+    rows = []
+    if "detect_skipped" in r:
+        rows.append([f"entity detection cache: skipped ({r['detect_skipped']})", "-", "-"])
+    else:
+        rows += [[f"entity detection, spacy+rules, synthetic corpus ({r['users']} users, {r['sentences']} sentences):"
+                  " first run (detect + write cache)", f"{r['detect_first_s']:.3f}",
+                  f"{r['sentences'] / r['detect_first_s']:.0f} sentences/s"],
+                 ["same, cached run (read the cache)", f"{r['detect_cached_s']:.4f}",
+                  f"{r['detect_first_s'] / r['detect_cached_s']:.0f}x faster"]]
+        if "ensemble_first_s" in r:
+            rows.append(["same with the ensemble detector (+ gazetteers, informal rules): first run",
+                         f"{r['ensemble_first_s']:.3f}", f"{r['sentences'] / r['ensemble_first_s']:.0f} sentences/s"])
+    rows += [[f"tokenizer ({r['tokenizer']}) on {r['train_sentences']} train sentences: train + save",
+              f"{r['tokenizer_train_s']:.3f}", "-"],
+             ["same, load from the cache", f"{r['tokenizer_load_s']:.4f}",
+              f"{r['tokenizer_train_s'] / r['tokenizer_load_s']:.0f}x faster"],
+             [f"synthetic generator, {r['generator_users']} users ({r['generator_sentences']} sentences)",
+              f"{r['generator_s']:.3f}", f"{r['generator_sentences'] / r['generator_s']:.0f} sentences/s"]]
+    return table(["measurement", "seconds", "ratio"], rows, fmt=str)
+
+
+def run_caches(repeats: int, out: Path) -> dict:
+    result = bench_caches(repeats)
+    save(out, "caches", result, caches_table(result))
+    return result
+
+
+
+
+BREAKDOWN = [  # (key, row label, what it is); client rows are sums over the round's clients
+    ("round", "round (wall)", "server/round.py's round: model to ArrayRecord, configure_train, send_and_receive, "
+     "aggregate_train, ledger, optimizer step"),
+    ("serialize", "server: model serialization", "ArrayRecord(model weights), once a round: every message shares "
+     "it (same model, measured apart)"),
+    ("configure", "server: configure_train", "sampling, instructions, one Message per sampled client"),
+    ("send_and_receive", "server: send_and_receive (wall)", "from pushing the messages to the last reply"),
+    ("decode", "- clients: model deserialization (sum)", "ArrayRecord -> ndarrays in each ClientApp"),
+    ("compute", "- clients: compute (sum)", "client_update: read/encode the user (cache miss), select, train, "
+     "clip"),
+    ("encode", "- clients: reply serialization (sum)", "ArrayRecord(update) and the reply Message"),
+    ("transfer", "- Ray transfer / Flower message overhead", "send_and_receive minus the busiest worker's time "
+     "in the ClientApp (simulation: 2 actors in parallel; in-process: 1 serial loop)"),
+    ("aggregate", "server: aggregation", "aggregate_train: replies to ndarrays, re-check, sum, noise"),
+    ("rest", "server: the rest", "ledger save, optimizer step"),
+    ("client_cpu", "CPU s: clients in the ClientApp", "CPU seconds of the three client rows (both: sum over "
+     "clients)"),
+    ("worker_process_cpu", "CPU s: client actor processes", "the actors' CPU seconds, Ray's (de)serialization "
+     "and task handling included"),
+    ("server_process_cpu", "CPU s: server process", "the process running the ServerApp (simulation: also "
+     "Flower's SuperLink and Ray driver; in-process: also the clients); rounds 2..T-1, accounting included"),
+]
+
+
+def rounds_tables(c: dict, r: dict) -> str:
+    """The summary table (client update, rounds) and the round's breakdown, as markdown."""
+    flower, local, n = r["flower_breakdown"], r["local_breakdown"], r["clients_per_round"]
+    extra_ms = 1000 * (r["flower_round_s"] - r["local_round_s"]) / max(flower.get("clients", n), 1)
+    summary = table(["measurement", "seconds", "ratio"], [
+        [f"client update, one user ({c['sentences']} sentences, {c['steps']} steps): ours",
+         f"{c['client_update_s']:.3f}", f"{c['ratio']:.2f}x plain"],
+        ["same sentences, plain PyTorch loop", f"{c['plain_pytorch_s']:.3f}", "1.00"],
+        [f"round through Flower simulation (median, rounds 2..{r['rounds']})", f"{r['flower_round_s']:.2f}",
+         f"{r['flower_round_s'] / r['local_round_s']:.2f}x in-process"],
+        ["round in-process, no Flower (median)", f"{r['local_round_s']:.2f}", "1.00"],
+        [f"Flower's extra time per message ({flower.get('clients', n):.0f} clients a round)",
+         f"{extra_ms / 1000:.4f}", "-"],
+        [f"clients' own compute per round ({n:.0f} clients, serial)", f"{r['client_compute_per_round_s']:.2f}",
+         "-"],
+        ["first Flower round (Ray start-up included)", f"{r['flower_first_round_s']:.2f}", "-"],
+    ], fmt=str)
+    p = r["payload"]
+    rows = [[label, f"{flower.get(key, 0.0):.4f}", f"{local.get(key, 0.0):.4f}", what]
+            for key, label, what in BREAKDOWN]
+    breakdown = table([f"one round (median, rounds 2..{r['rounds']}), seconds", "Flower simulation", "in-process",
+                       "what it is"], rows, fmt=str)
+    note = (f"Payload: {p['payload_bytes'] / 1e6:.2f} MB a message each way (float32); per message, measured apart: "
+            f"ArrayRecord(weights) {1000 * p['to_record_s']:.2f} ms, to_numpy_ndarrays {1000 * p['to_numpy_s']:.2f}"
+            " ms. Client rows are sums over the round's clients (in the simulation they run in 2 actors at once).")
+    return f"{summary}\n\n{breakdown}\n\n{note}"

