@@ -9,8 +9,9 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-# Fast tier: 2 pytest workers (tests there share no port, FLWR_HOME or Ray instance). End-to-end tier: one
-# process (its tests start SuperLinks, SuperNodes and Ray clusters). --durations shows where the time goes.
+# Fast tier: 2 pytest workers (tests there share no port, FLWR_HOME or Ray instance). End-to-end tier: 2
+# workers, each running one fixed group one test at a time (tests/conftest.py: the tests that start Flower
+# processes on one, Ray and the in-process audit on the other). --durations shows where the time goes.
 PYTEST := $(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=10
 
 .PHONY: install main test test-all test-e2e lint
@@ -34,7 +35,7 @@ test: $(STAMP)
 	$(PYTEST) -m "not e2e" -n 2
 
 test-e2e: $(STAMP)
-	$(PYTEST) -m e2e
+	$(PYTEST) -m e2e -n 2 --dist loadgroup
 
 test-all: test test-e2e
 

@@ -21,7 +21,7 @@ from uedp.paths import cache_root
 def owner_sentences(cfg: RunConfig, *, partition_id: int | None, data_path: str) -> tuple[list[str], list[int] | None,
                                                                                           int | None]:
     """(training sentences, their labels or None, number of labels or None) of this node's owner."""
-    if cfg.federation.data == "owners":
+    if cfg.owners:
         from uedp.owners import read_owner_file
 
         corpus = read_owner_file(cfg, data_path)

@@ -20,7 +20,6 @@ restart of the SuperLink. `--kill-node-after-round R` SIGKILLs the last SuperNod
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from pathlib import Path
 from runtime.federation import Owners, federation
 from uedp.commands.options import parse_options, toml_value
 from uedp.errors import ConfigError
+from uedp.summary import RUN, has_summary, read_summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,9 +71,8 @@ def main(argv: list[str] | None = None) -> int:
 
         rc = fed.run(overrides, timeout=args.timeout, on_round=on_round)
     print(f"flwr run exited {rc} after {time.perf_counter() - t0:.1f} s; all processes stopped", flush=True)
-    summary = out / "run" / "summary.json"
-    if rc == 0 and summary.is_file():
-        s = json.loads(summary.read_text())
+    if rc == 0 and has_summary(out / "run"):
+        s = read_summary(out / "run", require=RUN)
         shown = s["final"].get(s["metric"], float("nan"))
         print(f"summary: strategy={s['strategy']} rounds={s['rounds']} eps_uedp={s['eps_uedp']:.4g} "
               f"eps_user={s['eps_user']:.4g} {s['metric']}={shown:.4g}")

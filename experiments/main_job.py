@@ -16,33 +16,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from uedp import markdown
+from studies.main_job import run_one, table
 from uedp.config import RunConfig
-
-
-def run_one(cfg: RunConfig, *, local: bool) -> dict:
-    if local:
-        from runtime.local_grid import run_local
-
-        return run_local(cfg)
-    from runtime.simulate import simulate
-
-    return simulate(cfg)
-
-
-def _fmt(x: float | None, digits: int = 3) -> str:
-    if x is None:
-        return "-"
-    return "inf" if math.isinf(x) else f"{x:.{digits}f}"
-
-
-def table(rows: list[dict]) -> str:
-    return markdown.table(
-        ["method", "rounds", "eps_uedp", "eps_user", "eps_undetected", "delta", "test perplexity"],
-        ([r["label"], r["rounds"], _fmt(r.get("eps_uedp")), _fmt(r.get("eps_user")), _fmt(r.get("eps_undetected")),
-          f"{r['delta']:g}", f"{r['perplexity']:.1f}"] for r in rows),
-        fmt=str,
-    )
+from uedp.privacy.mechanisms import spec_for
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg.federation = replace(cfg.federation, out_dir=str(out / strategy))
         print(f"\n=== {label}: {cfg.federation.rounds} rounds, output in {cfg.federation.out_dir}", flush=True)
         s = run_one(cfg, local=args.local)
-        private = s["method"] != "noiseless"
+        private = spec_for(cfg.strategy.name, cfg.strategy.estimator).private  # fedavg: every epsilon inf
         rows.append({"label": label, "rounds": s["rounds"], "delta": s["delta"],
                      "eps_uedp": s["eps_uedp"] if private else math.inf,
                      "eps_user": s["eps_user"] if private else math.inf,

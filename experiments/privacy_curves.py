@@ -17,54 +17,8 @@ import argparse
 import csv
 from pathlib import Path
 
-import numpy as np
-
+from studies.privacy_curves import curves, plot
 from uedp import markdown
-from uedp.plotting import pyplot, save
-from uedp.privacy.accounting import epsilon, mechanism
-
-
-def curves(*, z: float, q_u: float, q_e: float, q_s: float, m_max: int, rounds: int, delta: float,
-           points: int = 12) -> list[dict]:
-    ts = sorted({int(t) for t in np.unique(np.geomspace(1, rounds, points).round())} | {rounds, min(100, rounds)})
-    rows = []
-    user = mechanism("user_dp", z=z, q_u=q_u, m_max=None)
-    for t in ts:
-        rows.append({"series": "user-level DP (eps_user)", "k_cap": "-", "rounds": t,
-                     "epsilon": epsilon("user", [(user, t)], delta=delta)})
-    for k_cap in (1, 4, None):
-        cap = "none" if k_cap is None else str(k_cap)
-        naive = mechanism("uedp_naive", z=z, q_u=q_u, q_e=q_e, q_s=0.0, m_max=m_max, k_cap=k_cap)
-        plus = mechanism("uedp", z=z, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap)
-        for t in ts:
-            rows.append({"series": "UeDP f_E (eps_uedp)", "k_cap": cap, "rounds": t,
-                         "epsilon": epsilon("uedp", [(naive, t)], delta=delta)})
-            rows.append({"series": "UeDP f_E+ (eps_uedp)", "k_cap": cap, "rounds": t,
-                         "epsilon": epsilon("uedp", [(plus, t)], delta=delta)})
-            rows.append({"series": "UeDP f_E+ (eps_undetected)", "k_cap": cap, "rounds": t,
-                         "epsilon": epsilon("undetected", [(plus, t)], delta=delta)})
-    return rows
-
-
-def plot(rows: list[dict], path: Path, title: str) -> None:
-    plt = pyplot()
-
-    styles = {"1": "-", "4": "--", "none": ":", "-": "-"}
-    colors = {"user-level DP (eps_user)": "black", "UeDP f_E (eps_uedp)": "tab:blue",
-              "UeDP f_E+ (eps_uedp)": "tab:orange", "UeDP f_E+ (eps_undetected)": "tab:green"}
-    fig, ax = plt.subplots(figsize=(7.5, 5))
-    for (series, cap) in dict.fromkeys((r["series"], r["k_cap"]) for r in rows):
-        pts = [(r["rounds"], r["epsilon"]) for r in rows if r["series"] == series and r["k_cap"] == cap]
-        label = series if cap == "-" else f"{series}, k_cap={cap}"
-        ax.plot(*zip(*pts), styles[cap], color=colors[series], label=label, marker=".")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("rounds")
-    ax.set_ylabel("epsilon (delta fixed)")
-    ax.set_title(title, fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    save(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,38 +14,10 @@ import argparse
 import json
 from pathlib import Path
 
-import pyarrow.compute as pc
-
-from uedp.categories import resolve_categories
+from studies.public_entities import DEFAULT_CORPORA, freed
 from uedp.commands.options import parse_options
-from uedp.config import EntityConfig
-from uedp.data.loaders import materialize
-from uedp.entities.annotations import annotate_cached, select_sids
-from uedp.entities.detectors import entity_sets
-from uedp.entities.public import POLICIES, policy_record, public_keys
+from uedp.entities.public import POLICIES, policy_record
 from uedp.markdown import table as md_table
-
-DEFAULT_CORPORA = (("synthetic", ()), ("bbc_news", ()), ("shakespeare", ()))
-
-
-def freed(dataset: str, options: dict, policy: str) -> dict[str, object]:
-    _, corpus = materialize(dataset, **options)
-    detector = EntityConfig().detector_for(dataset)
-    _, annotations = annotate_cached(corpus, detector)
-    train = pc.equal(corpus.table.column("split"), "train")
-    ann = select_sids(annotations, corpus.table.filter(train).column("sid").to_numpy())
-    protected = resolve_categories("all")
-    before = entity_sets(ann, protected)
-    after = entity_sets(ann, protected, public_keys(policy))
-    n = len(before)
-    with_before = sum(1 for e in before if e)
-    with_after = sum(1 for e in after if e)
-    return {"dataset": dataset, "detector": detector, "policy": policy, "train_sentences": n,
-            "with_entity": with_before, "with_entity_after": with_after,
-            "share_with_entity": with_before / n, "share_with_entity_after": with_after / n,
-            "freed": with_before - with_after,
-            "freed_share_of_entity_sentences": (with_before - with_after) / with_before,
-            "mixed_sentences_losing_a_key": sum(1 for b, a in zip(before, after) if a and a != b)}
 
 
 def main(argv: list[str] | None = None) -> int:

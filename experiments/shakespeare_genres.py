@@ -16,32 +16,11 @@ a fixed seed (80/10/10 train/valid/test).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
 from pathlib import Path
 
-from uedp.data.shakespeare import available_plays, parse_play, read_text
-
-GENRES = {"comedies": "comedy", "problems": "comedy", "romances": "comedy", "histories": "history",
-          "tragedies": "tragedy", "roman": "tragedy"}
-SPLIT_SEED = 22
-
-
-def owners(min_sentences: int) -> list[tuple[str, str, list[str]]]:
-    """(owner, label, sentences) for every role with at least `min_sentences` sentences."""
-    out = []
-    for play, path in sorted(available_plays().items()):
-        label = GENRES[path.parent.name]
-        for role, sentences in parse_play(read_text(path)).items():
-            if len(sentences) >= min_sentences:
-                out.append((f"{play}/{role}", label, sentences))
-    return out
-
-
-def population(owner: str) -> str:
-    """"tuning" or "reported", from a stable hash of the owner's name (disjoint halves)."""
-    return "tuning" if hashlib.sha256(owner.encode()).digest()[0] % 2 else "reported"
+from studies.shakespeare_genres import SPLIT_SEED, owners, population
 
 
 def main(argv: list[str] | None = None) -> int:

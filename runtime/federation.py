@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from runtime.tls import NodeKey
+from uedp.config import DataSource
 from uedp.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -306,7 +307,7 @@ class Owners:
 
     @classmethod
     def from_dir(cls, owners_dir: Path, out: Path) -> Owners:
-        """The owners of `owners_dir` (experiments/owner_files.py layout: owner-*/data.jsonl)."""
+        """The owners of `owners_dir` (uedp/owner_files.py layout: owner-*/data.jsonl)."""
         files = sorted(p.resolve() for p in owners_dir.glob("owner-*/data.jsonl"))
         if not files:
             raise ConfigError(f"--owners {owners_dir}: no owner-*/data.jsonl (make them with "
@@ -321,4 +322,4 @@ class Owners:
                 **{i: {"UEDP_CACHE_DIR": str(f.parent / "cache")} for i, f in enumerate(self.files)}}
 
     def overrides(self) -> dict[str, Any]:
-        return {"federation.data": "owners", "federation.num_nodes": len(self.files)}
+        return {"federation.data": DataSource.OWNERS.value, "federation.num_nodes": len(self.files)}

@@ -1,32 +1,29 @@
-"""An in-process stand-in for Flower's Grid: messages are handled by calling the client's update function
-directly, one after the other, in this process. Same strategy, same server loop, same client code as a
-Flower run, without Ray or gRPC: used to tune defaults quickly and, side by side with a Flower
-simulation, to measure Flower's round overhead (experiments/benchmark.py).
+"""An in-process stand-in for Flower's Grid: each message is answered by the real ClientApp handlers
+(client/app.py's TrainHandler and QueryHandler, the code every Flower node runs), called one after the
+other in this process with the Context a SuperNode would pass. Same strategy, same server loop, same
+message path as a Flower run, without Ray or gRPC: used to tune defaults quickly and, side by side with a
+Flower simulation, to measure Flower's round overhead (studies/benchmark.py).
 
-Node ids are partition ids. Each message is answered by `client_fn` (default: the real client round,
-client.update.client_update; the audit passes a broken control). A node listed in `failing` raises (like
-a crashing client) and comes back as an error reply; so does any exception the client code raises (as in
-Flower, where a raising ClientApp yields an error reply and the round goes on). Only the exception's type
-is kept: its message could hold data.
+Node ids are partition ids (node config partition-id), or with federation.data = owners index the owners'
+files (node config data-path). Each training message's client round is `client_fn` (default: the real one,
+client.update.client_update; the audit passes a broken control), injected into the handler. A node listed
+in `failing` raises (like a crashing client) and comes back as an error reply; so does any exception the
+client code raises (as in Flower, where a raising ClientApp yields an error reply and the round goes on).
+Only the exception's type is kept: its message could hold data.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-from flwr.app import Message, RecordDict
+from flwr.app import Context, Message, RecordDict
 
-from client.rewrite import client_rewrite
+from client.app import ClientFn, QueryHandler, TrainHandler
 from client.update import client_update
 from server.setup import Components
 from uedp.config import RunConfig
-from uedp.owners import shipped_tokenizer
-from uedp.protocol import REWRITES_RECORD, TOKENIZER_RECORD, TrainInstructions, reply_content
-
-ClientFn = Callable[[RunConfig, int, list[np.ndarray], TrainInstructions], tuple[list[np.ndarray], dict[str, float]]]
 
 
 @dataclass
@@ -47,25 +44,22 @@ class LocalGrid:
     data_paths: Sequence[str] = ()  # federation.data = owners: node i reads only data_paths[i]
     calls: int = 0
     client_seconds: list[float] = field(default_factory=list)  # per answered training message, in this process
-    # per answered training message: {"round", "decode", "compute", "encode", "cpu"} seconds (the benchmark's)
+    # per answered training message: the ClientApp's laps {"round", "decode", "compute", "encode", "cpu"}
+    # (seconds; the benchmark's, as a Flower node writes them with timings_dir, less its process's CPU)
     client_laps: list[dict[str, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._train = TrainHandler(self.cfg, update=self.client_fn, lap_sink=self.client_laps.append)
+        self._query = QueryHandler(self.cfg)
 
     def get_node_ids(self) -> Iterable[int]:
         return range(len(self.data_paths) if self.data_paths else self.num_nodes)
 
-    def _answer(self, node: int, msg: Message, ins: TrainInstructions, laps: dict[str, float]
-                ) -> tuple[list, dict[str, float]]:
-        t0 = time.perf_counter()
-        weights = msg.content["arrays"].to_numpy_ndarrays()
-        t1 = time.perf_counter()
-        laps["decode"] = t1 - t0
-        if not self.data_paths:
-            out = self.client_fn(self.cfg, node, weights, ins)
-        else:
-            tokenizer = shipped_tokenizer(dict(msg.content[TOKENIZER_RECORD]))  # as client/app.py does
-            out = client_update.owner(self.cfg, self.data_paths[node], tokenizer, weights, ins, identity=str(node))
-        laps["compute"] = time.perf_counter() - t1
-        return out
+    def context(self, node: int) -> Context:
+        """The Context a SuperNode gives its ClientApp: this node's id and node config."""
+        node_config: dict[str, bool | float | int | str] = (
+            {"data-path": self.data_paths[node]} if self.data_paths else {"partition-id": node})
+        return Context(run_id=0, node_id=node, node_config=node_config, state=RecordDict(), run_config={})
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[LocalReply]:
         replies = []
@@ -75,29 +69,16 @@ class LocalGrid:
             if node in self.failing:
                 replies.append(LocalReply(RecordDict(), error="client raised"))
                 continue
-            t0, cpu0 = time.perf_counter(), time.thread_time()
-            if msg.metadata.message_type == "query":  # strategy=dp_bart: the owner's rewrites (client/rewrite.py)
-                try:
-                    record = client_rewrite(self.cfg, partition_id=None if self.data_paths else node,
-                                            data_path=self.data_paths[node] if self.data_paths else "")
-                except Exception as exc:
-                    replies.append(LocalReply(RecordDict(), error=f"client raised {type(exc).__name__}"))
-                    continue
-                replies.append(LocalReply(RecordDict({REWRITES_RECORD: record})))
-                continue
-            ins = TrainInstructions.from_record(msg.content["config"])
-            laps: dict[str, float] = {"round": ins.round}
+            handler = self._query if msg.metadata.message_type == "query" else self._train
+            t0 = time.perf_counter()
             try:
-                update, metrics = self._answer(node, msg, ins, laps)
+                reply = handler(msg, self.context(node))
             except Exception as exc:  # as in Flower: a raising ClientApp is an error reply, the round goes on
                 replies.append(LocalReply(RecordDict(), error=f"client raised {type(exc).__name__}"))
                 continue
-            t1 = time.perf_counter()
-            replies.append(LocalReply(reply_content(update, metrics)))
-            laps["encode"] = time.perf_counter() - t1
-            laps["cpu"] = time.thread_time() - cpu0
-            self.client_seconds.append(time.perf_counter() - t0)
-            self.client_laps.append(laps)
+            replies.append(LocalReply(reply.content))
+            if handler is self._train:
+                self.client_seconds.append(time.perf_counter() - t0)
         return replies
 
 
@@ -123,5 +104,5 @@ def run_local(cfg: RunConfig, *, components: Components | None = None, **grid_op
     import torch
 
     torch.set_num_threads(1)  # small per-client models: threads only contend (as in the Flower client)
-    nodes = cfg.federation.num_nodes if cfg.federation.data == "owners" else len(prepare(cfg).users)
+    nodes = cfg.federation.num_nodes if cfg.owners else len(prepare(cfg).users)
     return run_server(LocalGrid(cfg, nodes, **grid_options), cfg, components=components)

@@ -79,7 +79,7 @@ def actors_per_node(address: str) -> list[dict]:
     import ray
     import ray._private.state as ray_state
 
-    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # as experiments/simulate.py: no GPU here
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # as runtime/simulate.py: no GPU here
     ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     try:
         nodes = {n["NodeID"]: {"node": n["NodeID"][:12], "head": bool(n["Resources"].get("node:__internal_head__")),

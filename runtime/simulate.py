@@ -6,17 +6,16 @@ Uses flwr.simulation.run_simulation with the ServerApp and ClientApp bound to th
 `context.run_config` is empty, so the config travels by closure). One virtual SuperNode per participating
 user; `client_cpus` CPUs per client (2 clients train at once on 2 cores with the default 1). With
 `federation.ray_address` (or $RAY_ADDRESS) set, the simulation joins that Ray cluster instead of starting
-one (experiments/ray_cluster.py starts a local one on loopback).
+one (runtime/ray_cluster.py starts a local one on loopback).
 
 The ServerApp is server/app.py's, except that Flower's in-memory grid pulls replies every
-SIMULATION_PULL_INTERVAL seconds instead of its default 0.1 s (experiments/benchmark.py measured ~10% of a
+SIMULATION_PULL_INTERVAL seconds instead of its default 0.1 s (studies/benchmark.py measured ~10% of a
 round's time here: the last reply waited for the next pull, and answered messages stay in the simulated
 SuperLink, where Flower's dispatcher scans them for each of the N nodes every 0.1 s, until a pull removes them).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable
@@ -27,17 +26,18 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from client.app import make_client_app
-from server.app import SUMMARY, make_server_app
+from server.app import make_server_app
 from uedp.config import RunConfig
 from uedp.pipeline import prepare
+from uedp.summary import SUMMARY, read_summary
 
 
 class _DropRunSimulationDeprecation(logging.Filter):
     """Drops exactly one record: Flower 1.42's "DEPRECATED FEATURE: The `run_simulation` function is
     deprecated" warning. run_simulation is still Flower 1.42's only in-process simulation that takes the app
     objects (ours close over a RunConfig, which a Hydra sweep builds per job); its replacement, `flwr run`,
-    starts a SuperLink and ships a FAB, and the project offers that path too (README, "flwr run"). Every
-    other Flower warning passes."""
+    starts a SuperLink and ships a FAB, and the project offers that path too (docs/running.md, "With flwr
+    run"). Every other Flower warning passes."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.args and str(record.args[0]).startswith("The `run_simulation` function is deprecated"))
@@ -129,4 +129,4 @@ def simulate(cfg: RunConfig, *, client_cpus: int = 1, verbose: bool = False, ser
                    num_supernodes=len(manifest.users), backend_config=backend, verbose_logging=verbose)
     if not summary_path.is_file():
         raise RuntimeError(f"the simulation ended without a summary ({summary_path}); see the log above")
-    return json.loads(summary_path.read_text())
+    return read_summary(summary_path)

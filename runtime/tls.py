@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from uedp.files import PRIVATE, atomic_write_bytes
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,4 @@ def make_node_keys(directory: Path, names: Sequence[str]) -> list[NodeKey]:
 
 
 def _write_private(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)  # also when the file existed with a wider mode
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+    atomic_write_bytes(path, data, mode=PRIVATE)  # a new file of mode 0600, also where one existed wider

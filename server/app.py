@@ -9,7 +9,6 @@ module-level `app` reads its RunConfig from `context.run_config` (`flwr run`).
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -26,10 +25,11 @@ from server.setup import Components, RunContext, RunState, evaluate, setup
 from uedp.config import RunConfig
 from uedp.entities.public import policy_record
 from uedp.errors import ConfigError
+from uedp.files import atomic_path
 from uedp.models.base import get_weights
 from uedp.privacy.mechanisms import spec_for
+from uedp.summary import write_summary
 
-SUMMARY = "summary.json"
 # What a private run's summary.json holds that the privacy guarantee does not cover (docs/proofs.md section 1,
 # found by the adversarial read of issue 22): release the model, the ledger and the epsilons, not these.
 OUTSIDE_GUARANTEE = {
@@ -67,7 +67,7 @@ def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, 
         eps = state.ledger.epsilons()
     strategy = ctx.strategy
     summary = {
-        "strategy": ctx.cfg.strategy.name, "method": ctx.spec.accounting, "estimator": ctx.spec.estimator,
+        "strategy": ctx.cfg.strategy.name, "method": ctx.spec.method, "estimator": ctx.spec.estimator,
         "rounds": len(state.ledger), "noise_multiplier": ctx.z, "sigma": strategy.sigma, "Z": strategy.Z,
         "delta": ctx.cfg.privacy.delta, "population": ctx.population, "stopped_by_budget": state.stopped_by_budget,
         **{k: eps.get(k, float("inf")) for k in ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound")},
@@ -82,8 +82,9 @@ def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, 
         "outside_guarantee": OUTSIDE_GUARANTEE[ctx.cfg.federation.data] if ctx.spec.private else None,
         "seconds": round(seconds, 1),
     }
-    (ctx.out / SUMMARY).write_text(json.dumps(summary, indent=1, default=str))
-    torch.save({"weights": get_weights(state.model), "config": ctx.cfg.to_nested()}, ctx.out / "model.pt")
+    write_summary(ctx.out, summary, kind="federated")
+    with atomic_path(ctx.out / "model.pt") as tmp:
+        torch.save({"weights": get_weights(state.model), "config": ctx.cfg.to_nested()}, tmp)
     return summary
 
 
@@ -93,11 +94,11 @@ def run_server(grid: Grid, cfg: RunConfig, *, components: Components | None = No
     if spec_for(cfg.strategy.name, cfg.strategy.estimator).local:  # dp_bart: one query, no rounds
         from server.local_dp import run_local_dp
 
-        return run_local_dp(grid, cfg, stream=stream, summary_name=SUMMARY)
+        return run_local_dp(grid, cfg, stream=stream)
     t_start = time.monotonic()
     ctx, state = setup(cfg, components=components or Components(), stream=stream)
     wait_for_nodes(grid, ctx.population, cfg.federation.wait_timeout, stream,
-                   strict=cfg.federation.data != "owners")
+                   strict=not cfg.owners)
     for rnd in range(state.first_round, cfg.federation.rounds + 1):
         if not run_round(ctx, state, grid, rnd):
             break
@@ -107,7 +108,7 @@ def run_server(grid: Grid, cfg: RunConfig, *, components: Components | None = No
 def make_server_app(cfg: RunConfig | None = None, *, pull_interval: float | None = None,
                     wrap_grid: Callable[[Grid], Any] | None = None) -> ServerApp:
     """The ServerApp bound to `cfg` (None: read it from `context.run_config`). `pull_interval`: seconds
-    between pulls of Flower's in-memory (simulation) grid, which has its own (experiments/simulate.py);
+    between pulls of Flower's in-memory (simulation) grid, which has its own (runtime/simulate.py);
     `wrap_grid` (benchmark only): the grid the server loop sees, e.g. a timing wrapper."""
     app = ServerApp()
 

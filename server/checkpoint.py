@@ -9,12 +9,13 @@ spent budget is forgotten.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from uedp.files import atomic_path
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -30,18 +31,17 @@ class Checkpoint:
 
 def save_checkpoint(out_dir: Path, ckpt: Checkpoint) -> Path:
     path = out_dir / CHECKPOINT
-    tmp = path.with_suffix(".tmp")
-    torch.save(
-        {
-            "round": ckpt.round,
-            "model_state": ckpt.model_state,
-            "optimizer_state": ckpt.optimizer_state,
-            "ledger": ckpt.ledger,
-            "extra": ckpt.extra,
-        },
-        tmp,
-    )
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save(
+            {
+                "round": ckpt.round,
+                "model_state": ckpt.model_state,
+                "optimizer_state": ckpt.optimizer_state,
+                "ledger": ckpt.ledger,
+                "extra": ckpt.extra,
+            },
+            tmp,
+        )
     return path
 
 

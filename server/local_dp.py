@@ -32,12 +32,16 @@ from flwr.serverapp import Grid
 
 from server.metrics import MetricsWriter
 from uedp.config import RunConfig
+from uedp.files import atomic_path, atomic_write_json
 from uedp.models.base import CLASSIFICATION, UedpModel, get_weights
 from uedp.pipeline import EncodedSentences, encode_sentences
+from uedp.privacy.mechanisms import spec_for
 from uedp.privacy.noise import FIXED_SEED_WARNING
 from uedp.protocol import REWRITE_RECORD, REWRITES_RECORD
 from uedp.rewriting.rewrite import guarantee, mechanism_for, rewriter_corpus, rewriter_for
 from uedp.server_data import server_data
+from uedp.summary import write_summary
+from uedp.tasks import get_task
 from uedp.training import LocalTraining, evaluate_encoded, local_train
 
 LOCAL_DP = "local_dp.json"
@@ -48,7 +52,7 @@ def pooled_epochs(model: UedpModel, pooled: EncodedSentences, test: EncodedSente
                   ) -> Iterator[tuple[int, float, int, dict[str, float]]]:
     """Central training on pooled sentences: rewrite.epochs epochs with the train.* optimizer, batch size and
     learning rate, every sentence weight 1; yields (epoch, train loss, steps, test metrics or {}) per epoch.
-    The dp_bart server trains on the pooled rewrites with it, experiments/dp_bart.py's reference on the
+    The dp_bart server trains on the pooled rewrites with it, studies/dp_bart.py's reference on the
     original sentences."""
     t = cfg.train
     training = LocalTraining(optimizer=t.optimizer, lr=t.lr, momentum=t.momentum, local_epochs=1, local_steps=0,
@@ -59,7 +63,7 @@ def pooled_epochs(model: UedpModel, pooled: EncodedSentences, test: EncodedSente
         yield epoch, loss, steps, (evaluate_encoded(model, test) if test is not None else {})
 
 
-def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO, summary_name: str) -> dict[str, Any]:
+def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any]:
     t_start = time.monotonic()
     out = Path(cfg.federation.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -106,7 +110,7 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO, summary_name: st
     local = guarantee(mechanism_for(rewriter, settings), settings, documents_per_user=documents,
                       warning="; ".join(warnings) or None)
     local["rewriter"], local["public_text"] = rewriter.identity(), rewriter.public
-    (out / LOCAL_DP).write_text(json.dumps(local, indent=1, default=str))  # before any model exists
+    atomic_write_json(out / LOCAL_DP, local, indent=1, default=str)  # before any model exists
     print(f"dp_bart ({local['mechanism']}): per document eps {settings.epsilon:g} delta "
           f"{settings.mechanism_delta:g} sigma {local['sigma']:.4g}; per user eps {local['epsilon_user']:.4g} over "
           f"{documents} documents; population={data.population}", file=stream, flush=True)
@@ -114,7 +118,7 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO, summary_name: st
     model = data.new_model(cfg, seed=cfg.privacy.seed if fixed else None)
     initial = evaluate_encoded(model, data.test) if data.test is not None else {}
     pooled = encode_sentences(data.tokenizer, texts, labels, task=cfg.task.name, max_len=cfg.task.max_len)
-    metric = "perplexity" if cfg.task.name == "next_word" else "error"
+    metric = get_task(cfg.task.name).metric  # the task registry (uedp.tasks)
     final: dict[str, float] = initial
     t_epoch = time.monotonic()
     for epoch, loss, steps, final in pooled_epochs(model, pooled, data.test, cfg):
@@ -123,8 +127,9 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO, summary_name: st
         t_epoch = time.monotonic()
         metrics.progress(round=epoch, rounds=cfg.rewrite.epochs, eps=None,
                          metric=(metric, final[metric]) if metric in final else None, extra=f"steps={steps}")
+    spec = spec_for(cfg.strategy.name, cfg.strategy.estimator)  # local (dp_bart): summary method "local_dp"
     summary = {
-        "strategy": "dp_bart", "method": "local_dp", "estimator": None, "rounds": cfg.rewrite.epochs,
+        "strategy": spec.strategy, "method": spec.method, "estimator": None, "rounds": cfg.rewrite.epochs,
         "noise_multiplier": None, "sigma": local["sigma"], "Z": None, "delta": settings.delta,
         "population": data.population, "stopped_by_budget": False,
         "eps_uedp": float("inf"), "eps_user": float("inf"), "eps_undetected": float("inf"),
@@ -136,6 +141,7 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO, summary_name: st
         "metrics_note": "per-round counts (owners replying, documents) are operator logs outside the guarantee",
         "seconds": round(time.monotonic() - t_start, 1),
     }
-    (out / summary_name).write_text(json.dumps(summary, indent=1, default=str))
-    torch.save({"weights": get_weights(model), "config": cfg.to_nested()}, out / "model.pt")
+    write_summary(out, summary, kind="local")
+    with atomic_path(out / "model.pt") as tmp:
+        torch.save({"weights": get_weights(model), "config": cfg.to_nested()}, tmp)
     return summary

@@ -1,4 +1,5 @@
-"""Pull replies often: the ServerApp's side of the real-process round latency (README, "Round latency").
+"""Pull replies often: the ServerApp's side of the real-process round latency (docs/performance.md,
+"Overhead and round latency").
 
 Flower 1.42's HTTP grid (`flwr run` against a SuperLink) sends a round's messages, then pulls replies and
 sleeps a fixed 3 s between pulls, so a round that is ready after 0.4 s waits until the next 3-s tick. Its

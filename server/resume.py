@@ -13,7 +13,8 @@ row per round after the ledger is saved. On `federation.resume`, `resume_state(o
 - metrics.jsonl shows a round the ledger lacks: REFUSED;
 - otherwise the run continues after the ledger's last round, from the checkpoint's model (rounds charged
   after the checkpoint stay charged) and with the ledger's z (never recalibrated: the mechanism of a run
-  does not change when it is resumed).
+  does not change when it is resumed). The run's z has one holder, its strategy; `Resumed.check_z` refuses
+  a run whose z is not the one the checkpoint and the ledger recorded.
 
 A refusal raises `ResumeError` (a ConfigError: the command-line entry points exit with status 2).
 """
@@ -41,11 +42,24 @@ class ResumeError(ConfigError):
 class Resumed:
     ledger: Ledger
     checkpoint: Checkpoint | None
-    z: float | None  # the noise multiplier of the ledger's last round (None: nothing recorded yet)
+
+    @property
+    def z(self) -> float | None:
+        """The noise multiplier of the ledger's last round (None: nothing recorded yet), read from the ledger."""
+        return self.ledger.records[-1].z if len(self.ledger) else None
 
     @property
     def next_round(self) -> int:
         return (self.ledger.last_round or 0) + 1
+
+    def check_z(self, z: float) -> None:
+        """ResumeError unless the checkpoint's z and the ledger's last z are `z`, the z of the run that
+        continues (its strategy's): a resumed run keeps its mechanism."""
+        ckpt_z = None if self.checkpoint is None else self.checkpoint.extra.get("z")
+        for what, saved in (("the checkpoint's", ckpt_z), (f"{LEDGER}'s last", self.z)):
+            if saved is not None and not math.isclose(float(saved), z, rel_tol=1e-12):
+                raise ResumeError(f"cannot resume: {what} z = {saved} is not this run's z = {z} (a resumed run "
+                                  "continues with the z it recorded)")
 
 
 def _metric_rounds(path: Path) -> list[int]:
@@ -73,7 +87,7 @@ def resume_state(out: Path, *, delta: float, num_users: int) -> Resumed:
             raise ResumeError(f"cannot resume in {out}: {LEDGER} is missing but {found} exist(s); the rounds "
                               "it charged are unknown, so resuming could spend the budget twice. Start a new "
                               "run in an empty federation.out_dir")
-        return Resumed(Ledger(delta=delta, num_users=num_users), None, None)
+        return Resumed(Ledger(delta=delta, num_users=num_users), None)
     ledger = Ledger.resume(ledger_path, delta=delta, num_users=num_users)
     by_round = {r.round: r for r in ledger.records}
     last = ledger.last_round or 0
@@ -92,5 +106,4 @@ def resume_state(out: Path, *, delta: float, num_users: int) -> Resumed:
         if ckpt_z is not None and recorded is not None and not math.isclose(float(ckpt_z), recorded.z, rel_tol=1e-12):
             raise ResumeError(f"cannot resume in {out}: the checkpoint's z = {ckpt_z} is not the z = {recorded.z} "
                               f"{LEDGER} recorded for round {ckpt.round}")
-    z = ledger.records[-1].z if len(ledger) else None
-    return Resumed(ledger, ckpt, z)
+    return Resumed(ledger, ckpt)

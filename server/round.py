@@ -29,7 +29,7 @@ def run_round(ctx: RunContext, state: RunState, grid: Grid, rnd: int) -> bool:
     """Run round `rnd`; False (and nothing run) if the budget stops it."""
     cfg, spec, ledger = ctx.cfg, ctx.spec, state.ledger
     p, fed = cfg.privacy, cfg.federation
-    record = ctx.strategy.round_record(rnd)
+    record = ctx.strategy.round_record(rnd)  # built once: budget-checked here, then noised with and charged
     claims = spec.claims_for(p)
     eps_after: dict[str, float] | None = None
     if spec.private and p.target_epsilon > 0:
@@ -43,11 +43,11 @@ def run_round(ctx: RunContext, state: RunState, grid: Grid, rnd: int) -> bool:
             return False
     t_round = time.monotonic()
     arrays = ArrayRecord(list(get_weights(state.model)))
-    replies = grid.send_and_receive(ctx.strategy.configure_train(rnd, arrays, ConfigRecord(), grid),
-                                    timeout=fed.round_timeout)
-    agg, round_metrics = ctx.strategy.aggregate_train(rnd, replies)
+    plan = ctx.strategy.configure_train(rnd, arrays, ConfigRecord(), grid, record=record)
+    replies = grid.send_and_receive(plan.messages, timeout=fed.round_timeout)
+    agg, round_metrics = ctx.strategy.aggregate_train(rnd, replies)  # takes the round's plan back
     # Account for the round BEFORE the new model exists anywhere.
-    ledger.append(record)
+    ledger.append(plan.record)
     ledger.save(ctx.out / LEDGER)
     state.optimizer.apply(agg.to_numpy_ndarrays())
     row: dict[str, Any] = {"round": rnd, "seconds": round(time.monotonic() - t_round, 3),

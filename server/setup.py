@@ -39,6 +39,7 @@ from uedp.privacy.ledger import Ledger
 from uedp.privacy.mechanisms import MechanismSpec, spec_for
 from uedp.privacy.noise import FIXED_SEED_WARNING, GaussianNoise, NoiseSource
 from uedp.server_data import server_data
+from uedp.tasks import get_task
 from uedp.training import evaluate_encoded
 
 
@@ -58,8 +59,7 @@ class RunContext:
     spec: MechanismSpec
     out: Path
     population: int
-    z: float
-    strategy: MechanismStrategy
+    strategy: MechanismStrategy  # holds the run's noise multiplier (`z`, read below)
     test: EncodedSentences | None  # the evaluation set (None: no central evaluation)
     metric_name: str
     warning: str | None  # fixed seed, broken component or private-split tokenizer: the run is not private
@@ -71,6 +71,11 @@ class RunContext:
     @property
     def private(self) -> bool:
         return self.spec.private and self.warning is None
+
+    @property
+    def z(self) -> float:
+        """The run's noise multiplier, as the strategy holds it (its one holder)."""
+        return self.strategy.z
 
 
 @dataclass
@@ -150,6 +155,8 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
         num_entities=data.num_entities, num_extended=data.num_extended, aggregator=components.aggregator,
         shipped=data.shipped(),
     )
+    if resumed is not None:  # the saved state's z must be the z this run continues with
+        resumed.check_z(strategy.z)
     model = data.new_model(cfg, seed=p.seed if fixed else None)
     initial_model: dict[str, Any] = {"source": "random"}
     if cfg.model.init:  # a public start: weights trained on public text only (uedp.models.public_start)
@@ -171,7 +178,7 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
               f"{ckpt.round if ckpt else 0}; {lost} round(s) after it stay charged; z from the ledger)",
               file=stream, flush=True)
     strategy.summary()
-    print(f"{cfg.strategy.name} ({spec.accounting}): z={z:.4f} sigma={strategy.sigma:.4g} Z={strategy.Z:.4g} "
+    print(f"{cfg.strategy.name} ({spec.accounting}): z={strategy.z:.4f} sigma={strategy.sigma:.4g} Z={strategy.Z:.4g} "
           f"population={population} rounds={cfg.federation.rounds}", file=stream, flush=True)
     initial = evaluate(model, data.test)
     warning = components.broken or (FIXED_SEED_WARNING if fixed else None)
@@ -181,8 +188,8 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
         print(f"WARNING: {label}", file=stream, flush=True)
         warning = f"{warning}; {label}" if warning else label
     ctx = RunContext(
-        cfg=cfg, spec=spec, out=out, population=population, z=z, strategy=strategy, test=data.test,
-        metric_name="perplexity" if cfg.task.name == "next_word" else "error", warning=warning,
+        cfg=cfg, spec=spec, out=out, population=population, strategy=strategy, test=data.test,
+        metric_name=get_task(cfg.task.name).metric, warning=warning,
         metrics=MetricsWriter(out, stream=stream), stream=stream, tokenizer=data.tokenizer_info,
         initial_model=initial_model,
     )

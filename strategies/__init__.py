@@ -6,6 +6,6 @@ The mechanisms (UeDP f_E+ / f_E, user-level DP, noiseless FedAvg, de-identificat
 registry in uedp.privacy.mechanisms, not subclasses.
 """
 
-from strategies.strategy import MechanismStrategy
+from strategies.strategy import MechanismStrategy, RoundPlan
 
-__all__ = ["MechanismStrategy"]
+__all__ = ["MechanismStrategy", "RoundPlan"]

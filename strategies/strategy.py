@@ -16,8 +16,14 @@ aggregate_train: error replies and missing replies (time-outs) contribute zero; 
 The aggregation function and the noise source are passed in (the audit's broken controls replace them);
 real runs use `uedp.privacy.aggregation.aggregate` and a CSPRNG-seeded `GaussianNoise`.
 
+configure_train returns the round's frozen `RoundPlan` (its ledger record, cohort, instructions and
+messages; an Iterable of the messages, as Flower's Strategy API asks) and keeps it under its round until
+aggregate_train takes it back: there is no state carried from one round to the next, a round aggregated
+without its plan (or twice) is refused, and the round's record is built once (the server loop builds it for
+the budget check and passes it in: the record charged is the record noised with).
+
 The round's metrics hold counts only (sampled, replies, failures, re-check statuses), never a per-client
-number. The round key lives in this object for one round and is never logged or stored.
+number. The round key lives in the round's plan for one round and is never logged or stored.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -54,6 +61,32 @@ from uedp.protocol import ENTITY_UPDATE_RECORD, TOKENIZER_RECORD, UPDATE_RECORD,
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class RoundPlan:
+    """One round as configure_train fixed it: what aggregate_train and the server loop need, nothing mutable.
+
+    `record` is the round's ledger record (its public mechanism; `record.sigma` is the noise of the round);
+    `cohort` the sampled places; `instructions[i]` what `messages[i]` carries (the round key of a keyed
+    mechanism among them). Iterating yields the messages (Flower's configure_train returns an Iterable of
+    Messages). Only the public record is in its repr: never the cohort, the key or an instruction.
+    """
+
+    record: RoundRecord
+    cohort: Cohort = field(repr=False)
+    instructions: tuple[TrainInstructions, ...] = field(repr=False)
+    messages: tuple[Message, ...] = field(repr=False)
+
+    @property
+    def round(self) -> int:
+        return self.record.round
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self.messages)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+
 class MechanismStrategy(Strategy):
     def __init__(
         self,
@@ -75,7 +108,7 @@ class MechanismStrategy(Strategy):
         self.spec = spec
         self.privacy = privacy
         self.train = train
-        self.z = float(noise_multiplier) if spec.private else 0.0
+        self._z = float(noise_multiplier) if spec.private else 0.0
         self.population = population
         self.noise = noise
         self.rng = rng
@@ -92,8 +125,14 @@ class MechanismStrategy(Strategy):
             )
         else:
             self.Z = math.nan  # noiseless: mean over valid replies
-        self._last: Cohort | None = None
+        self._plans: dict[int, RoundPlan] = {}  # configured, not yet aggregated: taken back by aggregate_train
         self._template: list[np.ndarray] | None = None
+
+    @property
+    def z(self) -> float:
+        """The run's noise multiplier (0 for a noiseless mechanism). Its one holder: the run context, the
+        checkpoint, the summary and a resume's check read it here."""
+        return self._z
 
     # -- the mechanism of one round, as recorded in the ledger ---------------------------------------
     def round_record(self, server_round: int) -> RoundRecord:
@@ -106,12 +145,24 @@ class MechanismStrategy(Strategy):
 
     @property
     def sigma(self) -> float:
-        return self.round_record(1).sigma if self.spec.private else 0.0
+        """The noise std of every round (the mechanism's, outside any round: record 0)."""
+        return self.round_record(0).sigma if self.spec.private else 0.0
 
     # -- Strategy API -----------------------------------------------------------------------------------
     def configure_train(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid, *,
+        record: RoundRecord | None = None,
+    ) -> RoundPlan:
+        """Sample the round and return its plan (an Iterable of its Messages). `record`: the round's ledger
+        record when the caller built it already (the server loop, for its budget check); None: built here."""
+        if server_round in self._plans:
+            raise RuntimeError(f"round {server_round} is configured already and not aggregated: a round is "
+                               "configured once")
+        if record is None:
+            record = self.round_record(server_round)
+        elif (record.round, record.method, record.z) != (server_round, self.spec.accounting, self.z):
+            raise ValueError(f"the record of round {record.round} ({record.method}, z={record.z}) is not this "
+                             f"strategy's round {server_round} ({self.spec.accounting}, z={self.z})")
         # The population is N public places (the corpus's users, or the invited owners); the connected nodes
         # fill the first places. An owner who is not connected is sampled as usual and contributes zero (a
         # missing reply). More than N connected nodes is refused, fail-closed: keeping "the first N" would let
@@ -125,11 +176,10 @@ class MechanismStrategy(Strategy):
             range(self.population), q_u=self.privacy.q_u, m_max=self.m_max or self.population,
             use_slots=self.k_cap is not None, rng=self.rng,
         )
-        self._last = cohort
         key = None
         if self.spec.keyed:  # fixed-seed reproduction runs derive it from the seed
             key = RoundKey(self.rng.randbytes(16)) if self.privacy.seed >= 0 else new_round_key()
-        messages = []
+        instructions, messages = [], []
         for i, place in enumerate(cohort.nodes):
             if place >= len(nodes):
                 continue  # an invited owner who is not connected
@@ -146,15 +196,22 @@ class MechanismStrategy(Strategy):
             content = RecordDict({"arrays": arrays, "config": ins.to_record()})
             if self.shipped is not None:
                 content[TOKENIZER_RECORD] = self.shipped
+            instructions.append(ins)
             messages.append(Message(content, dst_node_id=nodes[place], message_type="train"))
-        return messages
+        plan = RoundPlan(record, cohort, tuple(instructions), tuple(messages))
+        self._plans[server_round] = plan
+        return plan
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         if self._template is None:
             raise RuntimeError("set_template(weights) must be called before the first round")
-        cohort = self._last
+        plan = self._plans.pop(server_round, None)  # taken back: a plan serves its own round, once
+        if plan is None:
+            raise RuntimeError(f"round {server_round} has no plan: configure_train({server_round}, ...) comes "
+                               "first, and a round is aggregated once")
+        cohort = plan.cohort
         replies = list(replies)
         updates, errors = [], 0
         train_loss: list[float] = []
@@ -179,18 +236,18 @@ class MechanismStrategy(Strategy):
         if self.spec.private:
             mean, stats = self.aggregator(updates, template=self._template, w_max=self.privacy.w_max,
                                           beta=self.privacy.beta + self.gamma,
-                                          sigma=self.round_record(server_round).sigma, Z=self.Z, noise=self.noise)
+                                          sigma=plan.record.sigma, Z=self.Z, noise=self.noise)
             if self.spec.split:  # the parts' re-check statuses (the sums all pass the second one)
                 stats = AggregationStats(received=sum(split_counts.values()), **split_counts)
         else:
             mean, stats = self.aggregator(updates, template=self._template, w_max=1.0, beta=UNBOUNDED_NORM,
                                           sigma=0.0, Z=1.0, noise=self.noise)
             mean = [m / max(1, len(updates)) for m in mean]
-        sampled = cohort.size if cohort else 0
+        sampled = cohort.size
         metrics = {
             "sampled": float(sampled),
-            "drawn": float(cohort.drawn if cohort else 0),
-            "truncated": float(bool(cohort and cohort.truncated)),
+            "drawn": float(cohort.drawn),
+            "truncated": float(bool(cohort.truncated)),
             "replies": float(stats.received),
             "failed": float(errors),
             "missing": float(sampled - len(replies)),
@@ -198,7 +255,6 @@ class MechanismStrategy(Strategy):
         }
         if train_loss:  # non-private runs only
             metrics["train_loss"] = float(np.mean(train_loss))
-        self._last = None
         return ArrayRecord([np.asarray(m, dtype=np.float32) for m in mean]), MetricRecord(metrics)
 
     def configure_evaluate(

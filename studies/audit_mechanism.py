@@ -48,6 +48,7 @@ from uedp.config import FederationConfig, PrivacyConfig
 from uedp.errors import ConfigError
 from uedp.privacy.accounting import mechanism as make_mechanism
 from uedp.privacy.accounting import safe_m_max, truncation_delta
+from uedp.privacy.mechanisms import audited_spec
 from uedp.privacy.noise import FIXED_SEED_WARNING, GaussianNoise, NoiseSource
 
 # The main job's privacy defaults for 200 users and the canary's place (201 places). m_max is explicit: the value
@@ -90,13 +91,13 @@ SOUND_ROWS = (("user_dp", "user", None), ("uedp", "uedp", None), ("uedp", "user"
 
 
 def design_for(method: str, adjacency: str, setting: AuditSetting) -> str:
-    """undetected: flip; uedp: full where it keeps the world-0 sum a constant (every place kept every round),
-    else zero; user_dp: zero."""
+    """undetected: flip; a keyed mechanism (uedp): full where it keeps the world-0 sum a constant (every
+    place kept every round), else zero; an unkeyed one (user_dp): zero."""
     if adjacency == "undetected":
         return "flip"
-    if method != "uedp":
+    if not audited_spec(method).keyed:
         return "zero"
-    return "full" if realizable_law(Scenario(setting, "uedp", "user", "full")).point0 else "zero"
+    return "full" if realizable_law(Scenario(setting, method, "user", "full")).point0 else "zero"
 
 
 def apply_overrides(setting: AuditSetting, overrides: list[str]) -> AuditSetting:

@@ -4,7 +4,7 @@
    tensors, one whole-update clip) versus a plain PyTorch loop over the same sentences (tokenize, pad and
    train batch by batch, then clip), same model, same number of steps.
 2. Flower round overhead: the same configuration run as a Ray-backed Flower simulation and on the
-   in-process grid (experiments/local_grid.py, same server loop and client code, no Flower): seconds per
+   in-process grid (runtime/local_grid.py, same server loop and client code, no Flower): seconds per
    round (median over rounds 2..T; round 1 includes Ray start-up), and the clients' own compute per round.
    Then the round broken down, both runners side by side: the server loop's pieces (timed in this process by
    `ServerClock`, which wraps the strategy's configure_train / aggregate_train and the grid), the clients'

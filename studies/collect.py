@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 from uedp.commands.options import parse_options
 from uedp.markdown import dict_table
 from uedp.plotting import pyplot, save
+from uedp.summary import RUN, has_summary, read_summary
 
 TARGET = "privacy.target_epsilon"
 
@@ -39,8 +40,8 @@ def collect(sweep: Path) -> list[dict[str, Any]]:
     jobs = sorted((p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
     for job in jobs:
         row: dict[str, Any] = {"job": job.name, "overrides": _overrides(job)}
-        if (job / "summary.json").is_file():
-            s = json.loads((job / "summary.json").read_text())
+        if has_summary(job):
+            s = read_summary(job, require=RUN)
             row.update({k: s[k] for k in ("strategy", "rounds", "noise_multiplier", "eps_uedp", "eps_user",
                                           "eps_undetected")})
             if "eps_local_document" in s:  # strategy=dp_bart: local epsilons, other units than the central ones

@@ -36,6 +36,7 @@ from runtime.local_grid import run_local
 from uedp.config import RunConfig
 from uedp.markdown import table as md_table
 from uedp.plotting import pyplot, save
+from uedp.summary import has_summary, read_summary, write_summary
 
 NO_NOISE = 1e9  # per-document epsilon whose noise is negligible next to the clip bound
 CENTRAL_EPSILON = 8.0
@@ -87,7 +88,7 @@ def central_reference(cfg: RunConfig) -> dict[str, Any]:
     summary = {"strategy": CENTRAL, "rounds": cfg.rewrite.epochs, "documents": len(train), "final": final,
                "eps_uedp": math.inf, "eps_user": math.inf, "private": False,
                "warning": "not private: central training on the original text (reference)"}
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    write_summary(out, summary, kind="reference")
     return summary
 
 
@@ -95,8 +96,8 @@ def run_jobs(args: argparse.Namespace, root: Path) -> dict[str, dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
     for name, groups in jobs(args):
         job = root / name
-        if (job / "summary.json").is_file():  # finished before: reuse (rewriting again would spend again)
-            results[name] = json.loads((job / "summary.json").read_text())
+        if has_summary(job):  # finished before: reuse (rewriting again would spend again)
+            results[name] = read_summary(job)
             continue
         t0 = time.monotonic()
         print(f"== {name}", flush=True)

@@ -44,6 +44,7 @@ from uedp.errors import ConfigError
 from uedp.hydra_schema import default_choices
 from uedp.markdown import table
 from uedp.plotting import pyplot, save
+from uedp.summary import RUN, has_summary, read_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 EPSILONS = (4.0, 8.0, 16.0)
@@ -91,7 +92,7 @@ def population_setting(n: int, cohort: int = COHORT) -> tuple[str, ...]:
 
 CLIP_CHOSEN = {"user_dp": 1.0, "uedp": 0.5}  # the best beta of each method on the tuning population (seed 1)
 SCALE_METHODS = (("strategy=fedavg",), ("strategy=user_dp",), ("strategy=uedp",))
-PUBLIC_STARTS = ("outputs/public_start/synthetic.pt", "outputs/public_start/bbc_news.pt")  # experiments/pretrain.py
+PUBLIC_STARTS = ("outputs/public_start/synthetic.pt", "outputs/public_start/bbc_news.pt")  # uedp/pretraining.py
 
 
 def _public_start_settings(n: int) -> tuple[tuple[str, ...], ...]:
@@ -252,7 +253,7 @@ def run_jobs(fig: Figure, todo: list[dict[str, Any]], run_dir: Path, workers: in
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir.parent / f"{fig.name}.jobs.txt").write_text("".join(" ".join(command(j, run_dir)[1:]) + "\n"
                                                              for j in todo))
-    pending = [j for j in todo if not (run_dir / j["id"] / "summary.json").is_file()]
+    pending = [j for j in todo if not has_summary(run_dir / j["id"])]
     print(f"{fig.name}: {len(todo)} jobs, {len(todo) - len(pending)} already done, {len(pending)} to run "
           f"({workers} at a time)", flush=True)
     env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "OMP_NUM_THREADS": "1"}
@@ -287,9 +288,9 @@ def run_jobs(fig: Figure, todo: list[dict[str, Any]], run_dir: Path, workers: in
 # -- collecting ------------------------------------------------------------------------------------------
 
 def read_job(path: Path) -> dict[str, Any]:
-    summary, error = path / "summary.json", path / "error.json"
-    if summary.is_file():
-        s = json.loads(summary.read_text())
+    error = path / "error.json"
+    if has_summary(path):
+        s = read_summary(path, require=RUN)
         return {"strategy": s["strategy"], "estimator": s.get("estimator"), "rounds": s["rounds"],
                 "z": s["noise_multiplier"], "eps_uedp": s["eps_uedp"], "eps_user": s["eps_user"],
                 "eps_undetected": s["eps_undetected"], "metric": s["metric"], "value": s["final"][s["metric"]],

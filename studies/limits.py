@@ -4,7 +4,7 @@ how large the noise is against one clipped update, and what it reaches WITHOUT n
     python -m experiments.limits [--populations 200 1000 5000] [--users 400] [--keys 20]
                                  [--noise-free 5000] [--runs outputs/figures] [--out docs/figures]
 
-Sentences used (for each population N, the population figure's settings: experiments/figures.py
+Sentences used (for each population N, the population figure's settings: studies/figures.py
 `population_setting`): user-level DP and FedAvg train on every sentence of a sampled user. UeDP (k_cap 1)
 trains on a sentence only if each of its entities is sampled (q_e) AND permitted in the user's slot (one of
 m_max), or, for a sentence with no detected entity, if it is sampled as an extended entity (q_s). The
@@ -40,6 +40,7 @@ from uedp.config import RunConfig
 from uedp.pipeline import load_user_data, prepare
 from uedp.privacy.sampling import new_round_key
 from uedp.privacy.selection import SelectionParams, select_sentences
+from uedp.summary import RUN, has_summary, read_summary
 
 
 def population_config(n: int) -> RunConfig:
@@ -83,9 +84,9 @@ def noise_to_clip(runs: Path, n: int, strategy: str) -> float | None:
     values = []
     for rep in range(10):
         path = runs / "jobs" / job_id(setting, rep)
-        if not (path / "summary.json").is_file():
+        if not has_summary(path):
             continue
-        s = json.loads((path / "summary.json").read_text())
+        s = read_summary(path, require=RUN)
         cfg = json.loads((path / "config.json").read_text())
         d = sum(w.size for w in torch.load(path / "model.pt", weights_only=False)["weights"])
         values.append(math.sqrt(d) * s["sigma"] / s["Z"] / cfg["privacy"]["beta"])
@@ -103,8 +104,8 @@ def noise_free(runs: Path, n: int, strategy: str) -> float:
     from uedp.privacy.noise import GaussianNoise
 
     out = runs / "limits" / f"{n}-{strategy}-noise-free"
-    if (out / "summary.json").is_file():
-        return json.loads((out / "summary.json").read_text())["final"]["perplexity"]
+    if has_summary(out):
+        return read_summary(out)["final"]["perplexity"]
     base = population_config(n)
     cfg = RunConfig.from_flat({**base.to_flat(), "strategy.name": strategy, "federation.out_dir": str(out)})
     noise = ScaledNoise(GaussianNoise(), NOISE_FREE_FACTOR)

@@ -12,7 +12,7 @@ per round are the median over rounds 2..T (round 1 includes Ray's start-up).
 
 `overhead`: one workload (N users, q_u = 1, the tiny model) run three ways: in-process (no Flower), as a Ray-
 backed Flower simulation and as real processes (a SuperLink and N SuperNodes on loopback,
-experiments/federation.py). Seconds per round, median over rounds 2..T. The real processes run with 1 and N
+runtime/federation.py). Seconds per round, median over rounds 2..T. The real processes run with 1 and N
 nodes, each twice in the same command: with Flower 1.42's defaults (the ServerApp's grid waits 3 s between
 pulls for replies, a node's SuperExec looks for tasks every 1 s) and with the project's levers on (`LEVERS`:
 federation.poll_interval 0.1 s, task poll TASK_POLL s, one OpenMP thread per node process). With `--baseline-

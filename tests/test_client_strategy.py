@@ -131,3 +131,84 @@ def test_server_rechecks_every_reply(tiny):
     expected = [(o + h * beta / huge_norm) / s.Z for o, h in zip(ok, huge)]
     for got, want in zip(total, expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+# -- the round's plan: frozen, returned by configure_train, taken back by aggregate_train, once ---------------------
+class _Nodes:
+    """The only Grid method configure_train uses: 8 connected nodes."""
+
+    def get_node_ids(self):
+        return range(8)
+
+
+def _zero_replies(plan, template):
+    return [LocalReply(RecordDict({"update": ArrayRecord([np.zeros_like(t) for t in template])})) for _ in plan]
+
+
+def test_no_plan_outlives_its_round(tiny):
+    """A round is aggregated with the plan its own configure_train returned, once: a round without a plan,
+    a second aggregation of it and a second configure_train of it are refused, and two rounds configured
+    before either is aggregated keep their own cohorts."""
+    import dataclasses
+
+    set_local_task_identity()
+    template = [np.zeros(3, np.float32)]
+    s = _strategy(tiny, k_cap=2, q_u=0.5, seed=0)
+    s.set_template(template)
+    with pytest.raises(RuntimeError, match="round 1 has no plan"):
+        s.aggregate_train(1, [])
+    arrays = ArrayRecord(template)
+    first = s.configure_train(1, arrays, None, _Nodes())
+    with pytest.raises(RuntimeError, match="round 1 is configured already"):
+        s.configure_train(1, arrays, None, _Nodes())
+    second = s.configure_train(2, arrays, None, _Nodes())
+    assert first.cohort.size != second.cohort.size  # (seed 0) so a mixed-up cohort would show in the counts
+    assert list(first) == list(first.messages) and len(first) == first.cohort.size  # all 8 places connected
+    for plan in (first, second):
+        assert [TrainInstructions.from_record(m.content["config"]).round for m in plan] == [plan.round] * len(plan)
+        assert plan.instructions == tuple(TrainInstructions.from_record(m.content["config"]) for m in plan)
+        assert "cohort" not in repr(plan) and "RoundKey" not in repr(plan)  # never the sample or the key
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.cohort = second.cohort
+    for plan in (second, first):  # aggregated in the other order than configured
+        _, metrics = s.aggregate_train(plan.round, _zero_replies(plan, template))
+        assert (metrics["sampled"], metrics["drawn"], metrics["missing"]) == (plan.cohort.size, plan.cohort.drawn, 0)
+    with pytest.raises(RuntimeError, match="round 1 has no plan"):
+        s.aggregate_train(1, _zero_replies(first, template))
+
+
+def test_the_round_record_is_built_once_and_noises_its_round(tiny, monkeypatch):
+    """configure_train builds the round's record (or takes the caller's, which the server loop budget-checked)
+    and aggregate_train noises with that record's sigma: no second build of it."""
+    import dataclasses
+
+    from uedp.privacy.aggregation import aggregate
+
+    set_local_task_identity()
+    template = [np.zeros(3, np.float32)]
+    s = _strategy(tiny, k_cap=2, q_u=0.5)
+    s.set_template(template)
+    sigmas = []
+
+    def spy(updates, *, sigma, **kwargs):
+        sigmas.append(sigma)
+        return aggregate(updates, sigma=sigma, **kwargs)
+
+    s.aggregator = spy
+    real = s.round_record
+    built = []
+    monkeypatch.setattr(s, "round_record", lambda rnd: built.append(real(rnd)) or built[-1])
+    arrays = ArrayRecord(template)
+    plan = s.configure_train(1, arrays, None, _Nodes())
+    s.aggregate_train(1, _zero_replies(plan, template))
+    assert [r.round for r in built] == [1] and plan.record is built[0] and sigmas == [plan.record.sigma]
+    record = real(2)  # the server loop's, built for its budget check
+    plan = s.configure_train(2, arrays, None, _Nodes(), record=record)
+    s.aggregate_train(2, _zero_replies(plan, template))
+    assert plan.record is record and len(built) == 1 and sigmas[-1] == record.sigma
+    with pytest.raises(ValueError, match="not this strategy's round 3"):
+        s.configure_train(3, arrays, None, _Nodes(), record=real(4))
+    with pytest.raises(ValueError, match="not this strategy's round 3"):
+        s.configure_train(3, arrays, None, _Nodes(), record=dataclasses.replace(real(3), z=2 * s.z))
+    with pytest.raises(RuntimeError, match="round 3 has no plan"):  # a refused configure leaves nothing behind
+        s.aggregate_train(3, [])

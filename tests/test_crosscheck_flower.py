@@ -158,6 +158,13 @@ def _configure(strategy, server_round: int, grid: FakeGrid | None = None) -> lis
                                          grid or FakeGrid(N_NODES)))
 
 
+def _ours_on_flowers_sample(strategy: MechanismStrategy, server_round: int, replies: list[Message]):
+    """Ours aggregates the replies to the nodes FLOWER sampled: it plans its own round first (a round is
+    aggregated only after its configure_train; its own sample sets the counts, not the released sum)."""
+    _configure(strategy, server_round)
+    return strategy.aggregate_train(server_round, replies)
+
+
 def _released(record: ArrayRecord, *, model: bool) -> list[np.ndarray]:
     """The released update: Flower releases a model (minus the global model), ours the update itself."""
     arrays = [np.asarray(a, dtype=np.float64) for a in record.to_numpy_ndarrays()]
@@ -192,8 +199,8 @@ def test_clipped_mean_is_identical_with_noise_off():
         fl = _released(fl_record, model=True)
         core, core_stats = aggregate([UPDATES[k] for k in nodes], template=GLOBAL, w_max=1.0, beta=CLIP,
                                      sigma=0.0, Z=float(M), noise=ZeroNoise())
-        strat_record, metrics = _ours(ZeroNoise()).aggregate_train(server_round,
-                                                                   [_our_reply(m) for m in messages])
+        strat_record, metrics = _ours_on_flowers_sample(_ours(ZeroNoise()), server_round,
+                                                        [_our_reply(m) for m in messages])
         strat = _released(strat_record, model=False)
         for f, c, s, e in zip(fl, core, strat, expected):
             np.testing.assert_allclose(f, e, rtol=0, atol=1e-12)  # float64 end to end
@@ -237,7 +244,7 @@ def test_noise_std_of_the_released_update_matches_theory_and_each_other():
         messages = _configure(flower, server_round)
         expected = np.concatenate([e.ravel() for e in _clipped_mean(_nodes(messages), M)])
         fl_record, _ = flower.aggregate_train(server_round, [_flower_reply(m) for m in messages])
-        our_record, _ = ours.aggregate_train(server_round, [_our_reply(m) for m in messages])
+        our_record, _ = _ours_on_flowers_sample(ours, server_round, [_our_reply(m) for m in messages])
         for name, record, model in (("flower", fl_record, True), ("ours", our_record, False)):
             released = np.concatenate([r.ravel() for r in _released(record, model=model)])
             residuals[name].append(released - expected)
@@ -265,7 +272,7 @@ def test_an_error_reply_aborts_flower_but_counts_as_zero_in_ours():
 
     ours = _ours(ZeroNoise())
     our_replies = [_error_reply(messages[0])] + [_our_reply(m) for m in messages[1:]]
-    record, metrics = ours.aggregate_train(1, our_replies)
+    record, metrics = _ours_on_flowers_sample(ours, 1, our_replies)
     assert metrics["failed"] == 1 and metrics["replies"] == M - 1
     expected = _clipped_mean(_nodes(messages)[1:], M)  # the failed client adds zero; still divided by Z = m
     for got, want in zip(_released(record, model=False), expected):
@@ -318,7 +325,7 @@ def test_zero_and_nonfinite_updates_break_flower_but_not_ours():
     ours = _ours(ZeroNoise())
     replies = [_our_reply(messages[0], zero), _our_reply(messages[1], nan)]
     replies += [_our_reply(m) for m in messages[2:]]
-    record, metrics = ours.aggregate_train(2, replies)
+    record, metrics = _ours_on_flowers_sample(ours, 2, replies)
     assert metrics["ok"] + metrics["reclipped"] == M - 1 and metrics["dropped_nonfinite"] == 1
     for got, want in zip(_released(record, model=False), _clipped_mean(_nodes(messages)[2:], M)):
         assert np.all(np.isfinite(got))

@@ -158,7 +158,7 @@ def test_without_a_cap_the_user_guarantee_covers_the_largest_owner(rewriter, tmp
 
 
 def test_central_reference_trains_on_the_original_text_and_says_not_private(tmp_path):
-    """experiments/dp_bart.py's `central-original` job: the dp_bart pipeline's central training on the
+    """studies/dp_bart.py's `central-original` job: the dp_bart pipeline's central training on the
     ORIGINAL sentences (a reference, never private), with the same epochs."""
     from studies.dp_bart import CENTRAL, central_reference
 

@@ -1,4 +1,4 @@
-"""Real separate Flower processes on loopback (experiments/federation.py): a SuperLink, SuperNodes and
+"""Real separate Flower processes on loopback (runtime/federation.py): a SuperLink, SuperNodes and
 `flwr run`, insecure and over TLS with SuperNode authentication (only registered nodes join), and with
 faults (a client that raises, one that hangs past the round time-out, a SuperNode killed mid-run). Every
 process started is stopped by process id afterwards."""
@@ -206,7 +206,7 @@ def test_node_keys_are_openssh_ecdsa_flower_accepts(tmp_path, capsys):
     with pytest.raises(ValueError, match="key names"):
         make_node_keys(tmp_path / "k", ["../x"])
     # the CLI: `keys OUT NAME...`, and the certificate form `OUT HOST...` as before
-    def tls(*args: str) -> str:  # the command, as README's deployment section runs it
+    def tls(*args: str) -> str:  # the command, as docs/deployment.md runs it
         proc = subprocess.run([sys.executable, "-m", "experiments.tls", *args], capture_output=True, text=True,
                               cwd=Path(__file__).parents[1], check=True)
         return proc.stdout

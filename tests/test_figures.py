@@ -1,4 +1,4 @@
-"""experiments/figures.py: a figure's jobs run through the Hydra entry point (tiny settings), replicates
+"""studies/figures.py: a figure's jobs run through the Hydra entry point (tiny settings), replicates
 are aggregated into the table, the plot is written, and a rerun skips every finished job."""
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ def test_classification_labels_map_to_the_public_label_set(tmp_path):
     ({"federation": {"data": "owners", "num_nodes": 3}, "entities": {"detector": "gold"}}, "gold"),
     ({"federation": {"data": "owners", "num_nodes": 3}, "tokenizer": {"source": "private_split"}}, "public"),
     ({"federation": {"data": "owners", "num_nodes": 3}, "task": {"name": "classification"}}, "task.labels"),
-    ({"federation": {"data": "everyone"}}, "corpus or owners"),
+    ({"federation": {"data": "everyone"}}, "must be one of"),
     ({"federation": {"eval_data": "x.jsonl"}}, "eval_data"),
 ])
 def test_owners_mode_refuses_what_would_need_private_text(tmp_path, groups, match):

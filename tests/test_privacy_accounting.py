@@ -170,7 +170,7 @@ def test_validation() -> None:
 
 
 def test_one_accountant_call_at_500_rounds() -> None:
-    """A long run in one call (its timing is measured by experiments/benchmark.py, not asserted here)."""
+    """A long run in one call (its timing is measured by studies/benchmark.py, not asserted here)."""
     m = mech(1.7, 0.05, 0.3, 0.1, 200, None)
     assert 0.0 < eps_user(m, rounds=500) <= eps_uedp(m, rounds=500) < math.inf
 

@@ -1,4 +1,4 @@
-"""Public starts (model.init, experiments/pretrain.py) and the fixed evaluation subset (federation.eval_sentences)."""
+"""Public starts (model.init, uedp/pretraining.py) and the fixed evaluation subset (federation.eval_sentences)."""
 
 from __future__ import annotations
 

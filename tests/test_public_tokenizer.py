@@ -11,12 +11,11 @@ import pytest
 
 from tests.helpers import tiny_config
 from uedp.config import RunConfig
-from uedp.data.loaders import materialize
+from uedp.data.loaders import dataset_facts, dataset_names, materialize
 from uedp.data.synthetic import PUBLIC_SEED
 from uedp.errors import ConfigError
 from uedp.pipeline import load_tokenizer, prepare, run_tokenizer
 from uedp.tokenization import (
-    AUTO_PUBLIC_CORPUS,
     PRIVATE_SPLIT_WARNING,
     TokenizerConfig,
     get_public_tokenizer,
@@ -108,8 +107,11 @@ def test_auto_public_corpus_is_never_the_private_one():
     assert resolve_public_corpus("auto", "bbc_news") == "shakespeare"
     assert resolve_public_corpus("auto", "jsonl") == "synthetic"
     assert resolve_public_corpus("shakespeare", "synthetic") == "shakespeare"
-    assert all(public != private for private, public in AUTO_PUBLIC_CORPUS.items() if private != "synthetic")
-    assert "audit_synthetic" in AUTO_PUBLIC_CORPUS
+    import uedp.audit  # noqa: F401 - registers audit_synthetic
+
+    auto = {name: dataset_facts(name).public_corpus for name in dataset_names()}
+    assert all(public != private for private, public in auto.items() if private != "synthetic")
+    assert auto["audit_synthetic"] == "synthetic"
 
 
 def test_bad_tokenizer_settings_are_refused(tmp_path):

@@ -100,6 +100,20 @@ def test_a_checkpoint_z_other_than_the_ledgers_is_refused(finished, tmp_path):
         resume_state(out, delta=ledger.delta, num_users=ledger.num_users)
 
 
+def test_a_run_with_another_z_than_the_saved_one_is_refused(finished, tmp_path):
+    """z has one holder, the run's strategy: a resumed run whose z (injected here) is not the one the
+    checkpoint and the ledger recorded is refused before it runs a round."""
+    from server.setup import Components
+
+    out = _copy(finished, tmp_path / "run")
+    before = _state(out)
+    z = Ledger.load(out / LEDGER).records[-1].z
+    with pytest.raises(ResumeError, match="is not this run's z"):
+        run_local(tiny_config(out, federation={"rounds": 5, "checkpoint_every": 1, "resume": True}),
+                  components=Components(noise_multiplier=z * 1.5))
+    _untouched(out, before)
+
+
 def test_consistent_state_resumes_with_the_ledgers_z(finished, tmp_path):
     """The sound path: the run continues after the ledger's last round, with the z the ledger recorded
     (not recalibrated), and an empty folder is a fresh start."""

@@ -55,6 +55,31 @@ def test_calibrated_run_reaches_but_never_passes_target(tmp_path):
     assert 2.9 < s["eps_uedp"] <= 3.0
 
 
+def test_each_round_record_is_built_once_and_charged_as_built(tmp_path, monkeypatch):
+    """The server loop builds a round's record once: the record it budget-checks is the one the strategy
+    noises the round with (tests/test_client_strategy.py) and the one the ledger charges; z is the strategy's."""
+    from strategies import MechanismStrategy
+
+    built, charged = [], []
+    real_record, real_append = MechanismStrategy.round_record, Ledger.append
+
+    def record(self, server_round):
+        built.append(real_record(self, server_round))
+        return built[-1]
+
+    def append(self, rec):
+        charged.append(rec)
+        return real_append(self, rec)
+
+    monkeypatch.setattr(MechanismStrategy, "round_record", record)
+    monkeypatch.setattr(Ledger, "append", append)
+    s = run_local(tiny_config(tmp_path, privacy={"target_epsilon": 3.0}))  # with the budget check
+    rounds = [r for r in built if r.round > 0]  # record 0: the strategy's sigma, outside any round
+    assert [r.round for r in rounds] == [1, 2, 3] and len(charged) == 3
+    assert all(c is r for c, r in zip(charged, rounds))
+    assert {r.z for r in rounds} == {s["noise_multiplier"]}
+
+
 def test_resume_continues_the_ledger(tmp_path):
     run_local(tiny_config(tmp_path, federation={"rounds": 2}))
     # A crash after round 3 was accounted but before its checkpoint: the ledger has 3 rounds, the checkpoint 2.

@@ -10,7 +10,8 @@ with a ConfigError naming the key, and `to_flat()` goes back. Options specific t
 travel as a JSON object string (`dataset.options = '{"num_users": 50}'`) and are checked by that
 component's registry (a misspelt option is an error there).
 
-Defaults are the main job's (README.md, "Choosing the defaults", gives the measurements behind them).
+Defaults are the main job's (docs/defaults-and-tuning.md, "Choosing the defaults", gives the measurements
+behind them).
 
 Sentinels (TOML has no null): `privacy.k_cap = 0` (entity cap off), `privacy.m_max = 0` (the smallest
 cohort cap whose truncation charge is at most 1% of delta: uedp.privacy.accounting.safe_m_max),
@@ -22,6 +23,7 @@ target bounds every epsilon the mechanism claims), `privacy.seed = -1` (cryptogr
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -39,15 +41,11 @@ class DatasetConfig:
         return _json_object("dataset.options", self.options)
 
 
-# Loaders whose gold spans are exact by construction (the generator inserted the entities): there the
-# default detector `auto` uses them. Human-labelled spans (conll2003, a JSONL file with "entities") measure a
-# detector; a run uses them only when asked for with entities.detector = gold.
-GOLD_BY_CONSTRUCTION = ("synthetic", "audit_synthetic")
-# `auto` everywhere else, and always on an owner's node: the detector with the best recall on hand-labelled
-# real text (README, "Detector quality on real text")
+# What entities.detector = auto (the default) means where a dataset's gold spans are not exact by construction
+# (uedp.data.loaders.DatasetFacts.gold_by_construction: there it is `gold`), and always on an owner's node: the
+# detector with the best recall on hand-labelled real text (docs/corpora-and-detectors.md, "Detector quality
+# on real text"). uedp.entities.annotations.annotate() defaults to the same (EntityConfig().detector_for).
 AUTO_DETECTOR = "ensemble"
-# Loaders with a `task` option: the task group's name -> the loader's value.
-TASK_LOADERS = {"jsonl": {"next_word": "lm", "classification": "classification"}}
 
 
 @dataclass
@@ -59,15 +57,20 @@ class EntityConfig:
 
     def detector_for(self, dataset: str | None) -> str:
         """The detector a run uses on `dataset` (None: an owner's own file): `auto` is `gold` on a corpus
-        whose spans are exact by construction (GOLD_BY_CONSTRUCTION), else AUTO_DETECTOR (ensemble)."""
+        whose spans are exact by construction (its loader's DatasetFacts.gold_by_construction), else
+        AUTO_DETECTOR (ensemble). An unknown dataset is refused (ConfigError)."""
         if self.detector != "auto":
             return self.detector
-        return "gold" if dataset in GOLD_BY_CONSTRUCTION else AUTO_DETECTOR
+        if dataset is None:
+            return AUTO_DETECTOR
+        from uedp.data.loaders import dataset_facts
+
+        return "gold" if dataset_facts(dataset).gold_by_construction else AUTO_DETECTOR
 
 
 @dataclass
 class TaskConfig:
-    name: str = "next_word"  # next_word | classification
+    name: str = "next_word"  # a task of uedp.tasks: next_word | classification (aliases lm, cls)
     max_len: int = 32
     labels: str = ""  # classification with federation.data = "owners": the public label set, comma-separated
 
@@ -85,8 +88,9 @@ class TokenizerConfig:
     # public: trained on a public corpus independent of the users' text | private_split: on the users'
     # training split (its vocabulary depends on every user's text: such a run is reported not private)
     source: str = "public"
-    # auto (synthetic -> other personas of the generator, shakespeare -> bbc_news, bbc_news -> shakespeare,
-    # conll2003/ag_news -> bbc_news, others -> synthetic) | synthetic | shakespeare | bbc_news | a text file
+    # auto (the public corpus the dataset's loader registered, DatasetFacts.public_corpus: synthetic -> other
+    # personas of the generator, shakespeare -> bbc_news, bbc_news -> shakespeare, conll2003/ag_news -> bbc_news,
+    # jsonl -> synthetic) | a public corpus of uedp.public_corpora (synthetic | shakespeare | bbc_news) | a text file
     public_corpus: str = "auto"
 
 
@@ -158,6 +162,20 @@ class ServerConfig:
     momentum: float = 0.0
 
 
+class DataSource(enum.Enum):
+    """Where a run's private text lives (`federation.data`), chosen once per run (RunConfig.data_source):
+    CORPUS, the server prepares dataset.name and node partition-id i reads user i (simulations); OWNERS,
+    each node reads only its own file (node config data-path) and the server opens no private text."""
+
+    CORPUS = "corpus"
+    OWNERS = "owners"
+
+    @property
+    def node_config_key(self) -> str:
+        """The node config entry that names a node's data."""
+        return "data-path" if self is DataSource.OWNERS else "partition-id"
+
+
 @dataclass
 class FederationConfig:
     num_nodes: int = 0
@@ -172,9 +190,7 @@ class FederationConfig:
     checkpoint_every: int = 10
     resume: bool = False
     ray_address: str = ""  # simulation on an existing Ray cluster ("host:port"); "" = $RAY_ADDRESS or a local one
-    # "corpus": the server prepares dataset.name and node partition-id i reads user i (simulations);
-    # "owners": each node reads only its own file (node config data-path), the server opens no private text
-    data: str = "corpus"
+    data: str = "corpus"  # a DataSource value: "corpus" | "owners" (see DataSource)
     eval_data: str = ""  # owners mode: a public or server-owned JSONL file for central evaluation ("" = none)
     poll_interval: float = 0.1  # real processes: the ServerApp pulls replies this often (0 = Flower's 3 s)
 
@@ -208,21 +224,39 @@ class RunConfig:
     rewrite: RewriteConfig = field(default_factory=RewriteConfig)
 
     # -- what the run uses ----------------------------------------------------------------------------
+    @property
+    def data_source(self) -> DataSource:
+        """federation.data as a DataSource (a bad value is refused naming the field)."""
+        try:
+            return DataSource(self.federation.data)
+        except ValueError:
+            raise ConfigError(f"federation.data must be one of {[d.value for d in DataSource]}, "
+                              f"got {self.federation.data!r}") from None
+
+    @property
+    def owners(self) -> bool:
+        """Each node reads only its own file (DataSource.OWNERS)."""
+        return self.data_source is DataSource.OWNERS
+
     def detector(self) -> str:
         """The entity detector this run uses (EntityConfig.detector_for; owners' nodes read their own file)."""
-        return self.entities.detector_for(None if self.federation.data == "owners" else self.dataset.name)
+        return self.entities.detector_for(None if self.owners else self.dataset.name)
 
     def loader_options(self) -> dict[str, Any]:
         """The corpus loader's keyword options: dataset.options, plus the task where the loader reads one
-        (`jsonl`: "lm" for next_word, "classification"), which comes from the task group only."""
+        (its DatasetFacts.task_option; `jsonl`: "lm" for next_word, "classification"), which comes from the
+        task group only. An unknown dataset is refused (ConfigError)."""
+        from uedp.data.loaders import dataset_facts
+
         options = self.dataset.option_dict()
-        if self.dataset.name in TASK_LOADERS:
+        facts = dataset_facts(self.dataset.name)
+        if facts.task_option is not None:
             if "task" in options:
                 raise ConfigError(
                     f"dataset.options.task: the task comes from the task group (task={self.task.name}; "
                     "task=classification for labelled text): remove it from dataset.options"
                 )
-            options["task"] = TASK_LOADERS[self.dataset.name][self.task.name]
+            options["task"] = facts.task_value(self.dataset.name, self.task.name)
         return options
 
     def rewrite_settings(self) -> Any:
@@ -300,8 +334,9 @@ class RunConfig:
         check_policy(self.entities.public)
         if self.tokenizer.source not in ("public", "private_split"):
             raise ConfigError(f"tokenizer.source must be public or private_split, got {self.tokenizer.source!r}")
-        if self.task.name not in ("next_word", "classification"):
-            raise ConfigError(f"task.name must be next_word or classification, got {self.task.name!r}")
+        from uedp.tasks import get_task  # torch-free: the registry, not the losses
+
+        self.task.name = get_task(self.task.name, field="task.name").name  # unknown: refused; an alias: its name
         if self.federation.rounds < 1 or self.federation.eval_every < 1:
             raise ConfigError("federation.rounds and federation.eval_every must be >= 1")
         if self.federation.eval_sentences < 0:
@@ -311,18 +346,17 @@ class RunConfig:
         self._validate_owners()
         if self.rewrite.epochs < 1:
             raise ConfigError(f"rewrite.epochs must be >= 1, got {self.rewrite.epochs}")
-        if self.strategy.name == "dp_bart":
+        if spec.local:  # dp_bart: clients rewrite under local DP
             self.rewrite_settings()  # checks rewrite.*
-        self.loader_options()
+        if "task" in self.dataset.option_dict():  # a JSON object; the loader's facts (loading every loader
+            self.loader_options()  # module, so only when needed) say whether the task may be given there
         self.model.option_dict()
 
 
     def _validate_owners(self) -> None:
         """federation.data = "owners": the server has no private text, so nothing it uses may come from it."""
         fed = self.federation
-        if fed.data not in ("corpus", "owners"):
-            raise ConfigError(f"federation.data must be corpus or owners, got {fed.data!r}")
-        if fed.data == "corpus":
+        if not self.owners:
             if fed.eval_data:
                 raise ConfigError("federation.eval_data is for federation.data = owners (the corpus has a test split)")
             return

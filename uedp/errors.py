@@ -16,3 +16,7 @@ class CorpusError(UedpError, ValueError):
 
 class ConfigError(UedpError, ValueError):
     """An option has a bad value (the message names the option)."""
+
+
+class SummaryError(UedpError, ValueError):
+    """A run's summary.json is missing or malformed (the message names the file; see uedp.summary)."""

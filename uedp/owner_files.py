@@ -1,5 +1,5 @@
 """Write one JSONL file per data owner, each in its own directory, for a federation in which every owner
-keeps their own text (`federation.data = "owners"`; README, "Data owners' own files").
+keeps their own text (`federation.data = "owners"`; docs/deployment.md, "Data owners' own files").
 
     python -m experiments.owner_files OUT [--dataset synthetic] [-o num_users=3 ...] [--split train]
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from tokenizers import Tokenizer
 from uedp.config import RunConfig
 from uedp.data.corpus import Corpus
 from uedp.errors import CorpusError
+from uedp.files import PRIVATE, atomic_path, atomic_write_bytes
 from uedp.models.base import CLASSIFICATION
 from uedp.paths import cache_root
 from uedp.pipeline import EncodedSentences, ModelShape, UserData, encode_sentences, user_data_from
@@ -54,24 +54,17 @@ def shipped_tokenizer(payload: dict[str, Any]) -> TextTokenizer:
         raise ValueError("the shipped tokenizer does not match its SHA-256")
     path = cache_root() / "owners" / f"tokenizer-{digest}.json"
     if not path.is_file():
-        _write_atomic(path, data)
+        atomic_write_bytes(path, data, mode=PRIVATE)
     return TextTokenizer(Tokenizer.from_str(data.decode()), source=f"shipped:{digest[:16]}")
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
 
 
 # -- an owner's file ------------------------------------------------------------------------------------
 def read_owner_file(cfg: RunConfig, path: str | os.PathLike[str]) -> Corpus:
     """The owner's JSONL file as a corpus whose labels index `task.labels` (the public label set)."""
     from uedp.data.jsonl import load_jsonl
+    from uedp.data.loaders import dataset_facts
 
-    task = "classification" if cfg.task.name == CLASSIFICATION else "lm"
+    task = dataset_facts("jsonl").task_value("jsonl", cfg.task.name)  # the loader's value: "lm", "classification"
     corpus = load_jsonl(path=path, task=task)
     if cfg.task.name != CLASSIFICATION:
         return corpus
@@ -114,11 +107,8 @@ def owner_data(cfg: RunConfig, path: str | os.PathLike[str], tokenizer: TextToke
     data = user_data_from(cfg, corpus, tokenizer, split="train", deidentified=deidentified)
     raw = {"user": data.user, "sids": data.sids, "entities": [sorted(e) for e in data.entities],
            "encoded": {"ids": data.encoded.ids, "mask": data.encoded.mask, "labels": data.encoded.labels}}
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=cached.parent, prefix=cached.name, suffix=".tmp")
-    os.close(fd)
-    torch.save(raw, tmp)
-    os.replace(tmp, cached)
+    with atomic_path(cached, mode=PRIVATE) as tmp:  # the owner's own data: readable by its user only
+        torch.save(raw, tmp)
     return data
 
 

@@ -10,7 +10,8 @@ Node `partition-id` i is user `users[i]` (users in storage order). With `federat
 the first N users take part.
 
 The tokenizer: by default (`tokenizer.source = "public"`) it is trained on a public corpus independent of
-the users' text (`tokenizer.public_corpus`, "auto" by default: uedp.tokenization.AUTO_PUBLIC_CORPUS), so
+the users' text (`tokenizer.public_corpus`, "auto" by default: the public corpus the dataset's loader
+registered, uedp.data.loaders.DatasetFacts.public_corpus; uedp.public_corpora has the public corpora), so
 the vocabulary reveals nothing about them. `tokenizer.source = "private_split"` trains it on the users'
 training split, a non-private preprocessing step (its vocabulary is a function of every user's text): such
 runs are reported not private. Pretrained models (`minilm`, or `gpt2`/`bert` with `pretrained=<local
@@ -23,7 +24,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,16 +36,18 @@ from tokenizers import Tokenizer
 from uedp.categories import resolve_categories
 from uedp.config import RunConfig
 from uedp.data.corpus import Corpus
-from uedp.data.loaders import materialize
+from uedp.data.loaders import dataset_facts, materialize
 from uedp.data.store import read_user_rows
 from uedp.entities.annotations import annotate_cached, read_user_annotations, select_sids
 from uedp.entities.deid import deidentify_many
 from uedp.entities.detectors import entity_sets
 from uedp.entities.public import public_keys
 from uedp.errors import ConfigError
+from uedp.files import atomic_write_json
 from uedp.models.base import CLASSIFICATION, UedpModel
 from uedp.models.registry import MODELS, build_model, build_tokenizer
 from uedp.paths import cache_root
+from uedp.public_corpora import is_public_corpus, public_source
 from uedp.tasks import get_task
 from uedp.tokenization import (
     TextTokenizer,
@@ -121,11 +123,7 @@ def prepare(cfg: RunConfig) -> Manifest:
         vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
         num_entities=num_entities, num_extended=num_extended, tokenizer_info=tokenizer_info,
     )
-    path = manifest_path(cfg)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(manifest.__dict__, indent=1))
-    os.replace(tmp, path)
+    atomic_write_json(manifest_path(cfg), manifest.__dict__, indent=1)
     return manifest
 
 
@@ -150,11 +148,11 @@ def run_tokenizer(cfg: RunConfig, corpus: Corpus | None) -> tuple[TextTokenizer,
         info = {"source": "private_split", "corpus": f"{cfg.dataset.name} training split (the users' text)"}
     else:
         name = resolve_public_corpus(cfg.tokenizer.public_corpus, cfg.dataset.name)
-        if name == "synthetic" and cfg.dataset.name in ("synthetic", "audit_synthetic"):
-            from uedp.data.synthetic import PUBLIC_SEED
-
-            if cfg.dataset.option_dict().get("seed", 0) == PUBLIC_SEED:
-                raise ConfigError(f"dataset.options seed {PUBLIC_SEED} is the public tokenizer corpus's seed (its "
+        generated = public_source(name).seed if is_public_corpus(name) else None
+        if generated is not None and dataset_facts(cfg.dataset.name).public_generator == name:
+            public_seed = generated()  # the dataset's own generator drew the public text: not at the same seed
+            if cfg.dataset.option_dict().get("seed", 0) == public_seed:
+                raise ConfigError(f"dataset.options seed {public_seed} is the public tokenizer corpus's seed (its "
                                   "personas would be the users'): choose another seed or tokenizer.public_corpus")
         source = public_corpus(name)
         MODELS.get(cfg.model.name)  # an unknown model name fails here, as in build_tokenizer

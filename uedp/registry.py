@@ -1,14 +1,15 @@
 """Name -> factory registries, so that components are chosen by name from config.
 
-    LOADERS = Registry("dataset")
+    DETECTORS = Registry("detector")
 
-    @LOADERS.register("synthetic")
-    def load_synthetic(*, num_users: int = 200, ...) -> Corpus: ...
+    @DETECTORS.register("spacy")
+    def spacy_detector(*, model: str | None = None, batch_size: int = 256, n_process: int = 1) -> Detector: ...
 
-    LOADERS.create("synthetic", num_users=10)
+    DETECTORS.create("spacy", batch_size=64)
 
 Factories take keyword-only arguments; a misspelt option raises ConfigError naming the component
-(no **kwargs swallows typos).
+(no **kwargs swallows typos). The corpus loaders' registry (uedp.data.loaders.DatasetRegistry) also
+requires each loader's facts at registration.
 """
 
 from __future__ import annotations

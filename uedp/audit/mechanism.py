@@ -90,8 +90,7 @@ from uedp.privacy.aggregation import aggregate, denominator
 from uedp.privacy.calibration import calibrate_claims
 from uedp.privacy.cohort import sample_cohort
 from uedp.privacy.ledger import RoundRecord
-from uedp.privacy.mechanisms import get as get_spec
-from uedp.privacy.mechanisms import sampling_rates
+from uedp.privacy.mechanisms import MechanismSpec, audited_spec, specs
 from uedp.privacy.noise import NoiseSource
 from uedp.privacy.sampling import (
     RoundKey,
@@ -105,7 +104,7 @@ from uedp.privacy.sensitivity import Sensitivities, noise_std, sensitivities
 ENTITY = "PERSON:audit canary entity"  # e', the audited entity
 HOLDER = 0  # the place of the one user holding the undetected entity s' (adjacency "undetected")
 CANARY_COORDINATE = 0  # the Dirac canary: updates move this coordinate of the first array only
-METHODS = ("user_dp", "uedp")
+METHODS = tuple(s.name for s in specs() if s.audited)  # the mechanisms whose spec says the audit covers them
 ADJACENCIES = ("user", "uedp", "undetected")
 DESIGNS = ("zero", "full", "flip")
 SensitivityFn = Callable[..., Sensitivities]
@@ -160,13 +159,14 @@ class AuditSetting:
 
     def claims(self, method: str) -> tuple[str, ...]:
         """The epsilons the run calibrates to (uedp.privacy.mechanisms.MechanismSpec.claims_for)."""
-        return get_spec(method).claims_for(self)  # type: ignore[arg-type] - reads target_on only
+        return audited_spec(method).claims_for(self)  # type: ignore[arg-type] - reads target_on only
 
 
 @dataclass(frozen=True)
 class Scenario:
-    """What is audited: the mechanism (user_dp or uedp) at a setting, the adjacency (which epsilon), and the
-    crafted clients' design."""
+    """What is audited: the mechanism (a registered spec's name with `audited`: user_dp or uedp) at a
+    setting, the adjacency (which epsilon), and the crafted clients' design. Truncation, cap, keying, rates,
+    accounting and claims are the spec's (`spec`)."""
 
     setting: AuditSetting
     method: str
@@ -174,29 +174,43 @@ class Scenario:
     design: str = "zero"
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS or self.adjacency not in ADJACENCIES or self.design not in DESIGNS:
+        spec = audited_spec(self.method)  # an unregistered or unaudited name is refused (ConfigError)
+        if self.adjacency not in ADJACENCIES or self.design not in DESIGNS:
             raise ValueError(f"bad scenario {self.method}/{self.adjacency}/{self.design}")
-        if self.method == "user_dp" and (self.adjacency != "user" or self.design != "zero"):
-            raise ValueError("user_dp is audited for user adjacency (eps_user), zero design")
+        # user adjacency is audited for every mechanism, the others where the spec claims them; without keyed
+        # entity sampling there is no entity coin for a design other than zero to flip on
+        adjacencies = tuple(dict.fromkeys(("user", *spec.claims)))
+        if self.adjacency not in adjacencies or (not spec.keyed and self.design != "zero"):
+            raise ValueError(f"{self.method} is audited for adjacencies {', '.join(adjacencies)}; "
+                             f"{'every design' if spec.keyed else 'zero design'}")
         if (self.design == "flip" and self.adjacency != "undetected") or \
                 (self.design == "full" and self.adjacency == "undetected"):
             raise ValueError(f"design {self.design!r} does not apply to adjacency {self.adjacency!r}")
 
     @property
+    def spec(self) -> MechanismSpec:
+        return audited_spec(self.method)
+
+    @property
+    def accounting(self) -> str:
+        """The spec's accounting method (uedp.privacy.sensitivity): what the ledger and the accountant see."""
+        return self.spec.accounting
+
+    @property
     def m_max(self) -> int | None:
-        return self.setting.m_max if self.method == "uedp" else None  # user_dp: no truncation
+        return self.spec.m_max(self.setting)  # type: ignore[arg-type] - None: no truncation (user_dp)
 
     @property
     def k_cap(self) -> int | None:
-        return self.setting.k_cap if self.method == "uedp" else None
+        return self.spec.k_cap(self.setting)  # type: ignore[arg-type]
 
     @property
     def keyed(self) -> bool:
-        return self.method == "uedp"
+        return self.spec.keyed
 
     @property
     def rates(self) -> tuple[float, float]:
-        return sampling_rates(self.method, q_e=self.setting.q_e, q_s=self.setting.q_s)
+        return self.spec.rates(self.setting)  # type: ignore[arg-type]
 
     @property
     def base(self) -> int:
@@ -513,11 +527,12 @@ def calibrate(sc: Scenario, *, q_u: float | None = None) -> float:
 
 @functools.lru_cache(maxsize=64)
 def _calibrated(s: AuditSetting, method: str, q_u: float) -> float:
-    q_e, q_s = sampling_rates(method, q_e=s.q_e, q_s=s.q_s)
+    spec = audited_spec(method)
+    q_e, q_s = spec.rates(s)  # type: ignore[arg-type]
     return calibrate_claims(
-        s.target_epsilon, s.claims(method), q_u=q_u, q_e=q_e, q_s=q_s, m_max=s.m_max if method == "uedp" else None,
-        k_cap=s.k_cap if method == "uedp" else None, rounds=s.rounds, delta=s.delta, num_users=s.places,
-        method=method, tol=1e-3,
+        s.target_epsilon, s.claims(method), q_u=q_u, q_e=q_e, q_s=q_s, m_max=spec.m_max(s),  # type: ignore[arg-type]
+        k_cap=spec.k_cap(s), rounds=s.rounds, delta=s.delta, num_users=s.places,  # type: ignore[arg-type]
+        method=spec.accounting, tol=1e-3,
     )
 
 
@@ -560,15 +575,15 @@ def build_mechanism(sc: Scenario, *, z: float, noise: NoiseSource, sensitivity_f
     `undetected_rule` = (name, pair function) replaces the accountant's rule for eps_undetected."""
     s = sc.setting
     q_e, q_s = sc.rates
-    Z = denominator(sc.method, q_u=s.q_u, num_users=s.places)
-    record = RoundRecord(round=1, method=sc.method, q_u=s.q_u, q_e=q_e, q_s=q_s, m_max=sc.m_max, k_cap=sc.k_cap,
+    Z = denominator(sc.accounting, q_u=s.q_u, num_users=s.places)
+    record = RoundRecord(round=1, method=sc.accounting, q_u=s.q_u, q_e=q_e, q_s=q_s, m_max=sc.m_max, k_cap=sc.k_cap,
                          beta=s.beta, w_max=s.w_max, z=z, Z=Z)
     told = accountant_record(record)
     groups = [(told.mechanism, s.rounds)]
     delta_trunc = truncation_delta(groups, s.places)
     real = sensitivity_fn is sensitivities
-    sens = sensitivity_fn(beta=s.beta, w_max=s.w_max, m_max=sc.m_max, k_cap=sc.k_cap, method=sc.method)
-    sigma = record.sigma if real else noise_std(sc.method, z, sens)
+    sens = sensitivity_fn(beta=s.beta, w_max=s.w_max, m_max=sc.m_max, k_cap=sc.k_cap, method=sc.accounting)
+    sigma = record.sigma if real else noise_std(sc.accounting, z, sens)
     claimed: Pair | None
     if sc.adjacency == "undetected" and undetected_rule is not None:
         rule, fn = undetected_rule
@@ -599,7 +614,7 @@ def sound_epsilon_at(sc: Scenario, sigma: float, z: float | None = None) -> tupl
     q_e, q_s = sc.rates
     per_z = _unit_mechanism(sc).sigma
     z = sigma / (s.unit * per_z) if z is None else z
-    mech = Mechanism(method=sc.method, z=z, q_u=s.q_u, q_e=q_e, q_s=q_s, m_max=sc.m_max, k_cap=sc.k_cap)
+    mech = Mechanism(method=sc.accounting, z=z, q_u=s.q_u, q_e=q_e, q_s=q_s, m_max=sc.m_max, k_cap=sc.k_cap)
     groups = [(mech, s.rounds)]
     if sc.adjacency == "undetected":
         eps, rule = undetected_epsilon(groups, delta=s.delta, num_users=s.places)
@@ -614,7 +629,7 @@ def entity_free_undetected(sc: Scenario, sigma: float) -> tuple[float, str]:
     for a sentence that also holds detected entities."""
     s = sc.setting
     eps, _, rule = accounted_epsilon(
-        "undetected", sensitivities(beta=s.beta, w_max=s.w_max, m_max=sc.m_max, k_cap=sc.k_cap, method=sc.method),
+        "undetected", sensitivities(beta=s.beta, w_max=s.w_max, m_max=sc.m_max, k_cap=sc.k_cap, method=sc.accounting),
         sigma=sigma, q_u=s.q_u, q_e=sc.rates[0], q_s=sc.rates[1], rounds=s.rounds, delta=s.delta,
         delta_trunc=truncation_delta([(_unit_mechanism(sc), s.rounds)], s.places), kinds=(UNDETECTED_FREE,))
     return eps, rule
@@ -622,7 +637,7 @@ def entity_free_undetected(sc: Scenario, sigma: float) -> tuple[float, str]:
 
 def _unit_mechanism(sc: Scenario) -> Mechanism:
     s = sc.setting
-    return Mechanism(method=sc.method, z=1.0, q_u=s.q_u, q_e=sc.rates[0], q_s=sc.rates[1], m_max=sc.m_max,
+    return Mechanism(method=sc.accounting, z=1.0, q_u=s.q_u, q_e=sc.rates[0], q_s=sc.rates[1], m_max=sc.m_max,
                      k_cap=sc.k_cap)
 
 

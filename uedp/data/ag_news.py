@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 
 from uedp.data.corpus import Corpus, CorpusBuilder
-from uedp.data.loaders import LOADERS
+from uedp.data.loaders import LOADERS, DatasetFacts
 from uedp.data.text import check_max_users, hub_dataset, read_text, sample_stratified, split_sentences
 from uedp.errors import ConfigError, CorpusError
 
@@ -108,7 +108,7 @@ def _hub_sources() -> list[tuple[str, list[Article]]]:
     return out
 
 
-@LOADERS.register("ag_news")
+@LOADERS.register("ag_news", facts=DatasetFacts(gold_by_construction=False, public_corpus="bbc_news"))
 def load_ag_news(
     *,
     path: str | os.PathLike[str] | None = None,

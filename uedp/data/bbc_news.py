@@ -19,7 +19,7 @@ import importlib.util
 from pathlib import Path
 
 from uedp.data.corpus import Corpus, CorpusBuilder
-from uedp.data.loaders import LOADERS
+from uedp.data.loaders import LOADERS, DatasetFacts
 from uedp.data.text import check_max_users, sample_stratified, split_sentences
 from uedp.errors import CorpusError
 
@@ -69,7 +69,7 @@ def article_sentences(text: str) -> list[str]:
 POPULATIONS = ("reported", "tuning")
 
 
-@LOADERS.register("bbc_news")
+@LOADERS.register("bbc_news", facts=DatasetFacts(gold_by_construction=False, public_corpus="shakespeare"))
 def load_bbc_news(
     *,
     max_users: int | None = None,

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from uedp.categories import LABEL_MAP
 from uedp.data.corpus import Corpus, CorpusBuilder, GoldSpan
-from uedp.data.loaders import LOADERS
+from uedp.data.loaders import LOADERS, DatasetFacts
 from uedp.data.text import check_max_users, hub_dataset, read_text, sample_stratified, text_lines
 from uedp.errors import CorpusError
 
@@ -165,7 +165,8 @@ def _hub_sources() -> list[tuple[str, list[Document]]]:
     return out
 
 
-@LOADERS.register("conll2003")
+# hand-labelled spans: they measure a detector, a run uses them only with entities.detector = gold
+@LOADERS.register("conll2003", facts=DatasetFacts(gold_by_construction=False, public_corpus="bbc_news"))
 def load_conll2003(
     *,
     path: str | os.PathLike[str] | None = None,

@@ -11,9 +11,9 @@ into `text` (`text[start:end]` is the entity), categories of uedp.categories (PE
 ORG, DATE, NORP, MISC, EMAIL, PHONE, ID, CARD, URL), spans not overlapping. If any line has the field,
 every line must (`[]` for a sentence with no entity): a line without it is an error, never silently an
 entity-free sentence. The corpus then has gold spans: `uedp corpus-stats` measures a detector against
-them, and `entities.detector=gold` uses them (only when asked for: the default detector of a JSONL corpus
-is spacy+rules). With sentence splitting, each span moves to its sentence; a span across a sentence
-boundary is an error.
+them, and `entities.detector=gold` uses them (only when asked for: the default detector of a JSONL corpus,
+entities.detector = auto, is ensemble). With sentence splitting, each span moves to its sentence; a span
+across a sentence boundary is an error.
 
 - sentences: with `sentence_split=True` (default) each text is cut into sentences
   (`uedp.data.text.split_sentences`); with `False` each line's text is one sentence (white space
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from uedp.data.corpus import SPLITS, Corpus, CorpusBuilder, GoldSpan
-from uedp.data.loaders import LOADERS
+from uedp.data.loaders import LOADERS, DatasetFacts
 from uedp.data.text import normalize_whitespace, read_text, split_sentences, text_lines
 from uedp.errors import ConfigError, CorpusError
 
@@ -167,7 +167,10 @@ def _label_names(labels: set[str | int]) -> tuple[list[str], dict[str | int, int
     return names, index
 
 
-@LOADERS.register("jsonl")
+# gold spans, if the file has them, are hand-labelled: used only with entities.detector = gold
+@LOADERS.register("jsonl", facts=DatasetFacts(
+    gold_by_construction=False, public_corpus="synthetic",
+    task_option={"next_word": "lm", "classification": "classification"}))  # its `task` option, from the task group
 def load_jsonl(
     *,
     path: str | os.PathLike[str],

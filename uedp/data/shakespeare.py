@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 
 from uedp.data.corpus import Corpus, CorpusBuilder
-from uedp.data.loaders import LOADERS
+from uedp.data.loaders import LOADERS, DatasetFacts
 from uedp.data.text import check_max_users, read_text, sample_stratified, split_sentences, text_lines
 from uedp.errors import ConfigError, CorpusError
 
@@ -109,7 +109,7 @@ def parse_play(text: str) -> dict[str, list[str]]:
     return out
 
 
-@LOADERS.register("shakespeare")
+@LOADERS.register("shakespeare", facts=DatasetFacts(gold_by_construction=False, public_corpus="bbc_news"))
 def load_shakespeare(
     *,
     plays: list[str] | None = None,

@@ -46,7 +46,7 @@ import numpy as np
 from faker import Faker
 
 from uedp.data.corpus import Corpus, CorpusBuilder, GoldSpan
-from uedp.data.loaders import LOADERS
+from uedp.data.loaders import LOADERS, DatasetFacts
 from uedp.errors import ConfigError
 
 TOPICS = ["work", "travel", "family", "finance"]
@@ -414,7 +414,9 @@ def _sentence(parsed: list[tuple[str, str | None]], persona: _Persona, draws: _D
     return "".join(pieces), gold
 
 
-@LOADERS.register("synthetic")
+# spans exact by construction; the tokenizer learns from the same generator at its public seed (other personas)
+@LOADERS.register("synthetic", facts=DatasetFacts(gold_by_construction=True, public_corpus="synthetic",
+                                                  public_generator="synthetic"))
 def load_synthetic(
     *,
     num_users: int = 200,

@@ -4,6 +4,10 @@
     table = annotate(corpus, "spacy+rules")          # reads the cache file (tens of times faster)
     mine = read_user_annotations(path, sids)         # a client: only its own sentences
 
+Without a detector (or with "auto"), `annotate` and `annotate_cached` use the run's default, the config's
+entities.detector = auto (uedp.config.EntityConfig.detector_for): `gold` on a corpus whose loader's spans are
+exact by construction, else the ensemble detector.
+
 Cache file: `cache_root()/annotations/<corpus.fingerprint()>-<digest of the detector identity>.parquet`.
 The corpus fingerprint covers every sentence, label, split and gold span, so a changed corpus never
 reads stale annotations; the detector identity (detector name, resolved spaCy model and version, spaCy
@@ -22,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,7 @@ import pyarrow.parquet as pq
 from uedp.data.corpus import Corpus
 from uedp.entities.detectors import ANNOTATION_SCHEMA, DETECTORS, Detector
 from uedp.errors import CorpusError
+from uedp.files import PRIVATE, atomic_path
 from uedp.paths import cache_root
 
 ROW_GROUP_SIZE = 2048
@@ -63,15 +67,8 @@ def save_annotations(table: pa.Table, path: str | os.PathLike[str]) -> Path:
     """Write `table` to `path` atomically, with small row groups and statistics for sid pruning."""
     path = Path(path)
     _check_schema(table, path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE, write_statistics=True)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path, mode=PRIVATE) as tmp:  # detected entities of a (maybe private) corpus
+        pq.write_table(table, str(tmp), row_group_size=ROW_GROUP_SIZE, write_statistics=True)
     return path
 
 
@@ -97,9 +94,17 @@ def load_annotations(path: str | os.PathLike[str]) -> pa.Table:
     return table
 
 
+def resolve_detector(corpus: Corpus, detector: str | None = None) -> str:
+    """The detector `detector` names for `corpus`: None means the config's default (EntityConfig().detector,
+    `auto`), and `auto` is resolved as a run resolves it on the dataset `corpus.name`."""
+    from uedp.config import EntityConfig
+
+    return EntityConfig(detector=EntityConfig().detector if detector is None else detector).detector_for(corpus.name)
+
+
 def annotate(
     corpus: Corpus,
-    detector: str = "spacy+rules",
+    detector: str | None = None,
     *,
     model: str | None = None,
     n_process: int | None = None,
@@ -109,8 +114,9 @@ def annotate(
 ) -> pa.Table:
     """The annotation table of `corpus` by `detector`, from the cache when there (and written there when
     not, if `cache`). `model`, `n_process`, `batch_size` are options of the spaCy detectors; None means
-    the detector's default (spaCy: first installed of DEFAULT_MODELS, 1 process, batches of 256)."""
-    det = _detector(detector, model, n_process, batch_size)
+    the detector's default (spaCy: first installed of DEFAULT_MODELS, 1 process, batches of 256). `detector`
+    None (or "auto"): the config's default (`resolve_detector`)."""
+    det = _detector(resolve_detector(corpus, detector), model, n_process, batch_size)
     if not cache:
         return det.annotate(corpus)
     return _cached(corpus, det, cache_dir)[1]
@@ -118,7 +124,7 @@ def annotate(
 
 def annotate_cached(
     corpus: Corpus,
-    detector: str = "spacy+rules",
+    detector: str | None = None,
     *,
     model: str | None = None,
     n_process: int | None = None,
@@ -127,7 +133,7 @@ def annotate_cached(
 ) -> tuple[Path, pa.Table]:
     """Like `annotate` with the cache on, but returns the cache file (for clients to read their rows) and
     the table."""
-    return _cached(corpus, _detector(detector, model, n_process, batch_size), cache_dir)
+    return _cached(corpus, _detector(resolve_detector(corpus, detector), model, n_process, batch_size), cache_dir)
 
 
 def _cached(corpus: Corpus, det: Detector, cache_dir: str | os.PathLike[str] | None) -> tuple[Path, pa.Table]:

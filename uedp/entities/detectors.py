@@ -12,7 +12,8 @@ Detectors (registry `DETECTORS`, kind "detector"):
   numbers as CARDINAL or DATE and e-mail addresses as PERSON or ORG).
 - `ensemble`: spacy+rules plus case-insensitive gazetteers of names, places and organizations
   (uedp.entities.gazetteers), the union: a gazetteer span is added where no spaCy span overlaps it, and
-  rule spans win over both. Made for text with unreliable capitalization (README, "Detector quality").
+  rule spans win over both. Made for text with unreliable capitalization
+  (docs/corpora-and-detectors.md, "Detector quality on real text").
 
 The table keeps the entities of ALL categories; which categories are protected is decided later, by
 `entity_sets` / `sensitive_mask`, so one cached table serves every choice of protected categories.

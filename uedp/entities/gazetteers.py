@@ -144,16 +144,14 @@ def common_phrases() -> frozenset[str]:
     in $UEDP_CACHE_DIR/gazetteers/ (counting reads all 2,225 articles: seconds)."""
     import json
 
+    from uedp.files import atomic_write_json
     from uedp.paths import cache_root
 
     path = cache_root() / "gazetteers" / f"common-{GAZETTEER_VERSION}-{_lists_digest()}.json"
     if path.is_file():
         return frozenset(json.loads(path.read_text()))
     phrases = _count_common_phrases()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(sorted(phrases)))
-    tmp.replace(path)
+    atomic_write_json(path, sorted(phrases))  # a unique temporary: parallel test workers write it too
     return phrases
 
 

@@ -9,7 +9,6 @@ See `uedp.models.base` for the interface and exchange format, `uedp.models.regis
 from uedp.models.base import (
     CLASSIFICATION,
     NEXT_WORD,
-    TASK_NAMES,
     UedpModel,
     get_weights,
     set_weights,
@@ -27,7 +26,6 @@ __all__ = [
     "CLASSIFICATION",
     "MODELS",
     "NEXT_WORD",
-    "TASK_NAMES",
     "UedpModel",
     "build_model",
     "build_model_and_tokenizer",

@@ -20,17 +20,14 @@ import torch
 from torch import nn
 
 from uedp.errors import ConfigError
+from uedp.tasks import CLASSIFICATION, NEXT_WORD, task_names
 from uedp.tokenization import Batch
-
-NEXT_WORD = "next_word"
-CLASSIFICATION = "classification"
-TASK_NAMES = (NEXT_WORD, CLASSIFICATION)
 
 
 def check_task(task: str, num_labels: int | None, *, family: str, supports: Sequence[str]) -> None:
     """Validate a (task, num_labels) pair for a model family, raising ConfigError naming the bad value."""
-    if task not in TASK_NAMES:
-        raise ConfigError(f"unknown task {task!r}; choose one of: {', '.join(TASK_NAMES)}")
+    if task not in task_names():  # the task registry (uedp.tasks), names only: a model is built for a name
+        raise ConfigError(f"unknown task {task!r}; choose one of: {', '.join(task_names())}")
     if task not in supports:
         raise ConfigError(
             f"model {family!r} does not support task {task!r} (it supports: {', '.join(supports)})"

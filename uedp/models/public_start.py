@@ -1,6 +1,6 @@
 """A public start: model weights trained on PUBLIC text only, from which a private run starts (`model.init`).
 
-`experiments/pretrain.py` trains the run's model on a public corpus and writes the file with
+`uedp/pretraining.py` trains the run's model on a public corpus and writes the file with
 `save_public_start`; the server of a run with `model.init=FILE` builds its model as usual and loads the
 weights with `load_public_start`, which refuses a file made for another model, other model options or
 another tokenizer (the vocabulary's digest), naming the file and the field. The weights are a function of
@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from uedp.errors import ConfigError
+from uedp.files import atomic_path
 from uedp.models.base import UedpModel
 from uedp.tokenization import TextTokenizer
 
@@ -34,12 +35,10 @@ def tokenizer_digest(tokenizer: TextTokenizer) -> str:
 def save_public_start(path: Path, model: UedpModel, *, model_name: str, model_options: dict[str, Any],
                       tokenizer: TextTokenizer, corpus: str, details: dict[str, Any]) -> None:
     """Write `model`'s weights with what they fit (model, options, tokenizer) and where they come from."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save({"format": FORMAT, "model": model_name, "options": model_options,
-                "tokenizer": tokenizer_digest(tokenizer), "vocab_size": tokenizer.vocab_size,
-                "corpus": corpus, "details": details, "state_dict": model.state_dict()}, tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        torch.save({"format": FORMAT, "model": model_name, "options": model_options,
+                    "tokenizer": tokenizer_digest(tokenizer), "vocab_size": tokenizer.vocab_size,
+                    "corpus": corpus, "details": details, "state_dict": model.state_dict()}, tmp)
 
 
 def load_public_start(path: str | Path, model: UedpModel, *, model_name: str, model_options: dict[str, Any],

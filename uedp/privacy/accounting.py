@@ -66,6 +66,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy.stats import binom
 
+from uedp.checks import positive
 from uedp.errors import ConfigError
 from uedp.privacy.mechanisms import sampling_rates
 from uedp.privacy.sensitivity import METHODS, Sensitivities, noise_std, sensitivities
@@ -391,8 +392,8 @@ class Mechanism:
         if self.method == "noiseless":
             if z != 0.0:
                 raise ConfigError(f"noiseless rounds have noise multiplier 0, got z = {self.z!r}")
-        elif not (z > 0.0 and math.isfinite(z)):
-            raise ConfigError(f"noise multiplier z must be a positive finite number, got {self.z!r}")
+        else:
+            positive("noise multiplier z", self.z)
         object.__setattr__(self, "z", z)
         object.__setattr__(self, "gamma", float(self.gamma))
         rates = sampling_rates(self.method, q_e=self.q_e, q_s=self.q_s)

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from uedp.checks import positive
 from uedp.privacy.clipping import Update, clip_update, is_torch, leaves, rebuild, to_numpy64, update_norm
 from uedp.privacy.noise import NoiseSource
 from uedp.privacy.sensitivity import check_method
@@ -96,8 +97,7 @@ def _check_bound(w_max: float, beta: float) -> float:
     w_max, beta = float(w_max), float(beta)
     if not 0.0 < w_max <= 1.0:
         raise ValueError(f"w_max must lie in (0, 1], got {w_max!r}")
-    if not (beta > 0.0 and math.isfinite(beta)):
-        raise ValueError(f"beta must be a positive finite number, got {beta!r}")
+    beta = positive("beta", beta)
     return w_max * beta
 
 
@@ -158,8 +158,7 @@ def aggregate(
     sigma, Z = float(sigma), float(Z)
     if not (sigma >= 0.0 and math.isfinite(sigma)):
         raise ValueError(f"noise std sigma must be a non-negative finite number, got {sigma!r}")
-    if not (Z > 0.0 and math.isfinite(Z)):
-        raise ValueError(f"denominator Z must be a positive finite number, got {Z!r}")
+    Z = positive("denominator Z", Z)
     names, tmpl = leaves(template)
     shapes = shapes_of(template)
     total = [np.zeros(tuple(a.shape), dtype=np.float64) for a in tmpl]
@@ -214,9 +213,7 @@ def denominator(
         raise ValueError(f"q_u must lie in (0, 1] to define Z, got {q_u!r}")
     if isinstance(num_users, bool) or not isinstance(num_users, int) or num_users < 1:
         raise ValueError(f"num_users must be a positive integer, got {num_users!r}")
-    W_u = float(num_users) if W_u is None else float(W_u)
-    if not (W_u > 0.0 and math.isfinite(W_u)):
-        raise ValueError(f"W_u must be a positive finite number, got {W_u!r}")
+    W_u = positive("W_u", float(num_users) if W_u is None else float(W_u))
     Z = float(q_u) * W_u
     if not paper_z:
         return Z

@@ -37,6 +37,7 @@ tests and the benchmark (python -m experiments.benchmark --only calibration).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -45,13 +46,14 @@ import json
 import math
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from uedp.checks import positive
 from uedp.errors import ConfigError
+from uedp.files import PRIVATE, atomic_write_json
 from uedp.privacy.accounting import (
     DEFAULT_DELTA,
     KINDS,
@@ -120,9 +122,7 @@ def _problem(
     k_cap: int | None, rounds: int, delta: float, num_users: int | None, method: str, adjacency: str,
     tol: float, value_discretization_interval: float | None, gamma: float = 0.0,
 ) -> _Problem:  # fmt: skip
-    target = float(target_epsilon)
-    if not (target > 0.0 and math.isfinite(target)):
-        raise ConfigError(f"target epsilon must be a positive finite number, got {target_epsilon!r}")
+    target = positive("target epsilon", target_epsilon)
     if not float(tol) > 0.0:
         raise ConfigError(f"calibration tolerance must be positive, got {tol!r}")
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
@@ -272,13 +272,8 @@ def _cache_write(key: str, z: float) -> None:
     folder = calibration_cache_dir()
     if folder is None:
         return
-    try:  # atomically (a temporary file, then rename): parallel runs may write the same entry
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as f:
-            json.dump({"z": z}, f)
-        os.replace(f.name, folder / f"{key}.json")
-    except OSError:
-        pass  # a cache that cannot be written only costs time
+    with contextlib.suppress(OSError):  # a cache that cannot be written only costs time
+        atomic_write_json(folder / f"{key}.json", {"z": z}, mode=PRIVATE)  # parallel runs may write it too
 
 
 def _extrapolated_root(p: _Problem, coarse: float, fine: float, z: float, slope: float) -> tuple[float, float]:

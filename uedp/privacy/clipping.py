@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from uedp.checks import positive
+
 Update = Mapping[str, Any] | Sequence[Any]
 
 
@@ -98,9 +100,7 @@ def clip_update(update: Update, beta: float, *, w_u: float = 1.0) -> tuple[dict[
 
     The result's norm is <= w_u * beta after rounding to the arrays' dtypes. Pass the client's weight here
     rather than calling `scale` afterwards: scaling a clipped float32 update can round a few ulps above."""
-    beta = float(beta)
-    if not (beta > 0.0 and math.isfinite(beta)):
-        raise ValueError(f"clip bound beta must be a positive finite number, got {beta!r}")
+    beta = positive("clip bound beta", beta)
     w = _check_unit("user weight w_u", w_u)
     norm = update_norm(update)
     if not math.isfinite(norm):

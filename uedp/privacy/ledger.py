@@ -16,24 +16,18 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from uedp.checks import positive
 from uedp.errors import ConfigError
+from uedp.files import PRIVATE, atomic_write_json
 from uedp.privacy.accounting import DEFAULT_DELTA, KINDS, Mechanism, check_delta, compose_epsilons, epsilon
 
 FORMAT = "uedp-ledger"
 VERSION = 1
-
-
-def _positive(name: str, value: float) -> float:
-    v = float(value)
-    if not (v > 0.0 and math.isfinite(v)):
-        raise ConfigError(f"{name} must be a positive finite number, got {value!r}")
-    return v
 
 
 @dataclass(frozen=True)
@@ -56,12 +50,12 @@ class RoundRecord:
     def __post_init__(self) -> None:
         if isinstance(self.round, bool) or not isinstance(self.round, int) or self.round < 0:
             raise ConfigError(f"round must be a non-negative integer, got {self.round!r}")
-        object.__setattr__(self, "beta", _positive("beta", self.beta))
-        w_max = _positive("w_max", self.w_max)
+        object.__setattr__(self, "beta", positive("beta", self.beta))
+        w_max = positive("w_max", self.w_max)
         if w_max > 1.0:
             raise ConfigError(f"w_max must lie in (0, 1], got {self.w_max!r}")
         object.__setattr__(self, "w_max", w_max)
-        object.__setattr__(self, "Z", _positive("Z", self.Z))
+        object.__setattr__(self, "Z", positive("Z", self.Z))
         object.__setattr__(self, "gamma", float(self.gamma))
         mech = self.mechanism  # validates method, probabilities, z, m_max, k_cap
         for name in ("q_u", "q_e", "q_s", "z"):
@@ -173,7 +167,7 @@ class Ledger:
     ) -> BudgetCheck:
         """Would running `next_record` take any claimed epsilon (`adjacency`: "uedp", "user", "undetected",
         or several, e.g. ("uedp", "undetected")) above the target?"""
-        target = _positive("target_epsilon", target_epsilon)
+        target = positive("target_epsilon", target_epsilon)
         claims = (adjacency,) if isinstance(adjacency, str) else tuple(adjacency)
         if not claims or any(c not in KINDS for c in claims):
             raise ConfigError(f"adjacency must be one or more of {', '.join(KINDS)}, got {adjacency!r}")
@@ -206,20 +200,8 @@ class Ledger:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the ledger as JSON atomically (temporary file in the same directory, then rename)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(self.to_dict(), indent=1, allow_nan=False)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        # mode 0600, as the ledger has always been written (tempfile.mkstemp's mode before uedp.files)
+        return atomic_write_json(path, self.to_dict(), mode=PRIVATE, indent=1, allow_nan=False)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Ledger:

@@ -13,14 +13,20 @@ keeps its own list of mechanism names:
                   baselines; `claims`: every epsilon the run promises, calibrates to and stops on (UeDP:
                   eps_uedp AND eps_undetected; user-level DP: eps_user), `claims_for(privacy)` the subset
                   privacy.target_on names
+    summary.json  `method`: what the run's summary records as its "method" (the accounting method of its
+                  rounds for a central mechanism; a local mechanism, which has no rounds, its own name);
+                  `summary_methods()` is every value it can take
+    audit         `audited`: the crafted-update audit's exact law (uedp.audit.mechanism) is written for it; the
+                  audit reads truncation, cap, keying, rates and claims from the spec
 
 The sampling-rate rule (which q_e and q_s a round is accounted with) is written once, in
 `sampling_rates`; the ledger's records are validated against it too (uedp.privacy.accounting).
 
 Adding a mechanism: one `register(MechanismSpec(...))` below. Its name is what the server sends to the
 client (uedp.protocol), its `strategy`/`estimator` what the config says, and a Hydra preset
-`strategy=<name>` is generated from it (experiments/run.py). A new sensitivity rule also needs its case in
-uedp.privacy.sensitivity.
+`strategy=<name>` is generated from it (runtime/hydra_job.py). A new sensitivity rule also needs its case in
+uedp.privacy.sensitivity. A local mechanism names its summary `method` (refused at registration otherwise);
+the crafted-update audit covers a mechanism only if it sets `audited` (its law must then hold for it).
 """
 
 from __future__ import annotations
@@ -74,8 +80,13 @@ class MechanismSpec:
     split: bool = False  # clients return the entity-free part (clip beta) and the entity part (clip gamma)
     aliases: tuple[str, ...] = ()  # extra names of its Hydra preset (strategy=<alias>)
     description: str = ""
+    # summary.json's "method": the accounting method (the default) for a central mechanism, its own name
+    # for a local one (no rounds, no ledger)
+    method: str = ""
+    audited: bool = False  # the crafted-update audit (uedp.audit.mechanism) covers it
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "method", self.method or self.accounting)
         if self.accounting not in METHODS:
             raise ValueError(f"{self.name}: accounting must be one of {METHODS}, got {self.accounting!r}")
         if self.claim not in (*CLAIMS, None):
@@ -88,6 +99,14 @@ class MechanismSpec:
             raise ValueError(f"{self.name}: estimator must be one of {ESTIMATORS} or None")
         if self.split != (self.accounting == "uedp_split") or (self.split and (self.entity_cap or not self.keyed)):
             raise ValueError(f"{self.name}: a split update is keyed, has no slots, and is accounted as uedp_split")
+        if self.local == (self.method in METHODS) or (not self.local and self.method != self.accounting):
+            raise ValueError(f"{self.name}: a central mechanism's summary method is its accounting "
+                             f"({self.accounting!r}), a local one's a name of its own (not one of {METHODS}); "
+                             f"got {self.method!r}")
+        if self.audited and (self.local or self.split or not self.private
+                             or not self.truncate == self.keyed == self.entity_cap):
+            raise ValueError(f"{self.name}: the audit's law covers central, unsplit, private mechanisms, "
+                             "truncated, keyed and capped or none of these")
 
     @property
     def private(self) -> bool:
@@ -164,6 +183,20 @@ def specs() -> tuple[MechanismSpec, ...]:
     return tuple(_SPECS.values())
 
 
+def summary_methods() -> tuple[str, ...]:
+    """Every value summary.json's "method" can take (a registered spec's `method`), in registration order."""
+    return tuple(dict.fromkeys(s.method for s in _SPECS.values()))
+
+
+def audited_spec(name: str) -> MechanismSpec:
+    """The spec of this name, which the crafted-update audit must cover (ConfigError otherwise)."""
+    spec = get(name)
+    if not spec.audited:
+        raise ConfigError(f"the crafted-update audit does not cover mechanism {name!r}; it covers "
+                          f"{', '.join(s.name for s in _SPECS.values() if s.audited)}")
+    return spec
+
+
 def strategies() -> tuple[str, ...]:
     """The values config strategy.name accepts."""
     return tuple(dict.fromkeys(s for s, _ in _BY_CONFIG))
@@ -181,7 +214,7 @@ def spec_for(strategy: str, estimator: str) -> MechanismSpec:
 
 register(MechanismSpec(
     name="uedp", strategy="uedp", estimator="f_E+", accounting="uedp", claim="uedp", keyed=True,
-    truncate=True, entity_cap=True,
+    truncate=True, entity_cap=True, audited=True,
     description="UeDP-Alg (f_E+): sentences whose entities are all sampled, plus sampled extended entities",
 ))
 register(MechanismSpec(
@@ -197,7 +230,7 @@ register(MechanismSpec(
 ))
 register(MechanismSpec(
     name="user_dp", strategy="user_dp", estimator=None, accounting="user_dp", claim="user", keyed=False,
-    truncate=False, entity_cap=False,
+    truncate=False, entity_cap=False, audited=True,
     description="user-level DP (DP-FedAvg, estimator f_f): every sentence of a Poisson-sampled user",
 ))
 register(MechanismSpec(
@@ -212,7 +245,7 @@ register(MechanismSpec(
 ))
 register(MechanismSpec(
     name="dp_bart", strategy="dp_bart", estimator=None, accounting="noiseless", claim=None, keyed=False,
-    truncate=False, entity_cap=False, local=True,
+    truncate=False, entity_cap=False, local=True, method="local_dp",
     description="DP-BART: each client rewrites its sentences under local DP (rewrite.*), the server trains on "
                 "the rewrites; no central claim, a local one per document (shared/docs/dp-bart.md)",
 ))

@@ -30,20 +30,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from uedp.checks import positive, positive_int
+
 METHODS = ("uedp", "uedp_naive", "uedp_split", "user_dp", "noiseless")
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
-def _positive(name: str, value: float) -> float:
-    v = float(value)
-    if not (v > 0.0 and math.isfinite(v)):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return v
 
 
 def check_method(method: str) -> str:
@@ -70,12 +59,12 @@ def sensitivities(
     """The sensitivities for `method` (see the module docstring); `gamma`: the entity part's clip
     (uedp_split only; absolute, like beta: `Mechanism` passes beta = 1 and gamma in units of beta)."""
     check_method(method)
-    unit = _positive("beta", beta) * _positive("w_max", w_max)
+    unit = positive("beta", beta) * positive("w_max", w_max)
     if method == "uedp_split":
-        g = _positive("gamma", gamma)
+        g = positive("gamma", gamma)
         if m_max is None or k_cap is not None:
             raise ValueError("uedp_split needs m_max (the cohort truncation) and has no entity cap (k_cap None)")
-        _positive_int("m_max", m_max)
+        positive_int("m_max", m_max)
         if w_max > 1.0:
             raise ValueError(f"w_max must lie in (0, 1], got {w_max!r}")
         return Sensitivities(s_u=unit * (1.0 + g / beta), s_e=2.0 * m_max * w_max * g,
@@ -85,9 +74,9 @@ def sensitivities(
     if w_max > 1.0:
         raise ValueError(f"w_max must lie in (0, 1], got {w_max!r}")
     if k_cap is not None:
-        _positive_int("k_cap", k_cap)
+        positive_int("k_cap", k_cap)
     if m_max is not None:
-        _positive_int("m_max", m_max)
+        positive_int("m_max", m_max)
     if method == "user_dp" and k_cap is not None:
         raise ValueError("user_dp has no entity cap: k_cap must be None")
     if m_max is None:
@@ -103,7 +92,7 @@ def noise_std(method: str, z: float, sens: Sensitivities) -> float:
     check_method(method)
     if method == "noiseless":
         return 0.0
-    z = _positive("noise multiplier z", z)
+    z = positive("noise multiplier z", z)
     if method == "user_dp":
         return z * sens.unit
     return z * (sens.s_u + sens.s_e)

@@ -38,24 +38,12 @@ from typing import Literal
 import numpy as np
 from scipy.special import log_ndtr
 
+from uedp.checks import positive, positive_int
 from uedp.errors import ConfigError
 
 NOISES = ("gaussian", "laplace")
 SIGMA_RTOL = 1e-12  # bisection stops when the bracket's width is below this fraction of its upper end
 _MAX_BRACKET_STEPS = 2200  # factors of 2 from the classic sigma: far beyond any float's range
-
-
-def _positive(name: str, value: float) -> float:
-    v = float(value)
-    if not (v > 0.0 and math.isfinite(v)):
-        raise ConfigError(f"{name} must be a positive finite number, got {value!r}")
-    return v
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 def _open_unit(name: str, value: float) -> float:
@@ -90,9 +78,9 @@ def _log_delta(epsilon: float, sigma: float, sensitivity: float) -> float:
 def analytic_gaussian_delta(epsilon: float, sigma: float, sensitivity: float) -> float:
     """The delta at which N(0, sigma^2) noise on a query of L2 sensitivity `sensitivity` is
     (epsilon, delta)-DP, exactly (Balle and Wang 2018, Theorem 8); finite for any epsilon (log space)."""
-    epsilon = _positive("epsilon", epsilon)
-    sigma = _positive("sigma", sigma)
-    sensitivity = _positive("sensitivity", sensitivity)
+    epsilon = positive("epsilon", epsilon)
+    sigma = positive("sigma", sigma)
+    sensitivity = positive("sensitivity", sensitivity)
     return math.exp(_log_delta(epsilon, sigma, sensitivity))
 
 
@@ -105,9 +93,9 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     of the final bracket, so it SATISFIES the condition (`analytic_gaussian_delta(...) <= delta`) while
     sigma * (1 - 1e-10) does not. Works for epsilon up to several thousands (log space). ConfigError names
     the bad parameter (epsilon > 0, 0 < delta < 1, sensitivity > 0, all finite)."""
-    epsilon = _positive("epsilon", epsilon)
+    epsilon = positive("epsilon", epsilon)
     delta = _open_unit("delta", delta)
-    sensitivity = _positive("sensitivity", sensitivity)
+    sensitivity = positive("sensitivity", sensitivity)
     log_target = math.log(delta)
 
     def ok(s: float) -> bool:
@@ -143,25 +131,25 @@ def classic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> 
     Theorem A.1), which is (epsilon, delta)-DP only for epsilon < 1. For comparison in tests and docs only:
     never use it to calibrate noise, and never for epsilon >= 1 (at epsilon 250, delta 1e-5 it under-noises
     by about 2.8x against `analytic_gaussian_sigma`)."""
-    epsilon = _positive("epsilon", epsilon)
+    epsilon = positive("epsilon", epsilon)
     delta = _open_unit("delta", delta)
-    sensitivity = _positive("sensitivity", sensitivity)
+    sensitivity = positive("sensitivity", sensitivity)
     return sensitivity * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
 
 
 def sensitivities(length: int, dim_released: int, clip: float) -> tuple[float, float]:
     """(L2, L1) sensitivities of the clipped encoder output over its l * d' released coordinates, any
     document against any document: (2 C sqrt(l d'), 2 C l d')."""
-    length = _positive_int("length", length)
-    dim_released = _positive_int("dim_released", dim_released)
-    clip = _positive("clip", clip)
+    length = positive_int("length", length)
+    dim_released = positive_int("dim_released", dim_released)
+    clip = positive("clip", clip)
     n = length * dim_released
     return 2.0 * clip * math.sqrt(n), 2.0 * clip * n
 
 
 def laplace_scale(epsilon: float, l1_sensitivity: float) -> float:
     """The Laplace scale l1_sensitivity / epsilon of the epsilon-DP Laplace mechanism."""
-    return _positive("l1_sensitivity", l1_sensitivity) / _positive("epsilon", epsilon)
+    return positive("l1_sensitivity", l1_sensitivity) / positive("epsilon", epsilon)
 
 
 @dataclass(frozen=True)
@@ -210,14 +198,14 @@ def compose_documents(
     sensitivity apart, which is exactly the pair it models) and read at delta = n * delta. The PLD grid is
     uedp.privacy.accounting's `auto_discretization` of n * epsilon, unless given. delta may be 0 only without
     a noise multiplier (pure epsilon-DP, e.g. Laplace)."""
-    epsilon = _positive("epsilon", epsilon)
-    n = _positive_int("n", n)
+    epsilon = positive("epsilon", epsilon)
+    n = positive_int("n", n)
     delta = float(delta)
     if not 0.0 <= delta < 1.0:
         raise ConfigError(f"delta must lie in [0, 1), got {delta!r}")
     if noise_multiplier is None:
         return Composition(n=n, basic_epsilon=n * epsilon, basic_delta=n * delta, pld_epsilon=None)
-    noise_multiplier = _positive("noise_multiplier", noise_multiplier)
+    noise_multiplier = positive("noise_multiplier", noise_multiplier)
     if delta == 0.0:
         raise ConfigError("delta must be positive for a Gaussian mechanism (noise_multiplier given), got 0.0")
     if n * delta >= 1.0:
@@ -229,7 +217,7 @@ def compose_documents(
     if value_discretization_interval is None:
         vdi = auto_discretization(n * epsilon)
     else:
-        vdi = _positive("value_discretization_interval", value_discretization_interval)
+        vdi = positive("value_discretization_interval", value_discretization_interval)
     # The PLD's grid runs over the privacy loss (x - 1/2) / noise_multiplier^2 of the Gaussian truncated at
     # about 10 standard deviations: a range of 1 / noise_multiplier^2 + 20 / noise_multiplier (measured:
     # tests/test_rewriting_mechanism.py), in steps of vdi, and it grows n-fold under composition. With very
@@ -273,16 +261,16 @@ class ClvMechanism:
     def __post_init__(self) -> None:
         if self.noise not in NOISES:
             raise ConfigError(f"noise must be one of {', '.join(NOISES)}, got {self.noise!r}")
-        object.__setattr__(self, "epsilon", _positive("epsilon", self.epsilon))
+        object.__setattr__(self, "epsilon", positive("epsilon", self.epsilon))
         if self.noise == "gaussian":
             object.__setattr__(self, "delta", _open_unit("delta", self.delta))
         elif float(self.delta) != 0.0:
             raise ConfigError(f"delta must be 0 with laplace noise (pure epsilon-DP), got {self.delta!r}")
         else:
             object.__setattr__(self, "delta", 0.0)
-        object.__setattr__(self, "dim", _positive_int("dim", self.dim))
-        object.__setattr__(self, "length", _positive_int("length", self.length))
-        object.__setattr__(self, "clip", _positive("clip", self.clip))
+        object.__setattr__(self, "dim", positive_int("dim", self.dim))
+        object.__setattr__(self, "length", positive_int("length", self.length))
+        object.__setattr__(self, "clip", positive("clip", self.clip))
         if self.kept is not None:
             object.__setattr__(self, "kept", self._check_kept(self.kept))
         l2, l1 = sensitivities(self.length, self.dim_released, self.clip)

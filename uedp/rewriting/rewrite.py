@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from uedp.errors import ConfigError
+from uedp.files import atomic_write_json
 from uedp.rewriting.mechanism import ClvMechanism
 
 VARIANTS = ("clv", "pr", "pr+")
@@ -176,14 +176,11 @@ def rewrite_cached(texts: Sequence[str], labels: Sequence[int] | None, num_label
         released = [int(labels[i]) for i in indices]
         if settings.label_epsilon > 0 and num_labels:
             released = [randomized_response(y, num_labels, settings.label_epsilon, rng) for y in released]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"indices": indices, "texts": rewrites, "labels": released}))
-    os.replace(tmp, path)
+    atomic_write_json(path, {"indices": indices, "texts": rewrites, "labels": released})
     return OwnerRewrite(indices, rewrites, released, False)
 
 
 def rewriter_corpus(cfg: Any) -> str:
     """The corpus a run's rewriter must be independent of (uedp.rewriting.public_text): the run's dataset, or
     "jsonl" for owners' own files (federation.data = owners)."""
-    return "jsonl" if cfg.federation.data == "owners" else cfg.dataset.name
+    return "jsonl" if cfg.owners else cfg.dataset.name
