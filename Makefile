@@ -10,8 +10,10 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 # Fast tier: 2 pytest workers (tests there share no port, FLWR_HOME or Ray instance). End-to-end tier: 2
-# workers, each running one fixed group one test at a time (tests/conftest.py: the tests that start Flower
-# processes on one, Ray and the in-process audit on the other). --durations shows where the time goes.
+# workers (its tests that start Flower processes spend much of their time in Flower's fixed sleeps, which
+# the other worker fills; a third gained nothing, measured): each test has its own ports (free_port),
+# FLWR_HOME, Ray session directory and output folder, and checks only processes it started. --durations shows where the
+# time goes.
 PYTEST := $(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=10
 
 .PHONY: install main test test-all test-e2e lint
@@ -35,8 +37,10 @@ test: $(STAMP)
 	$(PYTEST) -m "not e2e" -n 2
 
 test-e2e: $(STAMP)
-	$(PYTEST) -m e2e -n 2 --dist loadgroup
+	$(PYTEST) -m e2e -n 2
 
+# The two tiers one after the other (one pytest run of both on 3 workers took longer: 27 min against 26,
+# measured on 2026-12-02, docs/performance.md).
 test-all: test test-e2e
 
 lint: $(STAMP)

@@ -1,15 +1,6 @@
 """Empirical privacy audit: `python -m experiments.audit [--quick] [--out outputs/audit]`.
 
-`python -m experiments.audit mechanism ...` runs the crafted-update audit of the mechanism instead
-(issue 16: experiments/audit_mechanism.py).
-
-Trains one model per variant (uedp.audit.variants) in process, with the real server loop and client code
-over a LocalGrid, on the synthetic corpus with coin-flipped canaries (`audit_synthetic`,
-uedp.audit.canaries). A broken control is the same run with one component swapped
-(uedp.audit.controls): a noise source drawing too little noise (control a), or a client that clips each
-step's gradient instead of its update plus a server aggregation without the norm re-check (control b).
-Then each model is scored on the canaries (uedp.audit.scoring), the groups analysed and the variants
-judged (uedp.audit.verdicts), and report.md, results.json and exposure.png are written (uedp.audit.report).
+What it does, and how to read its output: studies/audit.py.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Crafted-update audit of the mechanism (issue 16, under issue 22's accounting): `python -m experiments.audit
 mechanism [options]`.
 
-For each setting, the sound mechanisms (user_dp: eps_user; uedp: eps_uedp, eps_user, eps_undetected with the
-"zero" and the "flip" design) and the broken controls are audited with crafted clients
-(uedp.audit.mechanism): both worlds have the same N + 1 places (model (i): the canary's place is empty in
-world 0), the exact law of the noiseless sum in both worlds is derived, checked against the server's real
-round (path A, `--real-trials` runs per world), and the epsilon lower bound is computed from `--trials`
-vectorized runs per world (path B, the same noise source). Writes audit_mechanism.json, audit_mechanism.md
-and audit_mechanism.png under --out.
-
     python -m experiments.audit mechanism --out docs/figures --seed 0
     python -m experiments.audit mechanism --settings main --trials 20000 --set privacy.q_u=0.3 --set m_max=100
+
+What it does, and how to read its output: studies/audit_mechanism.py.
 """
 
 from __future__ import annotations

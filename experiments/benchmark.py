@@ -1,30 +1,11 @@
 """Benchmarks, measured side by side in one run (timings on a shared machine are noisy: read the ratios).
 
-1. Client update for one user: `client.update.client_update` (selection, batched training on pre-encoded
-   tensors, one whole-update clip) versus a plain PyTorch loop over the same sentences (tokenize, pad and
-   train batch by batch, then clip), same model, same number of steps.
-2. Flower round overhead: the same configuration run as a Ray-backed Flower simulation and on the
-   in-process grid (runtime/local_grid.py, same server loop and client code, no Flower): seconds per
-   round (median over rounds 2..T; round 1 includes Ray start-up), and the clients' own compute per round.
-   Then the round broken down, both runners side by side: the server loop's pieces (timed in this process by
-   `ServerClock`, which wraps the strategy's configure_train / aggregate_train and the grid), the clients'
-   deserialization / compute / serialization (timed inside the ClientApp: make_client_app's benchmark-only
-   `timings_dir`; in-process: LocalGrid.client_laps), Ray transfer / Flower overhead (what send_and_receive
-   took beyond the busiest worker's time in the ClientApp), and CPU seconds per round of each process.
-   Both runs use privacy.seed, so they draw the same cohort sizes round by round.
-3. Noise calibration for the main job's setting (q_u 0.25, q_e 0.2, q_s 0.2, m_max 80, k_cap 1, target
-   epsilon 8, delta 1e-5) at T = 30, 60, 100: `uedp.privacy.calibration.calibrate_noise_multiplier` versus
-   the reference search it replaced (same guarantee), each from cold accounting caches; z of both and seconds.
-
-4. Caches and the corpus generator (what the tests check by behaviour, measured here): the entity-detection
-   cache (spacy+rules on the synthetic corpus: first run, detect and write, versus the cached run), the
-   tokenizer cache (train and save versus load) and the synthetic generator's sentences per second; each
-   the median of --repeats runs, the first runs each into a fresh cache directory.
-
     python -m experiments.benchmark [--rounds 6] [--repeats 5] [--out outputs/benchmark]
     python -m experiments.benchmark --only rounds [--rounds 6]   (sections 1 and 2)
     python -m experiments.benchmark --only calibration [--calibration-rounds 30 60 100]
     python -m experiments.benchmark --only caches [--repeats 5]
+
+What it does, and how to read its output: studies/benchmark.py.
 """
 
 from __future__ import annotations

@@ -2,12 +2,7 @@
 
     python -m experiments.collect multirun/2026-11-30_00-30-00 [--out table] [--plot-vs-epsilon SWEEP ...]
 
-One row per job: the job's overrides (from .hydra/overrides.yaml), rounds, eps_uedp, eps_user,
-eps_undetected (and for strategy=dp_bart the local eps_local_document and eps_local_user), the final metric,
-and "FAILED: ..." for a job that wrote error.json.
-`--plot-vs-epsilon` also draws the final metric against `privacy.target_epsilon` (OUT.png), one line per
-setting of the other overrides; jobs without a target (noiseless baselines) and any extra sweep
-directories given are drawn as horizontal reference lines.
+What it does, and how to read its output: studies/collect.py.
 """
 
 from __future__ import annotations

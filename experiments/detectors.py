@@ -2,11 +2,7 @@
 
     python -m experiments.detectors [--split test] [--detectors spacy+rules,ensemble] [--out docs/figures]
 
-Gold sets: tests/assets/ner_gold/*.jsonl (BBC News sentences, Shakespeare lines, informal social-media
-style messages; guidelines and provenance in docs/ner-gold.md), each with a `valid` half (used to develop
-the detectors) and a `test` half (held out: the README reports it). Matching is strict (same span and class;
-GPE and LOC one class) as in `uedp corpus-stats`; `lenient` counts overlaps. Writes OUT/detectors-SPLIT.md
-and .json, and prints the table.
+What it does, and how to read its output: studies/detectors.py.
 """
 
 from __future__ import annotations

@@ -3,24 +3,7 @@
     python -m experiments.dp_bart [--dataset synthetic] [--task classification] [--epsilons 100 1000 10000]
                                   [--variants clv pr pr+] [--pr-plus-epsilons 1000] [--out docs/figures]
 
-Runs in-process (runner=local: the same server loop and client code as a Flower run, without Ray), each job
-in OUT/dp_bart-DATASET-TASK/<name>/:
-- `dp_bart` (strategy=dp_bart: every owner rewrites its training sentences once, the server trains on the
-  pooled rewrites for rewrite.epochs epochs) for each variant and per-document epsilon (PR+ only at
-  --pr-plus-epsilons: one rewriter trained per epsilon), and at epsilon 1e9 (no meaningful noise: the
-  rewriter's own loss of information);
-- `uedp` and `user_dp` at their central target epsilon (8, the main job's), and noiseless `fedavg` on the
-  original text;
-- `central-original`: noiseless CENTRAL training on the pooled original training sentences with the same
-  model, epochs and optimizer as a dp_bart job (not private; a reference only). DP-BART trains centrally on
-  pooled text for rewrite.epochs epochs, the federated methods for federation.rounds rounds of sampled
-  users: their numbers differ by training procedure too, and this job separates what the rewriting costs
-  (dp_bart against central-original) from what federated training costs (fedavg against central-original).
-Then, on 1,000 training sentences with gold entities (synthetic corpus) or detected ones, the rewrites' BLEU
-against the originals and the fraction of entity strings that survive, per setting. Writes
-OUT/dp_bart-DATASET-TASK.md/.json/.png. Local per-document epsilon and central eps_uedp are different
-units: the table gives each job's own guarantee (per document, per user over rewrite.max_documents
-documents, per entity in f documents) and never puts them on one axis.
+What it does, and how to read its output: studies/dp_bart.py.
 """
 
 from __future__ import annotations

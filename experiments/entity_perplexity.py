@@ -3,11 +3,7 @@ WITH a protected entity and on those WITHOUT one (issue 22, docs/results.md 8e).
 
     python -m experiments.entity_perplexity RUN_DIR [RUN_DIR ...] [--out FILE.md] [--limit 2000]
 
-Each RUN_DIR is a finished job (config.json and model.pt). The test sentences are those of the run's central
-evaluation (the same fixed subset: federation.eval_sentences, or --limit), split by the run's own entity sets
-(its detector and protected categories; public entities, if the run had a policy, are not protected).
-An operator diagnostic over the simulation's held-out text: it reads the users' test sentences and is not a
-release of any private run.
+What it does, and how to read its output: studies/entity_perplexity.py.
 """
 
 from __future__ import annotations

@@ -2,19 +2,10 @@
 with its own port and `partition-id`), the app submitted with `flwr run`, and every process stopped by
 process id when the run ends, fails or is interrupted.
 
-    python -m experiments.federation --nodes 3 [--tls | --auth] [--out outputs/federation] \\
+    python -m experiments.federation --nodes 3 [--tls | --auth] [--out outputs/federation] \
         [-c federation.rounds=2 -c privacy.target_epsilon=4 ...] [--kill-node-after-round 1]
 
-`-c KEY=VALUE` overrides the run config (the keys of [tool.flwr.app.config] in pyproject.toml; values are
-TOML, so strings need quotes: -c 'dataset.options="{\\"num_users\\": 3}"'). `federation.num_nodes` is set to
---nodes, so node i trains as the corpus's i-th user. `--tls` makes a self-signed CA and a server certificate
-for 127.0.0.1 (uedp/tls.py) and runs every link over TLS; without it the processes run with --insecure,
-which is only for loopback. `--auth` (implies --tls) admits only invited SuperNodes: one OpenSSH ECDSA key
-per node (OUT/flwr-home/keys/), the SuperLink started with --enable-supernode-auth, every public key
-registered with `flwr supernode register` before the nodes start, each node started with
---auth-supernode-private-key; registrations live in the SuperLink's --database file, so they survive a
-restart of the SuperLink. `--kill-node-after-round R` SIGKILLs the last SuperNode once round R is logged
-(a data owner disappearing mid-run). Logs of every process are in OUT/logs/.
+What it does, and how to read its output: runtime/federation.py.
 """
 
 from __future__ import annotations

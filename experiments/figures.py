@@ -4,15 +4,7 @@ draw the figures. One command per figure; rerunning skips every job that already
     python -m experiments.figures FIGURE [FIGURE ...] [--reps 3] [--workers 2] [--rounds 30]
                                   [--runs outputs/figures] [--out docs/figures] [--dry-run]
 
-FIGURE is one of: utility-synthetic, utility-bbc, utility-shakespeare, qs, kcap, population, public-start
-(or `all`).
-
-Every job is one call of the Hydra entry point, `python -m experiments.run runner=local KEY=VALUE ...
-replicate=R hydra.run.dir=RUNS/jobs/JOB`; the exact command of each job is in RUNS/FIGURE.jobs.txt. A job
-shared by several figures (same overrides up to defaults) runs once.
-Replicates are independent private runs (CSPRNG noise, sampling and initialisation). Each figure writes
-OUT/FIGURE.png, OUT/FIGURE.csv (one row per job) and OUT/FIGURE.md (mean, standard deviation and n over
-replicates per setting). Jobs that failed are listed in the table as FAILED and left out of the plot.
+What it does, and how to read its output: studies/figures.py.
 """
 
 from __future__ import annotations

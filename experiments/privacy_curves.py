@@ -5,10 +5,7 @@ none overlaid. Pure accounting (uedp.privacy.accounting): no training.
     python -m experiments.privacy_curves [--z 2] [--q-u 0.05] [--q-e 0.5] [--q-s 0.1] [--m-max 100]
                                          [--rounds 500] [--out docs/figures/privacy_vs_rounds]
 
-Each method's claim is drawn under its own adjacency: eps_user for user-level DP, eps_uedp for UeDP (plus
-eps_undetected for f_E+, the extended entities' guarantee). z is relative to each method's own sensitivity,
-so equal z does NOT mean equal noise (see the contract, section 5): this figure shows what the paper's
-Fig. 4 compares, soundly accounted. Writes OUT.png, OUT.csv and OUT.md.
+What it does, and how to read its output: studies/privacy_curves.py.
 """
 
 from __future__ import annotations

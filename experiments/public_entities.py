@@ -3,9 +3,7 @@ that hold a protected entity with and without the policy, and how many sentences
 
     python -m experiments.public_entities --out docs/figures [--dataset synthetic --dataset bbc_news ...]
 
-Each corpus is annotated with the detector a run on it uses (`entities.detector = auto`: the generator's
-exact spans on the synthetic corpus, the ensemble elsewhere). Writes public_entities.md and .json under --out.
-The synthetic corpus draws its cities from ~170 famous ones: its number is an artefact of the generator.
+What it does, and how to read its output: studies/public_entities.py.
 """
 
 from __future__ import annotations

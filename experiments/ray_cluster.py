@@ -3,15 +3,7 @@
     python -m experiments.ray_cluster --cpus 2 -- python -m experiments.run federation.ray_address=ADDRESS ...
     python -m experiments.ray_cluster --cpus 1 --worker-cpus 1 --report OUT.json -- python -m experiments.run ...
 
-starts `ray start --head` (its own temporary directory and port) and, per `--worker-cpus C`, one more node
-joined to it (`ray start --address=...`, a separate raylet with C CPUs: the way a user outgrows one
-machine, here both on loopback), replaces ADDRESS in the command with the cluster's address
-(127.0.0.1:PORT), runs the command, and stops the cluster's processes by process id (never `ray stop`,
-which would stop every Ray cluster of this user). With `--report`, it then reads the cluster's actor table
-(GCS, before stopping it) and writes, per node, its CPUs and how many Flower client actors
-(ClientAppActor) ran there: the simulation's clients were scheduled on every node. On a real cluster, skip
-this: set `federation.ray_address=HEAD:PORT` (or RAY_ADDRESS) and run `python -m experiments.run` on the
-head node.
+What it does, and how to read its output: runtime/ray_cluster.py.
 """
 
 from __future__ import annotations

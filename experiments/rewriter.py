@@ -4,15 +4,7 @@ a trained decoder? Measured, not assumed.
     python -m experiments.rewriter [--private-corpus synthetic] [--kinds bart,minilm] [--epsilons 250,1000,5000]
                                    [--threads N] [--no-pr] [--out docs/figures/rewriter.md]
 
-For each kind, the default RewriterConfig of that kind is trained (or loaded from the cache) on
-public_text_for(private corpus) and measured on the held-out PUBLIC validation sentences (the last
-`valid_sentences` of that text, never trained on): reconstruction BLEU without noise (clip only) against the text and
-against the window the encoder sees (its first l tokens), and BLEU after ClvMechanism(epsilon, delta 1e-5, analytic
-Gaussian) at each epsilon; plus the training time (from the rewriter's own log, so a cached rewriter reports the
-time it took when it was trained). The default kind is the one with the higher mean BLEU over the no-noise and
-noised columns (within 1 BLEU: the faster to train). Unless --no-pr, the winner's "pr" and "pr+" (one per
-epsilon) rewriters are trained and measured too. Noise here is on public text and seeded (a measurement).
-Writes OUT (markdown) and prints it.
+What it does, and how to read its output: studies/rewriter.py.
 """
 
 from __future__ import annotations

@@ -4,13 +4,7 @@
     python -m experiments.run strategy=user_dp privacy.target_epsilon=4 federation.rounds=10
     python -m experiments.run -m strategy=uedp,user_dp privacy.target_epsilon=2,8 runner=local
 
-Each job writes config.json, metrics.csv/jsonl, ledger.json, summary.json, model.pt into its Hydra output
-directory (federation.out_dir defaults to it). A job that fails writes error.json there, reports the job
-and the error, and the sweep goes on with the other jobs; a single job that fails exits with status 2 for
-bad input or configuration (a UedpError, e.g. a refused resume), 1 otherwise.
-
-The defaults come from RunConfig: uedp/hydra_schema.py registers them in Hydra's ConfigStore (`register()`,
-called on import, before Hydra composes); conf/ holds only presets and the entry point's own settings.
+What it does, and how to read its output: runtime/hydra_job.py.
 """
 
 from __future__ import annotations

