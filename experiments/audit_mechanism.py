@@ -17,6 +17,7 @@ from studies.audit_mechanism import (
     DEFAULT_SETTINGS,
     SETTINGS,
     run_study,
+    select_settings,
 )
 from uedp.audit.mechanism import (
     CONTROLS,
@@ -39,10 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     controls = [] if args.controls == "none" else [c for c in args.controls.split(",") if c]
     command = "python -m experiments.audit mechanism " + " ".join(sys.argv[2:] if argv is None else argv)
     try:
-        run_study(names, controls, trials=args.trials, real_trials=args.real_trials, out=args.out, seed=args.seed,
-                  overrides=args.overrides, command=command.strip())
+        select_settings(names, controls, args.overrides)
     except ValueError as exc:  # an unknown setting, control or override, before any trial
         parser.error(str(exc))
+    run_study(names, controls, trials=args.trials, real_trials=args.real_trials, out=args.out, seed=args.seed,
+              overrides=args.overrides, command=command.strip())
     print((args.out / "audit_mechanism.md").read_text())
     return 0
 

@@ -16,11 +16,11 @@ aggregate_train: error replies and missing replies (time-outs) contribute zero; 
 The aggregation function and the noise source are passed in (the audit's broken controls replace them);
 real runs use `uedp.privacy.aggregation.aggregate` and a CSPRNG-seeded `GaussianNoise`.
 
-configure_train returns the round's frozen `RoundPlan` (its ledger record, cohort, instructions and
-messages; an Iterable of the messages, as Flower's Strategy API asks) and keeps it under its round until
-aggregate_train takes it back: there is no state carried from one round to the next, a round aggregated
-without its plan (or twice) is refused, and the round's record is built once (the server loop builds it for
-the budget check and passes it in: the record charged is the record noised with).
+configure_train returns the round's frozen `RoundPlan` (its ledger record, cohort and messages; an
+Iterable of the messages, as Flower's Strategy API asks) and keeps it under its round until aggregate_train
+takes it back: there is no state carried from one round to the next, a round aggregated without its plan
+(or twice) is refused, and the round's record is built once (the server loop builds it for the budget
+check and passes it in: the record charged is the record noised with).
 
 The round's metrics hold counts only (sampled, replies, failures, re-check statuses), never a per-client
 number. The round key lives in the round's plan for one round and is never logged or stored.
@@ -66,19 +66,24 @@ class RoundPlan:
     """One round as configure_train fixed it: what aggregate_train and the server loop need, nothing mutable.
 
     `record` is the round's ledger record (its public mechanism; `record.sigma` is the noise of the round);
-    `cohort` the sampled places; `instructions[i]` what `messages[i]` carries (the round key of a keyed
-    mechanism among them). Iterating yields the messages (Flower's configure_train returns an Iterable of
-    Messages). Only the public record is in its repr: never the cohort, the key or an instruction.
+    `cohort` the sampled places; `messages` what each connected sampled node is sent (instructions, with the
+    round key of a keyed mechanism, and the model). Iterating yields the messages (Flower's configure_train
+    returns an Iterable of Messages). Only the public record is in its repr: never the cohort, the key or an
+    instruction.
     """
 
     record: RoundRecord
     cohort: Cohort = field(repr=False)
-    instructions: tuple[TrainInstructions, ...] = field(repr=False)
     messages: tuple[Message, ...] = field(repr=False)
 
     @property
     def round(self) -> int:
         return self.record.round
+
+    @property
+    def instructions(self) -> tuple[TrainInstructions, ...]:
+        """What each message carries, decoded from it (not a second copy of the round key)."""
+        return tuple(TrainInstructions.from_record(m.content["config"]) for m in self.messages)
 
     def __iter__(self) -> Iterator[Message]:
         return iter(self.messages)
@@ -179,7 +184,7 @@ class MechanismStrategy(Strategy):
         key = None
         if self.spec.keyed:  # fixed-seed reproduction runs derive it from the seed
             key = RoundKey(self.rng.randbytes(16)) if self.privacy.seed >= 0 else new_round_key()
-        instructions, messages = [], []
+        messages = []
         for i, place in enumerate(cohort.nodes):
             if place >= len(nodes):
                 continue  # an invited owner who is not connected
@@ -196,9 +201,8 @@ class MechanismStrategy(Strategy):
             content = RecordDict({"arrays": arrays, "config": ins.to_record()})
             if self.shipped is not None:
                 content[TOKENIZER_RECORD] = self.shipped
-            instructions.append(ins)
             messages.append(Message(content, dst_node_id=nodes[place], message_type="train"))
-        plan = RoundPlan(record, cohort, tuple(instructions), tuple(messages))
+        plan = RoundPlan(record, cohort, tuple(messages))
         self._plans[server_round] = plan
         return plan
 

@@ -337,15 +337,23 @@ def plot(out: Path, results: dict[str, Any]) -> None:
     plt.close(fig)
 
 
+def select_settings(names: list[str], controls: list[str], overrides: list[str]
+                    ) -> tuple[list[AuditSetting], dict[str, AuditSetting]]:
+    """The named settings with `overrides` applied, and every setting so overridden by name (the controls'
+    twins are looked up there); an unknown setting, control or override raises ValueError."""
+    if bad := [n for n in names if n not in SETTINGS] + [c for c in controls if c not in CONTROLS]:
+        raise ValueError(f"unknown setting(s) or control(s): {bad}")
+    lookup = {n: apply_overrides(s, overrides) for n, s in SETTINGS.items()}  # also the controls'
+    return [lookup[n] for n in names], lookup
+
+
 def run_study(names: list[str], controls: list[str], *, trials: int, real_trials: int, out: Path,
               seed: int | None, overrides: list[str], command: str) -> dict[str, Any]:
     """The crafted-update audit of the named settings and controls: every row's bounds and verdict in
     out/audit_mechanism.json (saved after each row: an interrupted audit keeps its finished rows), the report
-    (audit_mechanism.md) and the plot. An unknown setting, control or override raises ValueError first."""
-    if bad := [n for n in names if n not in SETTINGS] + [c for c in controls if c not in CONTROLS]:
-        raise ValueError(f"unknown setting(s) or control(s): {bad}")
-    lookup = {n: apply_overrides(s, overrides) for n, s in SETTINGS.items()}  # also the controls'
-    settings = [lookup[n] for n in names]
+    (audit_mechanism.md) and the plot. An unknown setting, control or override raises ValueError first
+    (select_settings)."""
+    settings, lookup = select_settings(names, controls, overrides)
     noise = GaussianNoise(seed=seed)
     rng = random.Random(seed) if seed is not None else random.SystemRandom()
     np_rng = np.random.default_rng(seed)

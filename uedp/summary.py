@@ -41,7 +41,7 @@ KEYS: dict[str, str] = {
     "private": "whether the run's guarantee holds as configured (false with the reason in `warning`)",
     "warning": "why the run is not private, or another caveat; null when none",
     # RUN: every run of the server loop (server/app.py, server/local_dp.py)
-    "method": "the accounting method of the strategy's mechanism (uedp.privacy.mechanisms)",
+    "method": "MechanismSpec.method: the accounting method, or a local mechanism's own name (summary_methods())",
     "estimator": "the UeDP estimator (f_E, f_E+), or null",
     "noise_multiplier": "z, the noise multiplier (null for strategy=dp_bart)",
     "sigma": "the absolute noise standard deviation on the sum of updates (dp_bart: the rewriter's)",
