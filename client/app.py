@@ -7,6 +7,8 @@ replies with the rewrites only. Per training message: decode the instructions (u
 path` names, encoded with the tokenizer the message carries), and reply with the update only (plus training
 metrics in non-private runs). In private runs nothing about the round is logged.
 
+`read_node_config(cfg, node_config)` reads and checks what a node's config says its data is (ConfigError
+naming the entry: a missing, mistyped or out-of-range partition-id, a data-path that names no file).
 `make_client_app(cfg)` binds a RunConfig (Hydra entry point, tests); the module-level `app` reads the config
 from `context.run_config` (`flwr run`).
 """
@@ -14,11 +16,15 @@ from `context.run_config` (`flwr run`).
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
+import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,6 +34,7 @@ from flwr.clientapp import ClientApp
 from client.rewrite import client_rewrite
 from client.update import client_update
 from uedp.config import RunConfig
+from uedp.errors import ConfigError
 from uedp.owners import shipped_tokenizer
 from uedp.protocol import REWRITES_RECORD, TOKENIZER_RECORD, TrainInstructions, reply_content
 
@@ -43,12 +50,76 @@ def inject_fault(fault: str) -> None:
     if not fault:
         return
     kind, _, arg = fault.partition(":")
-    if kind == "raise":
+    if fault == "raise":
         raise RuntimeError("injected fault (node config fault='raise')")
     if kind == "hang":
-        time.sleep(float(arg or 3600))
-        return
-    raise ValueError(f"node config fault={fault!r}: expected 'raise' or 'hang:SECONDS'")
+        try:
+            seconds = float(arg or 3600)
+        except ValueError:
+            seconds = math.nan
+        if 0 <= seconds < math.inf:
+            time.sleep(seconds)
+            return
+    raise ConfigError(f"node config fault={fault!r}: expected 'raise' or 'hang:SECONDS' (SECONDS >= 0)")
+
+
+@dataclass(frozen=True)
+class NodeData:
+    """What this node's config says its data is: `partition_id` (federation.data = corpus: user i of the
+    run's corpus; None where the node config has none and the message needs none) or `data_path`
+    (federation.data = owners: the owner's own JSONL file; "" in corpus mode)."""
+
+    partition_id: int | None
+    data_path: str
+
+
+def _node_int(node_config: Mapping[str, Any], key: str) -> int | None:
+    """Node config `key` as an integer (Flower passes an int, or a str from --node-config); None if absent."""
+    value = node_config.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]{1,19}", value.strip()):
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"node config {key} must be an integer, got {value!r}")
+    return value
+
+
+def read_node_config(cfg: RunConfig, node_config: Mapping[str, Any], *, need_partition: bool = True) -> NodeData:
+    """This node's data, from its node config, checked (ConfigError naming the entry): with federation.data =
+    corpus, `partition-id` (required unless `need_partition` is false) an integer in 0..num-partitions-1 where
+    `num-partitions` (an integer >= 1) is given; with federation.data = owners, `data-path` naming a regular
+    file. Nothing is read but the file's metadata (the ClientApp reads the file later, uedp.owners)."""
+    if not isinstance(node_config, Mapping):
+        raise ConfigError(f"node config must be a mapping, got {type(node_config).__name__}")
+    if cfg.owners:
+        path = node_config.get("data-path", "")
+        if not isinstance(path, str) or not path.strip():
+            raise ConfigError("federation.data = owners: start this SuperNode with node config data-path naming "
+                              f"the owner's JSONL file (got {path!r})")
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            raise ConfigError(f"node config data-path {path!r}: no such file") from None
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
+            raise ConfigError(f"node config data-path {path!r}: cannot be read ({exc})") from None
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"node config data-path {path!r}: not a regular file (a directory, pipe or device)")
+        return NodeData(partition_id=None, data_path=path)
+    partition, partitions = _node_int(node_config, "partition-id"), _node_int(node_config, "num-partitions")
+    if partitions is not None and partitions < 1:
+        raise ConfigError(f"node config num-partitions must be >= 1, got {partitions}")
+    if partition is None:
+        if need_partition:
+            raise ConfigError("federation.data = corpus: start this SuperNode with node config partition-id "
+                              "(the user it holds: 0, 1, ...)")
+        return NodeData(partition_id=None, data_path="")
+    if partition < 0:
+        raise ConfigError(f"node config partition-id must be >= 0, got {partition}")
+    if partitions is not None and partition >= partitions:
+        raise ConfigError(f"node config partition-id must lie in 0..{partitions - 1} (num-partitions "
+                          f"{partitions}), got {partition}")
+    return NodeData(partition_id=partition, data_path="")
 
 
 class _Laps:
@@ -103,21 +174,20 @@ class TrainHandler:
         torch.set_num_threads(1)
         run_cfg = self.cfg if self.cfg is not None else RunConfig.from_flat(dict(context.run_config))
         inject_fault(str(context.node_config.get("fault", "")))
+        node = read_node_config(run_cfg, context.node_config)
         ins = TrainInstructions.from_record(msg.content["config"])
         weights = msg.content["arrays"].to_numpy_ndarrays()
         if laps:
             laps.lap("decode", round=ins.round)
-        data_path = str(context.node_config.get("data-path", ""))
         if run_cfg.owners:  # this owner's own file, the tokenizer the server shipped
-            if not data_path:
-                raise ValueError("federation.data = owners: start this SuperNode with node config data-path")
             if not hasattr(self.update, "owner"):
                 raise TypeError(f"federation.data = owners needs a client round with .owner, got {self.update!r}")
             tokenizer = shipped_tokenizer(dict(msg.content[TOKENIZER_RECORD]))
-            update, metrics = self.update.owner(run_cfg, data_path, tokenizer, weights, ins,  # type: ignore[attr-defined]
+            update, metrics = self.update.owner(run_cfg, node.data_path, tokenizer, weights, ins,  # type: ignore[attr-defined]
                                                 identity=str(context.node_id))
         else:
-            update, metrics = self.update(run_cfg, int(context.node_config["partition-id"]), weights, ins)
+            assert node.partition_id is not None  # read_node_config requires it
+            update, metrics = self.update(run_cfg, node.partition_id, weights, ins)
         if laps:
             laps.lap("compute")
         reply = Message(reply_content(update, metrics), reply_to=msg)
@@ -138,9 +208,8 @@ class QueryHandler:
         torch.set_num_threads(1)
         run_cfg = self.cfg if self.cfg is not None else RunConfig.from_flat(dict(context.run_config))
         inject_fault(str(context.node_config.get("fault", "")))
-        partition = context.node_config.get("partition-id")
-        record = client_rewrite(run_cfg, partition_id=None if partition is None else int(partition),
-                                data_path=str(context.node_config.get("data-path", "")))
+        node = read_node_config(run_cfg, context.node_config, need_partition=False)
+        record = client_rewrite(run_cfg, partition_id=node.partition_id, data_path=node.data_path)
         return Message(RecordDict({REWRITES_RECORD: record}), reply_to=msg)
 
 

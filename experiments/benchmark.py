@@ -4,6 +4,7 @@
     python -m experiments.benchmark --only rounds [--rounds 6]   (sections 1 and 2)
     python -m experiments.benchmark --only calibration [--calibration-rounds 30 60 100]
     python -m experiments.benchmark --only caches [--repeats 5]
+    python -m experiments.benchmark --only noise [--rounds 6]
 
 What it does, and how to read its output: studies/benchmark.py.
 """
@@ -16,7 +17,15 @@ from pathlib import Path
 
 import torch
 
-from studies.benchmark import bench_client, bench_rounds, rounds_tables, run_caches, run_calibration, save
+from studies.benchmark import (
+    bench_client,
+    bench_rounds,
+    rounds_tables,
+    run_caches,
+    run_calibration,
+    run_noise,
+    save,
+)
 from uedp.config import RunConfig
 
 
@@ -25,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default="outputs/benchmark")
-    ap.add_argument("--only", choices=["rounds", "calibration", "caches"],
+    ap.add_argument("--only", choices=["rounds", "calibration", "caches", "noise"],
                     help="run only this section (rounds: the client update and the rounds, sections 1-2)")
     ap.add_argument("--calibration-rounds", type=int, nargs="+", default=[30, 60, 100], metavar="T")
     args = ap.parse_args(argv)
@@ -43,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     cfg = replace(base, privacy=replace(base.privacy, target_epsilon=0.0, noise_multiplier=1.0, seed=0),
                   federation=replace(base.federation, rounds=args.rounds, eval_every=args.rounds,
                                      checkpoint_every=args.rounds))
+    if args.only == "noise":
+        run_noise(cfg, out)
+        return 0
     client = bench_client(cfg, args.repeats)
     rounds = bench_rounds(cfg, out)
     save(out, "benchmark", {"client": client, "rounds": rounds}, rounds_tables(client, rounds))
@@ -50,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     run_calibration(args.calibration_rounds, out)
     run_caches(args.repeats, out)
+    run_noise(cfg, out)
     return 0
 
 

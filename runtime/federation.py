@@ -14,12 +14,30 @@ per node (OUT/flwr-home/keys/), the SuperLink started with --enable-supernode-au
 registered with `flwr supernode register` before the nodes start, each node started with
 --auth-supernode-private-key; registrations live in the SuperLink's --database file, so they survive a
 restart of the SuperLink. `--kill-node-after-round R` SIGKILLs the last SuperNode once round R is logged
-(a data owner disappearing mid-run). Logs of every process are in OUT/logs/.
+(a data owner disappearing mid-run). Logs of every process are in OUT/logs/ (a restarted process appends to
+its log).
+
+Faults (studies/faults.py): `kill(name)` SIGKILLs a process with everything it started, `kill_serverapp()`
+the ServerApp alone, `restart_superlink()` and `restart_node(i)` start them again. Flower 1.42's SuperLink
+starts its SuperExec (which starts each ServerApp) in a session of its own, outside the SuperLink's process
+group: `kill` and `stop` read a process's descendants first and stop them too, or a ServerApp outlives its
+SuperLink (measured before this was done: a flwr-serverapp, re-parented to init, still ran seconds after its
+SuperLink was SIGKILLed and after `stop()` had returned; Flower's own parent-process watch ends it only
+later). Under auth a SIGKILLed SuperNode stays "online" in the SuperLink for up to 2 x 30 s (Flower's
+heartbeat patience), and until then a restarted one is refused ("[code: 2004] Failed to activate SuperNode",
+exit 305): `restart_node` starts it again until it is activated.
+
+`flwr run` is given a copy of the app's source (HOME/app-src: the tree less .git and the directories
+.gitignore names, .venv and outputs/ among them), made once per federation: Flower 1.42 builds the FAB by
+walking and resolving every file under the directory it gets (flwr.cli.utils.collect_files), which took
+16 s of every submission in this repository; Flower filters the copy by the same rules, so the FAB is the
+same.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import re
@@ -30,11 +48,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from runtime.processes import command_line, descendants, kill_all, running
 from runtime.tls import NodeKey
 from uedp.config import DataSource
 from uedp.errors import ConfigError
@@ -44,6 +63,9 @@ CONNECTION = "uedp-procs"
 ROUND_LINE = re.compile(r"\[round\s+(\d+)/(\d+)\]")
 TASK_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"  # Flower 1.42: 0.01..60 s, default 1.0
 TASK_POLL = 0.2  # measured: docs/figures/overhead.md (python -m experiments.scaling overhead)
+ACTIVATED = "SuperNode ID:"  # what flower-supernode logs once the SuperLink has activated it
+REFUSED_ACTIVATION = "[code: 2004]"  # ... and what it logs when the SuperLink refuses to (then it exits)
+SERVERAPP = "flwr-serverapp"  # the ServerApp's executable: one process per run
 
 
 def free_port() -> int:
@@ -82,7 +104,10 @@ class Federation:
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     port: int = 0
     keys: dict[int, NodeKey] = field(default_factory=dict)  # node i's key pair (auth)
+    stage_app: bool = True  # `flwr run` a copy of the app's source (see the module docstring), not `root`
     _logs: list[IO[bytes]] = field(default_factory=list)
+    _log_start: dict[str, int] = field(default_factory=dict)  # where each process's current start begins in its log
+    _app_src: Path | None = None
 
     def __post_init__(self) -> None:
         if self.auth:
@@ -99,7 +124,9 @@ class Federation:
                 **poll, **self.env.get(who, {})}  # type: ignore[arg-type]
 
     def _spawn(self, name: str, argv: list[str], who: int | str | None = None) -> None:
-        log = (self.home / "logs" / f"{name}.log").open("wb")
+        path = self.home / "logs" / f"{name}.log"
+        self._log_start[name] = path.stat().st_size if path.exists() else 0
+        log = path.open("ab")  # a restart appends
         self._logs.append(log)
         self.procs[name] = subprocess.Popen(argv, cwd=self.root, env=self._env(who), stdout=log,
                                             stderr=subprocess.STDOUT, start_new_session=True)
@@ -191,11 +218,81 @@ class Federation:
         if failed:
             raise RuntimeError("flwr supernode register failed for " + "; ".join(failed))
 
-    def restart_superlink(self) -> None:
-        """Start the SuperLink again on the same port and database (after it was killed); the SuperNodes
-        reconnect, and under auth their registrations are still there (kept in the --database file)."""
+    def restart_superlink(self, *, wait: bool = True) -> None:
+        """Start the SuperLink again on the same port and database (after it was killed; a running one is
+        killed first), by default until it listens; the SuperNodes reconnect, and under auth their
+        registrations are still there (kept in the --database file)."""
         self.kill("superlink")
         self._spawn("superlink", self._link_argv, "server")
+        if wait:
+            self.wait_for_superlink()
+
+    def log_since_start(self, name: str) -> str:
+        """What process `name` logged since it was last started."""
+        with (self.home / "logs" / f"{name}.log").open("rb") as f:
+            f.seek(self._log_start.get(name, 0))
+            return f.read().decode("utf-8", errors="replace")
+
+    def activated(self, i: int) -> bool:
+        """Whether SuperNode i (as last started) has been activated by the SuperLink."""
+        return ACTIVATED in self.log_since_start(f"supernode-{i}")
+
+    def wait_for_nodes(self, timeout: float = 120.0, nodes: Sequence[int] | None = None) -> float:
+        """Until SuperNodes `nodes` (default: all) are activated; returns the seconds waited. Raises if one
+        exits or the time-out passes."""
+        t0 = time.monotonic()
+        waiting = set(range(self.nodes) if nodes is None else nodes)
+        while waiting:
+            waiting = {i for i in waiting if not self.activated(i)}
+            gone = [i for i in waiting if self.procs[f"supernode-{i}"].poll() is not None]
+            if gone:
+                raise RuntimeError(f"SuperNode(s) {gone} exited before the SuperLink activated them; see "
+                                   f"{self.home / 'logs'}/supernode-{gone[0]}.log")
+            if waiting and time.monotonic() - t0 > timeout:
+                raise TimeoutError(f"SuperNode(s) {sorted(waiting)} not activated after {timeout:.0f} s")
+            if waiting:
+                time.sleep(0.25)
+        return time.monotonic() - t0
+
+    def restart_node(self, i: int, *, timeout: float = 180.0, retry_every: float = 5.0) -> int:
+        """Start SuperNode i again (a running one is killed first) and wait until the SuperLink has activated
+        it; returns the number of starts. A SIGKILLed node's key stays "online" in the SuperLink until its
+        heartbeat expires (up to 2 x 30 s in Flower 1.42), and until then every start is refused: wait
+        `retry_every` seconds and start it again, until `timeout`."""
+        name = f"supernode-{i}"
+        deadline = time.monotonic() + timeout
+        starts = 0
+        while True:
+            self.kill(name)
+            self.start_node(i)
+            starts += 1
+            proc = self.procs[name]
+            while not self.activated(i) and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.25)
+            if self.activated(i):
+                return starts
+            if proc.poll() is None:
+                raise TimeoutError(f"{name} not activated after {timeout:.0f} s ({starts} start(s))")
+            if REFUSED_ACTIVATION not in self.log_since_start(name):
+                raise RuntimeError(f"{name} exited ({proc.returncode}) on restart: "
+                                   f"{self.log_since_start(name)[-1500:]}")
+            if time.monotonic() + retry_every > deadline:
+                raise TimeoutError(f"{name}: the SuperLink still refused its activation after {starts} starts "
+                                   f"in {timeout:.0f} s")
+            time.sleep(retry_every)
+
+    def serverapps(self) -> list:
+        """The ServerApp processes (flwr-serverapp) under the SuperLink now (children of its SuperExec)."""
+        link = self.procs.get("superlink")
+        if link is None or link.poll() is not None:
+            return []
+        return [p for p in descendants(link.pid) if SERVERAPP in command_line(p) and running(p)]
+
+    def kill_serverapp(self, sig: int = signal.SIGKILL) -> list[int]:
+        """Kill the ServerApp alone (the SuperLink and its SuperExec stay); returns the pids killed."""
+        victims = self.serverapps()
+        kill_all(victims, sig)
+        return [p.pid for p in victims]
 
     def write_connection(self) -> None:
         sec = f'root-certificates = "{self.certs.ca}"' if self.tls else "insecure = true"
@@ -204,15 +301,16 @@ class Federation:
             f'address = "127.0.0.1:{self.port}"\n{sec}\n')
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Send `sig` to process `name`'s process group and to all of its descendants (read first: those in
+        other sessions, the SuperLink's SuperExec and ServerApps, are not in the group); wait for them."""
         proc = self.procs.get(name)
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, sig)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=10)
+        if proc is not None:
+            kill_process(proc, sig)
 
     def stop(self) -> None:
-        """Stop every process this federation started (SIGTERM, then SIGKILL after 10 s), by process group."""
+        """Stop every process this federation started (SIGTERM, then SIGKILL after 10 s), by process group,
+        and then whatever they started outside their groups (the SuperLink's SuperExec and ServerApp)."""
+        below = [p for proc in self.procs.values() if proc.poll() is None for p in descendants(proc.pid)]
         for proc in self.procs.values():
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -225,6 +323,8 @@ class Federation:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        kill_all(below, signal.SIGTERM, timeout=max(0.5, deadline - time.monotonic()))
+        kill_all(below, signal.SIGKILL)
         for log in self._logs:
             log.close()
         self._logs.clear()
@@ -232,14 +332,26 @@ class Federation:
     def alive(self) -> list[str]:
         return [name for name, p in self.procs.items() if p.poll() is None]
 
+    def app_source(self) -> Path:
+        """The directory `flwr run` submits: `root`, or (stage_app) its copy HOME/app-src, made once."""
+        if not self.stage_app:
+            return self.root
+        if self._app_src is None:
+            self._app_src = stage_app_source(self.root, self.home / "app-src")
+        return self._app_src
+
     # -- running the app ----------------------------------------------------------------------------------
-    def run(self, overrides: dict[str, Any], *, timeout: float = 900.0, on_round=None) -> int:
+    def run(self, overrides: dict[str, Any], *, timeout: float = 900.0, on_round=None,
+            echo: Callable[[str], None] | None = None) -> int:
         """`flwr run . --stream` with `overrides` as the run config; returns flwr's exit status. `on_round`
-        is called with each round number the ServerApp logs."""
+        is called with each round number the ServerApp logs; each line of the stream goes to `echo` (default:
+        printed) and to logs/flwr-run.log."""
         path = self.home / "run-config.toml"
         path.write_text("".join(f"{k} = {_toml(v)}\n" for k, v in overrides.items()))
         log = (self.home / "logs" / "flwr-run.log").open("w")
-        proc = subprocess.Popen([executable("flwr"), "run", ".", CONNECTION, "--stream", "--run-config", str(path)],
+        app = self.app_source()
+        proc = subprocess.Popen([executable("flwr"), "run", "." if app == self.root else str(app), CONNECTION,
+                                 "--stream", "--run-config", str(path)],
                                 cwd=self.root, env=self._env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, start_new_session=True)
         self.procs["flwr-run"] = proc
@@ -250,7 +362,10 @@ class Federation:
             for line in proc.stdout:
                 log.write(line)
                 log.flush()
-                print(line, end="", flush=True)
+                if echo is None:
+                    print(line, end="", flush=True)
+                else:
+                    echo(line.rstrip("\n"))
                 m = ROUND_LINE.search(line)
                 if m and on_round is not None:
                     on_round(int(m.group(1)))
@@ -258,6 +373,45 @@ class Federation:
         finally:
             timer.cancel()
             log.close()
+
+
+def kill_process(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+    """Send `sig` to `proc`'s process group (it runs in a session of its own) and to all of its descendants
+    (read first: an orphan is re-parented and no longer found), and wait for them."""
+    if proc.poll() is None:
+        below = descendants(proc.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+        kill_all(below, sig)
+
+
+def ignored_directories(root: Path) -> list[str]:
+    """The directory patterns of root/.gitignore (lines ending in "/", without it), and .git."""
+    gitignore = root / ".gitignore"
+    lines = gitignore.read_text().splitlines() if gitignore.is_file() else []
+    return [".git", *(ln.strip().rstrip("/").lstrip("/") for ln in lines
+                      if ln.strip().endswith("/") and not ln.strip().startswith(("#", "!")))]
+
+
+def stage_app_source(root: Path, dest: Path) -> Path:
+    """Copy the app's source tree `root` to `dest` (replaced), less the directories .gitignore names and
+    .git, and return `dest`: what `flwr run` then submits (Flower applies .gitignore and its include rules to
+    the copy, so the FAB holds the same files, without walking the virtual environment and outputs/)."""
+    skip = ignored_directories(root)
+    if dest.exists():
+        shutil.rmtree(dest)
+    for here, dirs, files in os.walk(root):
+        rel = Path(here).relative_to(root)
+        dirs[:] = [d for d in dirs if not any(fnmatch.fnmatch(d, pat) for pat in skip)
+                   and not (Path(here) / d).is_symlink() and (Path(here) / d).resolve() != dest.resolve()]
+        (dest / rel).mkdir(parents=True, exist_ok=True)
+        for f in files:
+            src = Path(here) / f
+            if not src.is_symlink():  # Flower skips symbolic links too
+                shutil.copy2(src, dest / rel / f)
+    return dest
 
 
 def _toml(v: Any) -> str:

@@ -42,15 +42,18 @@ def to_run_config(cfg: DictConfig) -> tuple[RunConfig, str]:
     data.pop("hydra", None)
     runner = data.pop("runner", "simulation")
     replicate = data.pop("replicate", 0)  # a label only (see conf/config.yaml)
-    if replicate and int(data.get("privacy", {}).get("seed", -1)) >= 0:
-        raise ValueError(f"replicate={replicate} with a fixed privacy.seed would repeat replicate 0 exactly; "
-                         "leave privacy.seed at -1 for independent replicates")
+    if isinstance(replicate, bool) or not isinstance(replicate, int) or replicate < 0:
+        raise ConfigError(f"replicate must be an integer >= 0 (a label), got {replicate!r}")
     if runner not in RUNNERS:
-        raise ValueError(f"runner must be one of {RUNNERS}, got {runner!r}")
+        raise ConfigError(f"runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
     for group in ("dataset", "model"):  # a preset's options are what it lists, never the default component's
         if isinstance(data.get(group), dict):
             data[group].setdefault("options", {})
-    return RunConfig.from_nested(data), runner
+    run_cfg = RunConfig.from_nested(data)  # types and values checked, each naming its key
+    if replicate and run_cfg.privacy.seed >= 0:
+        raise ConfigError(f"replicate={replicate} with a fixed privacy.seed would repeat replicate 0 exactly; "
+                          "leave privacy.seed at -1 for independent replicates")
+    return run_cfg, runner
 
 
 def run_job(cfg: DictConfig) -> dict[str, Any] | None:

@@ -9,7 +9,10 @@ files (node config data-path). Each training message's client round is `client_f
 client.update.client_update; the audit passes a broken control), injected into the handler. A node listed
 in `failing` raises (like a crashing client) and comes back as an error reply; so does any exception the
 client code raises (as in Flower, where a raising ClientApp yields an error reply and the round goes on).
-Only the exception's type is kept: its message could hold data.
+Only the exception's type is kept: its message could hold data. Every reply is a flwr Message built with
+`reply_to` the message it answers (as a SuperLink ties a reply to its message: source node, reply-to id,
+group), whatever the client code put in its own reply's metadata: the strategy counts only replies tied to
+its round's messages (uedp.privacy.replies).
 """
 
 from __future__ import annotations
@@ -18,21 +21,13 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from flwr.app import Context, Message, RecordDict
+from flwr.app import Context, Error, Message, RecordDict
+from flwr.common.constant import ErrorCode
 
 from client.app import ClientFn, QueryHandler, TrainHandler
 from client.update import client_update
 from server.setup import Components
 from uedp.config import RunConfig
-
-
-@dataclass
-class LocalReply:
-    content: RecordDict
-    error: str | None = None
-
-    def has_error(self) -> bool:
-        return self.error is not None
 
 
 @dataclass
@@ -61,25 +56,29 @@ class LocalGrid:
             {"data-path": self.data_paths[node]} if self.data_paths else {"partition-id": node})
         return Context(run_id=0, node_id=node, node_config=node_config, state=RecordDict(), run_config={})
 
-    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[LocalReply]:
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[Message]:
         replies = []
         for msg in messages:
             node = msg.metadata.dst_node_id
             self.calls += 1
             if node in self.failing:
-                replies.append(LocalReply(RecordDict(), error="client raised"))
+                replies.append(_error_reply(msg, "client raised"))
                 continue
             handler = self._query if msg.metadata.message_type == "query" else self._train
             t0 = time.perf_counter()
             try:
                 reply = handler(msg, self.context(node))
             except Exception as exc:  # as in Flower: a raising ClientApp is an error reply, the round goes on
-                replies.append(LocalReply(RecordDict(), error=f"client raised {type(exc).__name__}"))
+                replies.append(_error_reply(msg, f"client raised {type(exc).__name__}"))
                 continue
-            replies.append(LocalReply(reply.content))
+            replies.append(Message(reply.content, reply_to=msg))
             if handler is self._train:
                 self.client_seconds.append(time.perf_counter() - t0)
         return replies
+
+
+def _error_reply(msg: Message, reason: str) -> Message:
+    return Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=reason), reply_to=msg)
 
 
 def set_local_task_identity() -> None:

@@ -18,8 +18,8 @@ from typing import Any, TextIO
 
 # Written into summary.json of private runs: the per-round counts are for the operator, not released.
 OPERATOR_LOGS = ("metrics.csv and metrics.jsonl are operator logs outside the privacy guarantee: their per-round "
-                 "counts (sampled, replies, missing, failed, re-check statuses) reveal who took part in a round; "
-                 "release the model, the ledger and the epsilons, not these files")
+                 "counts (sampled, replies, missing, failed, refused, re-check statuses) reveal who took part in a "
+                 "round; release the model, the ledger and the epsilons, not these files")
 
 
 class MetricsWriter:

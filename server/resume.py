@@ -1,16 +1,21 @@
 """Resuming a run, fail-closed: a resumed run never spends budget twice and never forgets a charged round.
 
-Every round is recorded in ledger.json (saved atomically) before the model changes; a checkpoint (every
-`federation.checkpoint_every` rounds) carries the model, a copy of the ledger and z; metrics.jsonl gets one
-row per round after the ledger is saved. On `federation.resume`, `resume_state(out, ...)`:
+Every round is recorded in ledger.json (saved atomically, hash-chained: uedp.privacy.ledger) before the model
+changes; a checkpoint (every `federation.checkpoint_every` rounds) carries the model, a copy of the ledger,
+z and the ledger's head (round, hash); metrics.jsonl gets one row per round after the ledger is saved, with
+the head's hash (`ledger_hash`). On `federation.resume`, `resume_state(out, ...)`:
 
 - nothing in the folder: a fresh start (round 1, empty ledger);
 - ledger.json missing while a checkpoint or metrics rows exist: lost state, REFUSED (the checkpoint's copy
   is never used instead: with checkpoints every 10 rounds, up to 9 charged rounds would vanish);
-- the checkpoint's ledger copy holds a round the ledger lacks or records it differently, or the checkpoint
-  is of a round beyond the ledger's last, or its z is not the z the ledger recorded for that round:
-  REFUSED (the files do not belong together);
-- metrics.jsonl shows a round the ledger lacks: REFUSED;
+- ledger.json itself broken (rounds not contiguous from 1, a hash or previous hash that does not match, a
+  head other than its last record's): REFUSED by `Ledger.load`, naming the round;
+- a metrics row whose round the ledger lacks, or whose `ledger_hash` is not the ledger's hash after that
+  round (a round deleted or edited and the file re-chained, an older ledger.json restored over a newer
+  run), or without one: REFUSED, naming the row and round;
+- the checkpoint's head is missing or is not the ledger's head at the checkpoint's round, or its ledger copy
+  is not the ledger's first rounds record for record (it must itself load: chained, contiguous), or its z
+  is not the z the ledger recorded for that round: REFUSED (the files do not belong together);
 - otherwise the run continues after the ledger's last round, from the checkpoint's model (rounds charged
   after the checkpoint stay charged) and with the ledger's z (never recalibrated: the mechanism of a run
   does not change when it is resumed). The run's z has one holder, its strategy; `Resumed.check_z` refuses
@@ -28,10 +33,12 @@ from pathlib import Path
 
 from server.checkpoint import CHECKPOINT, Checkpoint, load_checkpoint
 from uedp.errors import ConfigError
-from uedp.privacy.ledger import Ledger
+from uedp.privacy.ledger import Head, Ledger
 
 LEDGER = "ledger.json"
 METRICS = "metrics.jsonl"
+ROW_HASH = "ledger_hash"  # in each metrics row: the ledger's head hash after the row's round
+CHECKPOINT_HEAD = "ledger_head"  # in each checkpoint's extra: the ledger's head {"round", "hash"}
 
 
 class ResumeError(ConfigError):
@@ -62,48 +69,87 @@ class Resumed:
                                   "continues with the z it recorded)")
 
 
-def _metric_rounds(path: Path) -> list[int]:
+def _metric_rows(path: Path) -> list[tuple[int, int, str | None]]:
+    """(line number, round, ledger_hash or None) of each row of metrics.jsonl."""
     if not path.is_file():
         return []
-    rounds = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
+    rows = []
+    for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         if line.strip():
             try:
-                rounds.append(int(json.loads(line)["round"]))
-            except (ValueError, KeyError, TypeError) as exc:
+                row = json.loads(line)
+                rnd, head = row["round"], row.get(ROW_HASH)
+                if isinstance(rnd, bool) or not isinstance(rnd, int) or not isinstance(head, str | None):
+                    raise TypeError(f"round {rnd!r}, {ROW_HASH} {head!r}")
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise ResumeError(f"{path}, line {i}: not a metrics row ({exc}); cannot tell which rounds "
                                   "ran") from None
-    return rounds
+            rows.append((i, rnd, head))
+    return rows
+
+
+def _refuse(out: Path, why: str) -> ResumeError:
+    return ResumeError(f"cannot resume in {out}: {why}")
+
+
+def _check_metrics(out: Path, ledger: Ledger, rows: list[tuple[int, int, str | None]]) -> None:
+    """Every metrics row is of a round the ledger holds, with the ledger's head hash after that round."""
+    last = ledger.last_round or 0
+    beyond = max((rnd, line) for line, rnd, _ in rows) if rows else (0, 0)
+    if beyond[0] > last:
+        raise _refuse(out, f"{METRICS} shows round {beyond[0]} but {LEDGER} ends at round {last} (line {beyond[1]}): "
+                           "its last rounds were deleted, or an older copy was restored")
+    for line, rnd, head in rows:
+        where = f"{METRICS} line {line} (round {rnd})"
+        if rnd < 1:
+            raise _refuse(out, f"{where}: rounds start at 1")
+        if head is None:
+            raise _refuse(out, f"{where} carries no {ROW_HASH} (written before the ledger's hash chain, or "
+                               "edited): start a new run in an empty federation.out_dir")
+        if head != ledger.head_at(rnd).hash:
+            raise _refuse(out, f"{where}: its {ROW_HASH} is not {LEDGER}'s hash after round {rnd}: round(s) up "
+                               f"to {rnd} of {LEDGER} were deleted, edited or re-chained, or it is an older copy")
+
+
+def _check_checkpoint(out: Path, ledger: Ledger, ckpt: Checkpoint) -> None:
+    last = ledger.last_round or 0
+    try:
+        copy = Ledger.from_dict(ckpt.ledger)
+        head = Head.from_dict(ckpt.extra.get(CHECKPOINT_HEAD), where=f"{CHECKPOINT} extra")
+    except ConfigError as exc:
+        raise _refuse(out, f"the checkpoint (round {ckpt.round}): {exc}") from None
+    missing = [r.round for r in copy.records if r.round > last or ledger.records[r.round - 1] != r]
+    if ckpt.round > last or missing:
+        raise _refuse(out, f"the checkpoint (round {ckpt.round}) records round(s) {missing or [ckpt.round]} that "
+                           f"{LEDGER} (rounds 1..{last}) lacks or records differently")
+    if head.round != ckpt.round or copy.head != head or head != ledger.head_at(head.round):
+        raise _refuse(out, f"the checkpoint's ledger head (round {head.round}) is not {LEDGER}'s head after round "
+                           f"{ckpt.round}: the files do not belong together")
+    ckpt_z, recorded = ckpt.extra.get("z"), ledger.records[ckpt.round - 1] if ckpt.round else None
+    if ckpt_z is not None and recorded is not None and not math.isclose(float(ckpt_z), recorded.z, rel_tol=1e-12):
+        raise _refuse(out, f"the checkpoint's z = {ckpt_z} is not the z = {recorded.z} {LEDGER} recorded for "
+                           f"round {ckpt.round}")
 
 
 def resume_state(out: Path, *, delta: float, num_users: int) -> Resumed:
     """The state a resumed run continues from (see the module docstring), or ResumeError."""
     ledger_path, ckpt_path = out / LEDGER, out / CHECKPOINT
-    metric_rounds = _metric_rounds(out / METRICS)
+    rows = _metric_rows(out / METRICS)
     if not ledger_path.exists():
-        if ckpt_path.exists() or metric_rounds:
-            found = ", ".join(n for n, there in ((CHECKPOINT, ckpt_path.exists()), (METRICS, bool(metric_rounds)))
-                              if there)
-            raise ResumeError(f"cannot resume in {out}: {LEDGER} is missing but {found} exist(s); the rounds "
-                              "it charged are unknown, so resuming could spend the budget twice. Start a new "
-                              "run in an empty federation.out_dir")
+        if ckpt_path.exists() or rows:
+            found = ", ".join(n for n, there in ((CHECKPOINT, ckpt_path.exists()), (METRICS, bool(rows))) if there)
+            raise _refuse(out, f"{LEDGER} is missing but {found} exist(s); the rounds it charged are unknown, so "
+                               "resuming could spend the budget twice. Start a new run in an empty "
+                               "federation.out_dir")
         return Resumed(Ledger(delta=delta, num_users=num_users), None)
-    ledger = Ledger.resume(ledger_path, delta=delta, num_users=num_users)
-    by_round = {r.round: r for r in ledger.records}
-    last = ledger.last_round or 0
-    if metric_rounds and max(metric_rounds) > last:
-        raise ResumeError(f"cannot resume in {out}: {METRICS} shows round {max(metric_rounds)} but {LEDGER} "
-                          f"ends at round {last}")
+    try:
+        ledger = Ledger.resume(ledger_path, delta=delta, num_users=num_users)
+    except ResumeError:
+        raise
+    except ConfigError as exc:
+        raise ResumeError(f"cannot resume: {exc}") from None
+    _check_metrics(out, ledger, rows)
     ckpt = load_checkpoint(out)
     if ckpt is not None:
-        copy = Ledger.from_dict(ckpt.ledger).records
-        missing = [r.round for r in copy if by_round.get(r.round) != r]
-        if ckpt.round > last or missing:
-            raise ResumeError(f"cannot resume in {out}: the checkpoint (round {ckpt.round}) records round(s) "
-                              f"{missing or [ckpt.round]} that {LEDGER} (rounds 1..{last}) lacks or records "
-                              "differently")
-        ckpt_z, recorded = ckpt.extra.get("z"), by_round.get(ckpt.round)
-        if ckpt_z is not None and recorded is not None and not math.isclose(float(ckpt_z), recorded.z, rel_tol=1e-12):
-            raise ResumeError(f"cannot resume in {out}: the checkpoint's z = {ckpt_z} is not the z = {recorded.z} "
-                              f"{LEDGER} recorded for round {ckpt.round}")
+        _check_checkpoint(out, ledger, ckpt)
     return Resumed(ledger, ckpt)

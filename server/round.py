@@ -5,7 +5,8 @@ eps_undetected unless privacy.target_on names one) -> configure_train
 -> send_and_receive -> aggregate_train (noisy mean update) -> record the round in the privacy ledger and
 save the ledger -> THEN apply the update with the server optimizer (the new model exists only after its
 round is accounted for) -> central evaluation every `eval_every` rounds -> metrics row and progress line
--> a checkpoint every `checkpoint_every` rounds (model, optimizer, a copy of the ledger, and z).
+-> a checkpoint every `checkpoint_every` rounds (model, optimizer, a copy of the ledger, z and the ledger's
+head). Every metrics row carries the ledger's head hash after its round (`ledger_hash`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from flwr.app import ArrayRecord, ConfigRecord
 from flwr.serverapp import Grid
 
 from server.checkpoint import Checkpoint, save_checkpoint
-from server.resume import LEDGER
+from server.resume import CHECKPOINT_HEAD, LEDGER, ROW_HASH
 from server.setup import RunContext, RunState, evaluate
 from uedp.models.base import get_weights
 from uedp.privacy.accounting import epsilon
@@ -50,8 +51,9 @@ def run_round(ctx: RunContext, state: RunState, grid: Grid, rnd: int) -> bool:
     ledger.append(plan.record)
     ledger.save(ctx.out / LEDGER)
     state.optimizer.apply(agg.to_numpy_ndarrays())
+    # The ledger's chain head after this round: resume checks every metrics row and checkpoint against it.
     row: dict[str, Any] = {"round": rnd, "seconds": round(time.monotonic() - t_round, 3),
-                           **dict(round_metrics or {})}
+                           **dict(round_metrics or {}), ROW_HASH: ledger.head.hash}
     evaluate_now = rnd % fed.eval_every == 0 or rnd == fed.rounds
     if spec.private:
         # The claimed epsilons every round (the budget check already computed them); all four at evaluations.
@@ -73,5 +75,5 @@ def run_round(ctx: RunContext, state: RunState, grid: Grid, rnd: int) -> bool:
                          extra=f"replies={int(row['replies'])}/{int(row['sampled'])}")
     if rnd % fed.checkpoint_every == 0 or rnd == fed.rounds:
         save_checkpoint(ctx.out, Checkpoint(rnd, state.model.state_dict(), state.optimizer.state_dict(),
-                                            ledger.to_dict(), {"z": ctx.z}))
+                                            ledger.to_dict(), {"z": ctx.z, CHECKPOINT_HEAD: ledger.head.to_dict()}))
     return True

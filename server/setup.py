@@ -37,7 +37,7 @@ from uedp.privacy.aggregation import Aggregator, aggregate
 from uedp.privacy.calibration import calibrate_claims
 from uedp.privacy.ledger import Ledger
 from uedp.privacy.mechanisms import MechanismSpec, spec_for
-from uedp.privacy.noise import FIXED_SEED_WARNING, GaussianNoise, NoiseSource
+from uedp.privacy.noise import FIXED_SEED_WARNING, NoiseSource, noise_source
 from uedp.server_data import server_data
 from uedp.tasks import get_task
 from uedp.training import evaluate_encoded
@@ -45,7 +45,7 @@ from uedp.training import evaluate_encoded
 
 @dataclass(frozen=True)
 class Components:
-    noise: NoiseSource | None = None  # None: GaussianNoise, CSPRNG-seeded (or privacy.seed for reproduction)
+    noise: NoiseSource | None = None  # None: noise_source(privacy.noise; privacy.seed for reproduction)
     aggregator: Aggregator = aggregate
     noise_multiplier: float | None = None  # None: privacy.noise_multiplier or calibrated to the target
     broken: str | None = None  # why an injected component voids the guarantee (audit controls only)
@@ -138,7 +138,7 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
     if fixed:
         print(f"WARNING: {FIXED_SEED_WARNING} (privacy.seed={p.seed}); this run is for reproduction only",
               file=stream, flush=True)
-    noise = components.noise or GaussianNoise(seed=p.seed if fixed else None)
+    noise = components.noise or noise_source(seed=p.seed if fixed else None, kind=p.noise)
     if components.broken:
         print(f"WARNING: {components.broken}; this run is NOT private", file=stream, flush=True)
     rng: random.Random = random.Random(p.seed) if fixed else secrets.SystemRandom()

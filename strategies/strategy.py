@@ -6,10 +6,13 @@ with a different `MechanismSpec` (uedp.privacy.mechanisms); adding one is a regi
 configure_train: Poisson-sample users over the registered population (truncated at m_max when the spec
   says so), draw a fresh secret round key (`secrets`) for keyed mechanisms, inject the cohort into slots
   when the entity cap is on, and send each sampled node its instructions (uedp.protocol) with the model.
-aggregate_train: error replies and missing replies (time-outs) contribute zero; every received update is
-  re-checked (shape, finite, norm <= w_max * beta: re-clip or drop, counted; a split update's two parts
-  each against its own bound, beta and gamma, then summed: uedp.privacy.aggregation.recheck_split),
-  summed, noised with the round's sigma and divided by the public constant Z (uedp.privacy.aggregation).
+aggregate_train: a reply counts only if it answers one of this round's plan messages, from that message's
+  node, once (uedp.privacy.replies: a late reply, one to another round, from a node not sent the message, or
+  a node's second reply is refused and counted); error, malformed and missing replies (time-outs) contribute
+  zero; every counted update is re-checked (shape, finite, norm <= w_max * beta: re-clip or drop, counted;
+  a split update's two parts each against its own bound, beta and gamma, then summed:
+  uedp.privacy.aggregation.recheck_split), summed, noised with the round's sigma and divided by the public
+  constant Z (uedp.privacy.aggregation).
   Noiseless mechanisms divide by the number of valid replies instead (they have no guarantee, so they may
   look at the data).
 
@@ -22,8 +25,9 @@ takes it back: there is no state carried from one round to the next, a round agg
 (or twice) is refused, and the round's record is built once (the server loop builds it for the budget
 check and passes it in: the record charged is the record noised with).
 
-The round's metrics hold counts only (sampled, replies, failures, re-check statuses), never a per-client
-number. The round key lives in the round's plan for one round and is never logged or stored.
+The round's metrics hold counts only (sampled, replies, failed of which malformed, missing, refused of which
+duplicate, re-check statuses), never a per-client number. The round key lives in the round's plan for one
+round and is never logged or stored.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from uedp.privacy.cohort import Cohort, sample_cohort
 from uedp.privacy.ledger import RoundRecord
 from uedp.privacy.mechanisms import MechanismSpec
 from uedp.privacy.noise import NoiseSource
+from uedp.privacy.replies import intake, stamp
 from uedp.privacy.sampling import RoundKey, new_round_key
 from uedp.protocol import ENTITY_UPDATE_RECORD, TOKENIZER_RECORD, UPDATE_RECORD, TrainInstructions
 
@@ -146,6 +151,7 @@ class MechanismStrategy(Strategy):
             round=server_round, method=self.spec.accounting, q_u=p.q_u, q_e=self.q_e, q_s=self.q_s,
             m_max=self.m_max, k_cap=self.k_cap, beta=p.beta, w_max=p.w_max, z=self.z,
             Z=self.Z if self.spec.private else 1.0, gamma=self.gamma,
+            noise=getattr(self.noise, "mode", "unrecorded") if self.spec.private else "none",
         )
 
     @property
@@ -201,7 +207,8 @@ class MechanismStrategy(Strategy):
             content = RecordDict({"arrays": arrays, "config": ins.to_record()})
             if self.shipped is not None:
                 content[TOKENIZER_RECORD] = self.shipped
-            messages.append(Message(content, dst_node_id=nodes[place], message_type="train"))
+            messages.append(stamp(Message(content, dst_node_id=nodes[place], message_type="train",
+                                          group_id=str(server_round))))
         plan = RoundPlan(record, cohort, tuple(messages))
         self._plans[server_round] = plan
         return plan
@@ -216,27 +223,22 @@ class MechanismStrategy(Strategy):
             raise RuntimeError(f"round {server_round} has no plan: configure_train({server_round}, ...) comes "
                                "first, and a round is aggregated once")
         cohort = plan.cohort
-        replies = list(replies)
-        updates, errors = [], 0
-        train_loss: list[float] = []
+        shapes = shapes_of(self._template)
+        # Only a reply to one of this round's messages, from its node, once, counts; its records and arrays
+        # are read without trusting them (uedp.privacy.replies). Everything else contributes zero, counted.
+        got = intake(plan.messages, replies, shapes=shapes, private=self.spec.private,
+                     records=(UPDATE_RECORD, ENTITY_UPDATE_RECORD) if self.spec.split else (UPDATE_RECORD,))
+        updates = []
         split_counts = dict.fromkeys(STATUSES, 0)
-        shapes = shapes_of(self._template) if self.spec.split else None
-        for reply in replies:
-            wanted = (UPDATE_RECORD, ENTITY_UPDATE_RECORD) if self.spec.split else (UPDATE_RECORD,)
-            if reply.has_error() or any(k not in reply.content for k in wanted):
-                errors += 1
-                continue
-            update = reply.content[UPDATE_RECORD].to_numpy_ndarrays()
+        for parts in got.updates:
+            update = parts[0]
             if self.spec.split:  # each part against its own bound, then their sum
-                update, status = recheck_split(update, reply.content[ENTITY_UPDATE_RECORD].to_numpy_ndarrays(),
-                                               shapes, w_max=self.privacy.w_max,
+                update, status = recheck_split(parts[0], parts[1], shapes, w_max=self.privacy.w_max,
                                                beta=self.privacy.beta, gamma=self.gamma)
                 split_counts[status] += 1
                 if update is None:
                     continue
             updates.append(update)
-            if not self.spec.private and "metrics" in reply.content:
-                train_loss.append(float(reply.content["metrics"]["train_loss"]))
         if self.spec.private:
             mean, stats = self.aggregator(updates, template=self._template, w_max=self.privacy.w_max,
                                           beta=self.privacy.beta + self.gamma,
@@ -246,19 +248,21 @@ class MechanismStrategy(Strategy):
         else:
             mean, stats = self.aggregator(updates, template=self._template, w_max=1.0, beta=UNBOUNDED_NORM,
                                           sigma=0.0, Z=1.0, noise=self.noise)
-            mean = [m / max(1, len(updates)) for m in mean]
+            mean = [m / max(1, stats.ok + stats.reclipped) for m in mean]  # the valid replies
         sampled = cohort.size
         metrics = {
             "sampled": float(sampled),
             "drawn": float(cohort.drawn),
             "truncated": float(bool(cohort.truncated)),
             "replies": float(stats.received),
-            "failed": float(errors),
-            "missing": float(sampled - len(replies)),
+            "missing": float(sampled - got.answered),
+            **{k: float(v) for k, v in got.counts().items()},
             **{k: float(v) for k, v in stats.as_dict().items() if k != "received"},
         }
-        if train_loss:  # non-private runs only
-            metrics["train_loss"] = float(np.mean(train_loss))
+        if got.train_loss:  # non-private runs only; each loss finite, their mean scaled so as not to overflow
+            loss = sum(v / len(got.train_loss) for v in got.train_loss)
+            if math.isfinite(loss):
+                metrics["train_loss"] = loss
         return ArrayRecord([np.asarray(m, dtype=np.float32) for m in mean]), MetricRecord(metrics)
 
     def configure_evaluate(

@@ -20,11 +20,16 @@
    cache (spacy+rules on the synthetic corpus: first run, detect and write, versus the cached run), the
    tokenizer cache (train and save versus load) and the synthetic generator's sentences per second; each
    the median of --repeats runs, the first runs each into a fresh cache directory.
+5. Noise (issue 24): the secure noise source (uedp.privacy.noise.SecureGaussianNoise: CSPRNG, sum of 4 draws)
+   against CSPRNG-seeded Philox, in-process runs of the main job's configuration side by side (privacy.seed:
+   the same cohorts; each source injected), alternating philox, secure, philox, secure: the noise's own
+   seconds per round (timed around every draw), the median round, and their ratios.
 
     python -m experiments.benchmark [--rounds 6] [--repeats 5] [--out outputs/benchmark]
     python -m experiments.benchmark --only rounds [--rounds 6]   (sections 1 and 2)
     python -m experiments.benchmark --only calibration [--calibration-rounds 30 60 100]
     python -m experiments.benchmark --only caches [--repeats 5]
+    python -m experiments.benchmark --only noise [--rounds 6]
 """
 
 from __future__ import annotations
@@ -442,3 +447,67 @@ def rounds_tables(c: dict, r: dict) -> str:
             f"ArrayRecord(weights) {1000 * p['to_record_s']:.2f} ms, to_numpy_ndarrays {1000 * p['to_numpy_s']:.2f}"
             " ms. Client rows are sums over the round's clients (in the simulation they run in 2 actors at once).")
     return f"{summary}\n\n{breakdown}\n\n{note}"
+
+
+# -- 5. noise -------------------------------------------------------------------------------------------------
+class TimedNoise:
+    """Benchmark-only NoiseSource wrapper: seconds and coordinates of every draw of `inner`."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.mode = inner, inner.mode
+        self.reproducible, self.warning = inner.reproducible, inner.warning
+        self.seconds: list[float] = []
+        self.coordinates = 0
+
+    def normal(self, shape: tuple[int, ...], std: float) -> np.ndarray:
+        start = time.perf_counter()
+        out = self.inner.normal(shape, std)
+        self.seconds.append(time.perf_counter() - start)
+        self.coordinates += out.size
+        return out
+
+
+def bench_noise(cfg: RunConfig, out: Path, *, repeats: int = 2) -> dict:
+    """Per noise source: the noise's seconds per round and the median round (rounds 2..T), over `repeats`
+    alternating runs each (see the module docstring)."""
+    import shutil
+
+    from server.app import run_server
+    from server.setup import Components
+    from uedp.privacy.noise import GaussianNoise, SecureGaussianNoise
+
+    manifest = prepare(cfg)
+    set_local_task_identity()
+    found: dict[str, dict[str, list[float]]] = {}
+    for i in range(repeats):
+        for mode, make in (("philox", GaussianNoise), ("secure", SecureGaussianNoise)):
+            run_dir = out / f"noise-{mode}-{i}"
+            shutil.rmtree(run_dir, ignore_errors=True)
+            run_cfg = replace(cfg, federation=replace(cfg.federation, out_dir=str(run_dir)))
+            noise = TimedNoise(make())
+            run_server(LocalGrid(run_cfg, len(manifest.users)), run_cfg, components=Components(noise=noise))
+            rounds = _round_seconds(run_dir)
+            per_round = sum(noise.seconds) / len(rounds)
+            got = found.setdefault(mode, {"noise_s": [], "round_s": [], "coordinates": []})
+            got["noise_s"].append(per_round)
+            got["round_s"].extend(rounds[1:])
+            got["coordinates"].append(noise.coordinates / len(rounds))
+    return {mode: {"noise_per_round_s": statistics.median(v["noise_s"]), "round_s": statistics.median(v["round_s"]),
+                   "coordinates_per_round": statistics.median(v["coordinates"]), "runs": repeats,
+                   "rounds_measured": len(v["round_s"])} for mode, v in found.items()}
+
+
+def noise_table(r: dict) -> str:
+    base = r["philox"]
+    rows = [[mode, f"{v['coordinates_per_round']:.0f}", f"{v['noise_per_round_s']:.4f}",
+             f"{v['noise_per_round_s'] / base['noise_per_round_s']:.1f}x", f"{v['round_s']:.3f}",
+             f"{100 * v['noise_per_round_s'] / v['round_s']:.1f}%", f"{v['round_s'] / base['round_s']:.3f}"]
+            for mode, v in r.items()]
+    return table(["noise", "coordinates a round", "noise s a round", "vs philox", "round s (median)",
+                  "noise / round", "round vs philox"], rows, fmt=str)
+
+
+def run_noise(cfg: RunConfig, out: Path, *, repeats: int = 2) -> dict:
+    r = bench_noise(cfg, out, repeats=repeats)
+    save(out, "noise", r, noise_table(r))
+    return r

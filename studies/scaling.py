@@ -50,6 +50,14 @@ TINY = ["tokenizer.vocab_size=300", "model.options.emb_dim=16", "model.options.h
 def _tree_rss(root: int) -> int:
     """Sum of resident set sizes (bytes) over `root` and all of its descendants; processes that exit while
     they are read count 0."""
+    return tree_memory(root, pss=False)
+
+
+def tree_memory(root: int, *, pss: bool = True) -> int:
+    """Sum over `root` and all of its descendants (whatever their session) of their proportional set sizes
+    (bytes; `pss`: each shared page divided among the processes that map it, so sums over processes do not
+    count a page twice; /proc/PID/smaps_rollup) or resident set sizes; processes that exit while they are read
+    count 0."""
     try:
         proc = psutil.Process(root)
         tree = [proc, *proc.children(recursive=True)]
@@ -58,7 +66,7 @@ def _tree_rss(root: int) -> int:
     total = 0
     for p in tree:
         with contextlib.suppress(*GONE):
-            total += p.memory_info().rss
+            total += p.memory_full_info().pss if pss else p.memory_info().rss
     return total
 
 

@@ -8,10 +8,10 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from flwr.app import ArrayRecord, RecordDict
+from flwr.app import ArrayRecord, Error, Message, RecordDict
 
 from client.update import client_update, select
-from runtime.local_grid import LocalGrid, LocalReply, set_local_task_identity
+from runtime.local_grid import LocalGrid, set_local_task_identity
 from strategies import MechanismStrategy
 from tests.helpers import tiny_config
 from uedp.models.base import get_weights
@@ -111,18 +111,18 @@ def test_server_rechecks_every_reply(tiny):
     s = _strategy(tiny, k_cap=2, z=1e-12)  # (almost) no noise: check the arithmetic of the sum
     template = [np.zeros((3, 2), np.float32), np.zeros(4, np.float32)]
     s.set_template(template)
-    s.configure_train(1, ArrayRecord(template), None, LocalGrid(tiny, 8))
+    sent = list(s.configure_train(1, ArrayRecord(template), None, LocalGrid(tiny, 8)))
     beta = tiny.privacy.beta
-
-    def reply(arrays):
-        return LocalReply(RecordDict({"update": ArrayRecord(arrays)}))
 
     ok = [np.full((3, 2), 0.01, np.float32), np.zeros(4, np.float32)]
     huge = [np.full((3, 2), 100.0, np.float32), np.ones(4, np.float32)]
     nan = [np.full((3, 2), np.nan, np.float32), np.zeros(4, np.float32)]
     wrong = [np.zeros((2, 3), np.float32), np.zeros(4, np.float32)]
-    failed = LocalReply(RecordDict(), error="boom")
-    agg, metrics = s.aggregate_train(1, [reply(ok), reply(huge), reply(nan), reply(wrong), failed])
+    # replies to the round's first five messages (only replies to its messages count)
+    replies = [Message(RecordDict({"update": ArrayRecord(a)}), reply_to=m)
+               for a, m in zip((ok, huge, nan, wrong), sent)]
+    failed = Message(Error(code=0, reason="boom"), reply_to=sent[4])
+    agg, metrics = s.aggregate_train(1, [*replies, failed])
     m = dict(metrics)
     assert (m["ok"], m["reclipped"], m["dropped_nonfinite"], m["dropped_shape"], m["failed"]) == (1, 1, 1, 1, 1)
     total = agg.to_numpy_ndarrays()
@@ -142,7 +142,8 @@ class _Nodes:
 
 
 def _zero_replies(plan, template):
-    return [LocalReply(RecordDict({"update": ArrayRecord([np.zeros_like(t) for t in template])})) for _ in plan]
+    zeros = [np.zeros_like(t) for t in template]
+    return [Message(RecordDict({"update": ArrayRecord(zeros)}), reply_to=m) for m in plan]
 
 
 def test_no_plan_outlives_its_round(tiny):

@@ -29,6 +29,7 @@ Known differences, asserted below:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import random
@@ -56,6 +57,7 @@ from uedp.privacy import mechanisms
 from uedp.privacy.accounting import mechanism
 from uedp.privacy.aggregation import aggregate
 from uedp.privacy.noise import GaussianNoise
+from uedp.privacy.replies import stamp
 
 N_NODES, M, CLIP, Z_MULT = 8, 4, 0.5, 1.2
 SHAPES = [(4, 8), (32,)]  # d = 64 coordinates
@@ -154,14 +156,19 @@ def _error_reply(msg: Message) -> Message:
 
 
 def _configure(strategy, server_round: int, grid: FakeGrid | None = None) -> list[Message]:
-    return list(strategy.configure_train(server_round, ArrayRecord(GLOBAL), ConfigRecord({}),
-                                         grid or FakeGrid(N_NODES)))
+    """The round's messages, each with an id (as a grid gives them when it pushes them: replies name it)."""
+    messages = strategy.configure_train(server_round, ArrayRecord(GLOBAL), ConfigRecord({}), grid or FakeGrid(N_NODES))
+    return [m if m.metadata.message_id else stamp(m) for m in messages]
 
 
-def _ours_on_flowers_sample(strategy: MechanismStrategy, server_round: int, replies: list[Message]):
-    """Ours aggregates the replies to the nodes FLOWER sampled: it plans its own round first (a round is
-    aggregated only after its configure_train; its own sample sets the counts, not the released sum)."""
+def _ours_on_flowers_sample(strategy: MechanismStrategy, server_round: int, replies: list[Message],
+                            messages: list[Message]):
+    """Ours aggregates the replies to the nodes FLOWER sampled (its `messages`): it plans its own round first
+    (a round is aggregated only after its configure_train; its own sample sets the sampled and missing
+    counts, not the released sum), and its plan's messages are replaced by Flower's, since ours counts only
+    the replies to its plan's messages."""
     _configure(strategy, server_round)
+    strategy._plans[server_round] = dataclasses.replace(strategy._plans[server_round], messages=tuple(messages))
     return strategy.aggregate_train(server_round, replies)
 
 
@@ -200,7 +207,7 @@ def test_clipped_mean_is_identical_with_noise_off():
         core, core_stats = aggregate([UPDATES[k] for k in nodes], template=GLOBAL, w_max=1.0, beta=CLIP,
                                      sigma=0.0, Z=float(M), noise=ZeroNoise())
         strat_record, metrics = _ours_on_flowers_sample(_ours(ZeroNoise()), server_round,
-                                                        [_our_reply(m) for m in messages])
+                                                        [_our_reply(m) for m in messages], messages)
         strat = _released(strat_record, model=False)
         for f, c, s, e in zip(fl, core, strat, expected):
             np.testing.assert_allclose(f, e, rtol=0, atol=1e-12)  # float64 end to end
@@ -244,7 +251,7 @@ def test_noise_std_of_the_released_update_matches_theory_and_each_other():
         messages = _configure(flower, server_round)
         expected = np.concatenate([e.ravel() for e in _clipped_mean(_nodes(messages), M)])
         fl_record, _ = flower.aggregate_train(server_round, [_flower_reply(m) for m in messages])
-        our_record, _ = _ours_on_flowers_sample(ours, server_round, [_our_reply(m) for m in messages])
+        our_record, _ = _ours_on_flowers_sample(ours, server_round, [_our_reply(m) for m in messages], messages)
         for name, record, model in (("flower", fl_record, True), ("ours", our_record, False)):
             released = np.concatenate([r.ravel() for r in _released(record, model=model)])
             residuals[name].append(released - expected)
@@ -272,7 +279,7 @@ def test_an_error_reply_aborts_flower_but_counts_as_zero_in_ours():
 
     ours = _ours(ZeroNoise())
     our_replies = [_error_reply(messages[0])] + [_our_reply(m) for m in messages[1:]]
-    record, metrics = _ours_on_flowers_sample(ours, 1, our_replies)
+    record, metrics = _ours_on_flowers_sample(ours, 1, our_replies, messages)
     assert metrics["failed"] == 1 and metrics["replies"] == M - 1
     expected = _clipped_mean(_nodes(messages)[1:], M)  # the failed client adds zero; still divided by Z = m
     for got, want in zip(_released(record, model=False), expected):
@@ -325,7 +332,7 @@ def test_zero_and_nonfinite_updates_break_flower_but_not_ours():
     ours = _ours(ZeroNoise())
     replies = [_our_reply(messages[0], zero), _our_reply(messages[1], nan)]
     replies += [_our_reply(m) for m in messages[2:]]
-    record, metrics = _ours_on_flowers_sample(ours, 2, replies)
+    record, metrics = _ours_on_flowers_sample(ours, 2, replies, messages)
     assert metrics["ok"] + metrics["reclipped"] == M - 1 and metrics["dropped_nonfinite"] == 1
     for got, want in zip(_released(record, model=False), _clipped_mean(_nodes(messages)[2:], M)):
         assert np.all(np.isfinite(got))

@@ -11,10 +11,10 @@ import random
 
 import numpy as np
 import pytest
-from flwr.app import ArrayRecord, ConfigRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from scipy.stats import binom, ks_2samp, norm
 
-from runtime.local_grid import LocalReply, set_local_task_identity
+from runtime.local_grid import set_local_task_identity
 from strategies.strategy import MechanismStrategy
 from studies.audit_mechanism import SETTINGS, rows_to_run, run_study
 from uedp.audit.bounds import _bounds_vector, epsilon_lower_bound, log_likelihood_ratio, resolution_limit
@@ -300,7 +300,7 @@ def test_real_round_is_the_strategys_round(setting, adjacency, design):
             for msg in messages:
                 ins = TrainInstructions.from_record(msg.content["config"])
                 update = clients.update(msg.metadata.dst_node_id, ins.slot, ins.key, world=world)
-                replies.append(LocalReply(RecordDict({"update": ArrayRecord(update)})))
+                replies.append(Message(RecordDict({"update": ArrayRecord(update)}), reply_to=msg))
             released, _ = strategy.aggregate_train(rnd, replies)
             y, _, _ = real_round(mech, world, rng, clients, offset=law.offset)
             got = released.to_numpy_ndarrays()[0].flat[0]

@@ -22,7 +22,8 @@ def record(t: int, **changes) -> RoundRecord:
 def test_record_holds_public_parameters_only() -> None:
     r = record(1)
     names = {f.name for f in dataclasses.fields(RoundRecord)}
-    assert names == {"round", "method", "q_u", "q_e", "q_s", "m_max", "k_cap", "beta", "w_max", "z", "Z", "gamma"}
+    assert names == {"round", "method", "q_u", "q_e", "q_s", "m_max", "k_cap", "beta", "w_max", "z", "Z", "gamma",
+                     "noise"}
     assert r.sigma == pytest.approx(1.2 * (1 + 4) * 0.5)  # z (s_u + s_e) w_max beta, cap on
     assert RoundRecord.from_dict(r.to_dict()) == r
     with pytest.raises(ConfigError, match="sigma"):
@@ -37,18 +38,26 @@ def test_record_holds_public_parameters_only() -> None:
         record(1, Z=0.0)
     with pytest.raises(ConfigError, match="round"):
         record(-1)
+    with pytest.raises(ConfigError, match="noise must be one of"):
+        record(1, noise="float32")
 
 
-def test_rounds_strictly_increase_and_are_never_recorded_twice() -> None:
+def test_rounds_are_contiguous_from_one_and_never_recorded_twice() -> None:
     ledger = Ledger()
+    with pytest.raises(ConfigError, match="round 2 cannot follow the start: round 1 is missing"):
+        ledger.append(record(2))
     ledger.append(record(1))
-    ledger.append(record(3))
-    for bad in (record(3), record(2), record(0)):
+    ledger.append(record(2))
+    for bad in (record(2), record(1), record(0)):
         with pytest.raises(ConfigError, match="strictly increase"):
             ledger.append(bad)
-    assert [r.round for r in ledger.records] == [1, 3] and ledger.last_round == 3  # state unchanged
+    with pytest.raises(ConfigError, match="round 3 is missing"):
+        ledger.append(record(4))
+    with pytest.raises(ConfigError, match=r"round\(s\) 3..4 are missing"):
+        ledger.append(record(5))
+    assert [r.round for r in ledger.records] == [1, 2] and ledger.last_round == 2  # state unchanged
     with pytest.raises(ConfigError, match="strictly increase"):
-        ledger.check_budget(record(3), target_epsilon=10.0)
+        ledger.check_budget(record(2), target_epsilon=10.0)
 
 
 def test_epsilons_are_computed_from_the_records() -> None:
@@ -76,8 +85,8 @@ def test_delta_is_validated() -> None:
 
 def test_json_round_trip_and_atomic_save(tmp_path) -> None:
     ledger = Ledger(delta=1e-5, num_users=500)
-    for t in (1, 2, 5):
-        ledger.append(record(t, method="uedp_naive", q_s=0.0) if t == 5 else record(t))
+    for t in (1, 2, 3):
+        ledger.append(record(t, method="uedp_naive", q_s=0.0) if t == 3 else record(t))
     path = ledger.save(tmp_path / "ckpt" / "ledger.json")
     assert sorted(p.name for p in path.parent.iterdir()) == ["ledger.json"]  # no temporary file left
     data = json.loads(path.read_text())
@@ -152,3 +161,76 @@ def test_budget_stop_on_either_claimed_epsilon() -> None:
     assert ledger.check_budget(rec(t), target_epsilon=target, adjacency="uedp").allowed
     with pytest.raises(ConfigError, match="adjacency"):
         ledger.check_budget(rec(t), target_epsilon=target, adjacency=("uedp", "entity"))
+
+
+# -- the hash chain ------------------------------------------------------------------------------------------
+def _saved(tmp_path, rounds: int = 5):
+    ledger = Ledger(delta=1e-5, num_users=100, records=[record(t, noise="secure") for t in range(1, rounds + 1)])
+    path = ledger.save(tmp_path / "ledger.json")
+    return ledger, path, json.loads(path.read_text())
+
+
+def _write(path, data) -> None:
+    path.write_text(json.dumps(data))
+
+
+def test_each_record_carries_the_previous_hash_and_the_file_its_head(tmp_path) -> None:
+    ledger, path, data = _saved(tmp_path)
+    assert data["version"] == 2 and data["chain"] == "sha256"
+    assert data["rounds"][0]["prev"] == ledger.genesis
+    assert [r["prev"] for r in data["rounds"][1:]] == [r["hash"] for r in data["rounds"][:-1]]
+    assert data["head"] == {"round": 5, "hash": data["rounds"][-1]["hash"]} == ledger.head.to_dict()
+    assert ledger.head_at(3).hash == data["rounds"][2]["hash"] and ledger.head_at(0).hash == ledger.genesis
+    loaded = Ledger.load(path)
+    assert loaded.records == ledger.records and loaded.head == ledger.head
+    assert [r.noise for r in loaded.records] == ["secure"] * 5
+    # the chain depends on the header: the same records under another delta have other hashes
+    other = Ledger(delta=1e-6, num_users=100, records=ledger.records)
+    assert other.head.hash != ledger.head.hash
+    with pytest.raises(ConfigError, match="round 7 is not in the ledger"):
+        ledger.head_at(7)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["rounds"].pop(2), "round 4 cannot follow round 2: round 3 is missing"),
+    (lambda d: d["rounds"].__setitem__(slice(1, 3), d["rounds"][2:0:-1]), "round 3 cannot follow round 1"),
+    (lambda d: d.__setitem__("rounds", d["rounds"][:3]), r"head is round 5 but its records end at round 3: "
+                                                          r"round\(s\) 4..5 were deleted"),
+    (lambda d: d["rounds"][2].update(z=2.4, sigma=d["rounds"][2]["sigma"] * 2), "round 3's hash does not match"),
+    (lambda d: d["rounds"][0].update(q_u=0.2), "round 1's hash does not match its record: round 1 was edited"),
+    (lambda d: d.update(delta=1e-6), "round 1's previous hash does not match the header"),
+    (lambda d: d["head"].update(round=4, hash=d["rounds"][3]["hash"]), "head is round 4 but its records end at "
+                                                                        "round 5"),
+])
+def test_a_deleted_swapped_or_edited_round_is_refused_naming_it(tmp_path, change, message) -> None:
+    _, path, data = _saved(tmp_path)
+    change(data)
+    _write(path, data)
+    with pytest.raises(ConfigError, match=message):
+        Ledger.load(path)
+
+
+def test_renumbered_rounds_with_recomputed_hashes_still_break_at_the_seam(tmp_path) -> None:
+    """Deleting round 3 and renumbering 4, 5 as 3, 4 (hashes of the old file kept) fails at the first record
+    whose link changed."""
+    _, path, data = _saved(tmp_path)
+    del data["rounds"][2]
+    for r in data["rounds"][2:]:
+        r["round"] -= 1
+    data["head"]["round"] = 4
+    _write(path, data)
+    with pytest.raises(ConfigError, match="round 3's previous hash does not match round 2"):
+        Ledger.load(path)
+
+
+def test_a_version_1_ledger_still_loads_and_is_saved_chained(tmp_path) -> None:
+    ledger, path, data = _saved(tmp_path, rounds=3)
+    old = {"format": "uedp-ledger", "version": 1, "delta": data["delta"], "num_users": data["num_users"],
+           "rounds": [{k: v for k, v in r.items() if k not in ("prev", "hash", "noise")} for r in data["rounds"]]}
+    _write(path, old)
+    loaded = Ledger.load(path)
+    assert [r.noise for r in loaded.records] == ["unrecorded"] * 3 and loaded.epsilons() == ledger.epsilons()
+    old["rounds"].pop(1)
+    _write(path, old)
+    with pytest.raises(ConfigError, match="round 2 is missing"):  # contiguity holds for version 1 files too
+        Ledger.load(path)

@@ -25,6 +25,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -38,7 +41,7 @@ class DatasetConfig:
     options: str = '{"num_users": 200}'  # JSON object: the loader's keyword options
 
     def option_dict(self) -> dict[str, Any]:
-        return _json_object("dataset.options", self.options)
+        return json_object("dataset.options", self.options)
 
 
 # What entities.detector = auto (the default) means where a dataset's gold spans are not exact by construction
@@ -103,7 +106,7 @@ class ModelConfig:
     init: str = ""
 
     def option_dict(self) -> dict[str, Any]:
-        return _json_object("model.options", self.options)
+        return json_object("model.options", self.options)
 
 
 # The model `python -m experiments.run task=classification` uses unless a model is chosen (Hydra preset
@@ -143,6 +146,10 @@ class PrivacyConfig:
     delta: float = 1e-5
     paper_z: bool = False
     seed: int = -1
+    # how the noise is drawn (uedp.privacy.noise): "secure" (CSPRNG, sum of 4 draws: the floating-point attack
+    # mitigation of Opacus's secure mode) or "philox" (CSPRNG-seeded Philox, faster); privacy.seed >= 0
+    # overrides both (fixed-seed Philox, reproduction only). Recorded in the ledger per round.
+    noise: str = "secure"
 
 
 @dataclass
@@ -264,8 +271,12 @@ class RunConfig:
         from uedp.rewriting.rewrite import RewriteSettings
 
         r = self.rewrite
-        return RewriteSettings(epsilon=r.epsilon, delta=r.delta, variant=r.variant, noise=r.noise,
-                               label_epsilon=r.label_epsilon, max_documents=r.max_documents)
+        try:
+            return RewriteSettings(epsilon=r.epsilon, delta=r.delta, variant=r.variant, noise=r.noise,
+                                   label_epsilon=r.label_epsilon, max_documents=r.max_documents)
+        except ConfigError as exc:  # "rewrite epsilon must ...": name the config key too, rewrite.epsilon
+            key = re.match(r"rewrite (\w+)", str(exc))
+            raise ConfigError(f"rewrite.{key.group(1)}: {exc}" if key else str(exc)) from None
 
     # -- conversions ---------------------------------------------------------------------------------
     def to_flat(self) -> dict[str, Any]:
@@ -280,32 +291,42 @@ class RunConfig:
 
     @classmethod
     def from_flat(cls, flat: dict[str, Any]) -> RunConfig:
+        if not isinstance(flat, Mapping):
+            raise ConfigError(f"a run config must be a mapping of group.option keys, got {_show(flat)}")
         nested: dict[str, dict[str, Any]] = {}
         for key, value in flat.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"config key {_show(key)} is not of the form group.option")
             group, _, name = key.partition(".")
-            if not name:
-                raise ConfigError(f"config key {key!r} is not of the form group.option")
+            if not group or not name:
+                raise ConfigError(f"config key {_show(key)} is not of the form group.option")
             nested.setdefault(group, {})[name] = value
         return cls.from_nested(nested)
 
     @classmethod
     def from_nested(cls, nested: dict[str, Any]) -> RunConfig:
+        if not isinstance(nested, Mapping):
+            raise ConfigError(f"a run config must be a mapping of groups, got {_show(nested)}")
         cfg = cls()
         groups = {f.name: f for f in fields(cls)}
         for group, values in nested.items():
             if group not in groups:
-                raise ConfigError(f"unknown config group {group!r}; known: {', '.join(groups)}")
-            if not isinstance(values, dict):
-                raise ConfigError(f"config group {group!r} must be a mapping, got {values!r}")
+                raise ConfigError(f"unknown config group {_show(group)}; known: {', '.join(groups)}")
+            if not isinstance(values, Mapping):
+                raise ConfigError(f"config group {group!r} must be a mapping, got {_show(values)}")
             target = getattr(cfg, group)
             known = {f.name: f for f in fields(target)}
             for name, value in values.items():
                 if name not in known:
                     raise ConfigError(
-                        f"unknown config key {group}.{name}; {group} has: {', '.join(known)}"
+                        f"unknown config key {group}.{_show(name, quote=False)}; {group} has: {', '.join(known)}"
                     )
-                if isinstance(value, dict) and name == "options":
-                    value = json.dumps(value, sort_keys=True)
+                if isinstance(value, Mapping) and name == "options":
+                    try:
+                        value = json.dumps(value, sort_keys=True, allow_nan=False)
+                    except (TypeError, ValueError, RecursionError) as exc:
+                        raise ConfigError(f"config key {group}.{name} must be a JSON object ({exc}), got "
+                                          f"{_show(value)}") from None
                 setattr(target, name, _coerce(f"{group}.{name}", value, getattr(target, name)))
         cfg.validate()
         return cfg
@@ -327,6 +348,13 @@ class RunConfig:
             raise ConfigError("privacy.noise_multiplier and privacy.target_epsilon must be >= 0")
         if not 0 < p.delta < 1:
             raise ConfigError(f"privacy.delta must lie in (0, 1), got {p.delta}")
+        if p.seed < -1:
+            raise ConfigError(f"privacy.seed must be >= 0, or -1 (cryptographically seeded noise), got {p.seed}")
+        self._validate_training()
+        from uedp.privacy.noise import KINDS as NOISE_KINDS
+
+        if p.noise not in NOISE_KINDS:
+            raise ConfigError(f"privacy.noise must be one of {', '.join(NOISE_KINDS)}, got {p.noise!r}")
         spec = spec_for(self.strategy.name, self.strategy.estimator)  # the registry refuses unknown names
         spec.claims_for(p)  # privacy.target_on names epsilons the mechanism claims
         from uedp.entities.public import check_policy
@@ -353,6 +381,34 @@ class RunConfig:
         self.model.option_dict()
 
 
+    def _validate_training(self) -> None:
+        """The task, tokenizer, client and server training, and federation timing options: the rules the
+        components apply (uedp.training.LocalTraining, server.optimizer, uedp.tokenization.TokenizerConfig),
+        checked here so that a bad value is refused before a run starts, naming the key, not in a client."""
+        t, s, fed = self.train, self.server, self.federation
+        for key, value, allowed in (("train.optimizer", t.optimizer, OPTIMIZERS),
+                                    ("server.optimizer", s.optimizer, OPTIMIZERS),
+                                    ("tokenizer.kind", self.tokenizer.kind, TOKENIZER_KINDS)):
+            if value not in allowed:
+                raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {_show(value)}")
+        checks = (
+            ("train.lr", t.lr, t.lr > 0, "> 0"), ("server.lr", s.lr, s.lr > 0, "> 0"),
+            ("train.momentum", t.momentum, t.momentum >= 0, ">= 0"),
+            ("server.momentum", s.momentum, s.momentum >= 0, ">= 0"),
+            ("train.local_epochs", t.local_epochs, t.local_epochs >= 1, ">= 1"),
+            ("train.local_steps", t.local_steps, t.local_steps >= 0, ">= 0 (0: use train.local_epochs)"),
+            ("train.batch_size", t.batch_size, t.batch_size >= 1, ">= 1"),
+            ("task.max_len", self.task.max_len, self.task.max_len >= 2, ">= 2"),
+            ("tokenizer.vocab_size", self.tokenizer.vocab_size, self.tokenizer.vocab_size >= 1, ">= 1"),
+            ("federation.num_nodes", fed.num_nodes, fed.num_nodes >= 0, ">= 0 (0: one node per user)"),
+            ("federation.checkpoint_every", fed.checkpoint_every, fed.checkpoint_every >= 1, ">= 1"),
+            ("federation.round_timeout", fed.round_timeout, fed.round_timeout > 0, "> 0"),
+            ("federation.wait_timeout", fed.wait_timeout, fed.wait_timeout >= 0, ">= 0 (0: no wait)"),
+        )
+        for key, value, ok, rule in checks:
+            if not ok:  # written so that NaN fails too
+                raise ConfigError(f"{key} must be {rule}, got {_show(value)}")
+
     def _validate_owners(self) -> None:
         """federation.data = "owners": the server has no private text, so nothing it uses may come from it."""
         fed = self.federation
@@ -378,13 +434,29 @@ class RunConfig:
                               "set (comma-separated), so that every owner's labels map to the same classes")
 
 
-def _json_object(key: str, text: str) -> dict[str, Any]:
+OPTIMIZERS = ("sgd", "adam")  # train.optimizer, server.optimizer
+TOKENIZER_KINDS = ("bpe", "wordpiece")  # uedp.tokenization.TokenizerConfig
+INT_RANGE = (-(2**63), 2**63 - 1)  # an integer option fits a signed 64-bit integer (TOML's, NumPy's, torch's)
+
+
+def _show(value: Any, *, quote: bool = True, limit: int = 80) -> str:
+    """`repr(value)` (or `str` when not `quote`), cut to `limit` characters: an error message names a huge
+    value without repeating it."""
+    text = repr(value) if quote else str(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def json_object(key: str, text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{key} must be a JSON object, got {text!r}: {exc}") from exc
+        raise ConfigError(f"{key} must be a JSON object, got {_show(text)}: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{key} must be a JSON object, got {_show(text)}: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise ConfigError(f"{key} must be a JSON object, got {_show(text)}: {exc}") from None
     if not isinstance(value, dict):
-        raise ConfigError(f"{key} must be a JSON object, got {text!r}")
+        raise ConfigError(f"{key} must be a JSON object, got {_show(text)}")
     return value
 
 
@@ -392,9 +464,21 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
     """Check `value` against the default's type (int -> float is allowed; bool is never a number)."""
     kind = type(default)
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            raise ConfigError(f"config key {key} must be a finite number, got {_show(value)}") from None
     if kind is bool and not isinstance(value, bool):
-        raise ConfigError(f"config key {key} must be true or false, got {value!r}")
+        raise ConfigError(f"config key {key} must be true or false, got {_show(value)}")
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ConfigError(f"config key {key} must be of type {kind.__name__}, got {value!r}")
+        raise ConfigError(f"config key {key} must be of type {kind.__name__}, got {_show(value)}")
+    if kind is float and not math.isfinite(value):
+        raise ConfigError(f"config key {key} must be a finite number, got {value!r}")
+    if kind is int and not INT_RANGE[0] <= value <= INT_RANGE[1]:
+        raise ConfigError(f"config key {key} is out of range (a 64-bit integer), got {_show(value)}")
+    if kind is str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"config key {key} holds a lone surrogate, which is not text: {_show(value)}") from None
     return value

@@ -27,13 +27,12 @@ and Hydra would use the stored node as its schema (a deprecated behaviour it war
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
-from uedp.config import CLASSIFICATION_MODEL, RunConfig, StrategyConfig
+from uedp.config import CLASSIFICATION_MODEL, RunConfig, StrategyConfig, json_object
 from uedp.errors import ConfigError
 from uedp.privacy import mechanisms
 
@@ -67,7 +66,7 @@ def group_node(group: str, values: Any) -> dict[str, Any]:
         if name not in known:
             raise ConfigError(f"unknown config key {group}.{name}; {group} has: {', '.join(sorted(known))}")
         if name == "options" and isinstance(value, str):
-            value = json.loads(value)
+            value = json_object(f"{group}.options", value)
         node[name] = value
     return node
 

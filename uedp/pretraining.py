@@ -22,6 +22,7 @@ data. The file records the corpus and settings; `model.init` checks it fits the 
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -55,6 +56,16 @@ def pretrain(cfg: RunConfig, texts: list[str], *, epochs: int, lr: float, batch_
              stream=None) -> tuple[torch.nn.Module, TextTokenizer, list[dict[str, float]]]:
     """Train the run's model on `texts` (held-out 5% for the printed perplexity); returns (model, the run's
     tokenizer it was trained with, history)."""
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ConfigError(f"--epochs must be an integer >= 1 (a public start is trained), got {epochs!r}")
+    if not (isinstance(lr, int | float) and 0 < lr < math.inf):
+        raise ConfigError(f"--lr must be a positive finite number, got {lr!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"--batch-size must be an integer >= 1, got {batch_size!r}")
+    usable = sum(1 for t in texts if isinstance(t, str) and t.strip())
+    if usable < 2:  # 5% (at least one) is held out: at least one sentence must be left to train on
+        raise ConfigError(f"the public text has {usable} non-blank sentence(s): pretraining needs at least 2 "
+                          "(one is held out)")
     if cfg.tokenizer.source != "public":
         raise ConfigError("tokenizer.source: a public start needs the public tokenizer (tokenizer.source=public)")
     if get_task(cfg.task.name).mode != "lm":

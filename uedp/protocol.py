@@ -38,6 +38,7 @@ REWRITE_RECORD = "rewrite"
 REWRITES_RECORD = "rewrites"
 UPDATE_RECORD = "update"
 ENTITY_UPDATE_RECORD = "update_entity"  # the entity part of a split update
+METRICS_RECORD = "metrics"  # non-private runs only: the local training metrics
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def reply_content(update: list[np.ndarray] | SplitUpdate, metrics: dict[str, flo
     else:
         content = RecordDict({UPDATE_RECORD: ArrayRecord(update)})
     if metrics:
-        content["metrics"] = MetricRecord(metrics)
+        content[METRICS_RECORD] = MetricRecord(metrics)
     return content
 
 

@@ -60,6 +60,7 @@ KEYS: dict[str, str] = {
     # federated runs only (server/app.py)
     "claims": "the epsilons the run claims, e.g. ['eps_uedp', 'eps_undetected']",
     "m_max": "the cohort truncation, or null",
+    "noise": "how the noise was drawn (uedp.privacy.noise: secure, philox, philox_fixed_seed; none if noiseless)",
     "undetected_rule": "the proved bound that decided eps_undetected, or null",
     "delta_trunc": "the probability that truncation at m_max acts, charged to delta; or null",
     "initial_model": "where the start model came from ({source: random} or a public-start file's record)",
@@ -80,7 +81,7 @@ RUN: tuple[str, ...] = (*COMMON, "method", "estimator", "noise_multiplier", "sig
                         "detector", "metrics_note", "seconds")
 # The keys each writer writes, every one of them every time (a value may be null or inf).
 KINDS: dict[str, frozenset[str]] = {
-    "federated": frozenset((*RUN, "claims", "m_max", "undetected_rule", "delta_trunc", "initial_model",
+    "federated": frozenset((*RUN, "claims", "m_max", "noise", "undetected_rule", "delta_trunc", "initial_model",
                             "public_entities", "outside_guarantee")),
     "local": frozenset((*RUN, "eps_local_document", "eps_local_user", "eps_local_entity", "local")),
     "reference": frozenset((*COMMON, "documents")),

@@ -56,6 +56,7 @@ class _WrongStdNoise:
     def __init__(self, inner: NoiseSource) -> None:
         self.inner = inner
         self.reproducible = inner.reproducible
+        self.mode = getattr(inner, "mode", "unrecorded")
         self.asked: set[float] = set()
         self.drawn: set[float] = set()
 

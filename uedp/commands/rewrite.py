@@ -10,6 +10,9 @@ text only, never on this file) and the CLV mechanism, and writes one line per do
 (composed) epsilon, the per-entity epsilon for an entity in f documents, the rewriter, and what is released
 in the clear (user ids, splits, and labels unless --label-epsilon privatizes them by randomized response).
 With --seed the noise is reproducible and the output is marked NOT private.
+
+Every option and the paths are checked first (a bad one: exit status 2, naming it); both files are written
+at the end, each atomically (uedp.files): a refused or failed rewrite leaves no output and no temporary file.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 from pathlib import Path
 
 from uedp.errors import ConfigError
+from uedp.files import atomic_write_text
 
 META_SUFFIX = ".meta.json"
 
@@ -42,6 +46,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def check_output(out: Path, inp: Path) -> Path:
+    """The meta file beside `out`, once `out` is known to be writable as a file (not the input, not a
+    directory, no file where a parent directory would go): ConfigError naming --out otherwise."""
+    try:
+        if out.resolve() == inp.resolve():
+            raise ConfigError(f"--out {out} is the input file: choose another path")
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--out {out} / --in {inp}: not a usable path ({exc})") from None
+    meta = out.with_name(out.name + META_SUFFIX)
+    for path in (out, meta):
+        if path.is_dir():
+            raise ConfigError(f"--out {out}: {path} is a directory; name a file")
+    parent = out.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"--out {out}: {parent} is not a directory")
+    return meta
+
+
 def run(args: argparse.Namespace) -> int:
     from uedp.data.jsonl import load_jsonl
     from uedp.privacy.noise import secure_generator
@@ -55,10 +79,14 @@ def run(args: argparse.Namespace) -> int:
         select_documents,
     )
 
-    if args.out.resolve() == args.inp.resolve():
-        raise ConfigError(f"--out {args.out} is the input file: choose another path")
+    # Every option and both paths are checked before any work, and nothing is written until the end
     settings = RewriteSettings(epsilon=args.epsilon, delta=args.delta, variant=args.variant, noise=args.noise,
                                label_epsilon=args.label_epsilon, max_documents=args.max_documents)
+    if args.seed is not None and args.seed < 0:
+        raise ConfigError(f"--seed must be a non-negative integer, got {args.seed}")
+    if not args.public_for.strip():
+        raise ConfigError("--public-for must name a corpus (default: jsonl)")
+    meta_path = check_output(args.out, args.inp)
     corpus = load_jsonl(path=args.inp)
     rng, warning = secure_generator(args.seed)
     if warning:
@@ -82,23 +110,23 @@ def run(args: argparse.Namespace) -> int:
     texts = rewrite_texts([r["text"] for r in chosen], rewriter, mechanism, rng, progress=progress)
     print(file=sys.stderr)
     names = corpus.label_names
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", encoding="utf-8") as fh:
-        for r, text in zip(chosen, texts):
-            record = {"user": r["user"], "text": text, "split": r["split"]}
-            if names is not None and r["label"] is not None:
-                label = r["label"]
-                if settings.label_epsilon > 0:
-                    label = randomized_response(label, len(names), settings.label_epsilon, rng)
-                record["label"] = names[label]
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    lines = []
+    for r, text in zip(chosen, texts):
+        record = {"user": r["user"], "text": text, "split": r["split"]}
+        if names is not None and r["label"] is not None:
+            label = r["label"]
+            if settings.label_epsilon > 0:
+                label = randomized_response(label, len(names), settings.label_epsilon, rng)
+            record["label"] = names[label]
+        lines.append(json.dumps(record, ensure_ascii=False) + "\n")
     per_user = max(len(d) for d in by_user.values())
     documents = min(per_user, settings.max_documents) if settings.max_documents else per_user
     meta = {"input": str(args.inp), "output": str(args.out), "documents": len(chosen), "users": len(by_user),
             "rewriter": rewriter.identity(), "public_text": rewriter.public,
             **guarantee(mechanism, settings, documents_per_user=documents, warning=warning)}
-    meta_path = args.out.with_name(args.out.name + META_SUFFIX)
-    meta_path.write_text(json.dumps(meta, indent=1, default=str))
+    meta_text = json.dumps(meta, indent=1, default=str)
+    atomic_write_text(args.out, "".join(lines))  # a reader sees no part of a file, a failure leaves none
+    atomic_write_text(meta_path, meta_text)
     print(f"{len(chosen)} documents of {len(by_user)} users -> {args.out}; per document eps {settings.epsilon:g} "
           f"(delta {settings.mechanism_delta:g}), per user eps {meta['epsilon_user']:.4g} over {documents} "
           f"documents; in the clear: {', '.join(meta['in_the_clear'])}; details in {meta_path}")

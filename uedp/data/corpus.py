@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from uedp.errors import CorpusError
+from uedp.errors import ConfigError, CorpusError
 
 SPLITS = ("train", "valid", "test")
 
@@ -184,8 +186,7 @@ class CorpusBuilder:
     ) -> Corpus:
         if not self._rows:
             raise CorpusError(f"{self.source}: the corpus is empty (no sentence was found)")
-        if abs(sum(split_fractions) - 1.0) > 1e-9 or min(split_fractions) < 0:
-            raise CorpusError(f"split_fractions must be 3 non-negative numbers summing to 1, got {split_fractions}")
+        split_fractions = check_split_fractions(self.source, split_fractions)
         if label_names is not None:
             for user, _, label, _, _ in self._rows:
                 if label is not None and not 0 <= label < len(label_names):
@@ -215,6 +216,20 @@ class CorpusBuilder:
         dropped = sorted(u for u, n in self._users.items() if n == 0)
         full_meta = {"source": self.source, "dropped_users": len(dropped), **(meta or {})}
         return Corpus(self.name, table, label_names=label_names, has_gold=self.has_gold, meta=full_meta)
+
+
+def check_split_fractions(owner: str, value: Any) -> tuple[float, float, float]:
+    """`value` as (train, valid, test) fractions: 3 finite non-negative numbers summing to 1 (a NaN, which
+    every comparison passes, is refused too); ConfigError naming `owner` (a loader or a corpus) otherwise."""
+    try:
+        fractions = tuple(value)
+    except TypeError:
+        fractions = ()
+    ok = len(fractions) == 3 and all(
+        isinstance(f, numbers.Real) and not isinstance(f, bool) and math.isfinite(f) and f >= 0 for f in fractions)
+    if not ok or not abs(sum(fractions) - 1.0) <= 1e-9:
+        raise ConfigError(f"{owner}: split_fractions must be 3 non-negative numbers summing to 1, got {value!r}")
+    return tuple(float(f) for f in fractions)  # type: ignore[return-value]
 
 
 SPLIT_RULE = "content-hash-1"  # how a sentence without a split gets one (part of the corpus cache key)

@@ -27,7 +27,10 @@ across a sentence boundary is an error.
   `meta["dropped_users"]`.
 
 Errors (`CorpusError`, naming the file and the 1-based line): missing file, bytes that are not UTF-8,
-invalid JSON, a line that is not an object, a missing or mistyped field, a bad split, an empty corpus.
+invalid JSON (also: nested too deeply, an integer too long to convert), a line that is not an object, a
+field given twice, a missing or mistyped field, a string holding a lone surrogate (a "\\ud800" escape,
+not text), a bad split, an empty corpus. A bad option (path, task, sentence_split, seed, split_fractions)
+is a `ConfigError` naming it.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from uedp.data.corpus import SPLITS, Corpus, CorpusBuilder, GoldSpan
+from uedp.data.corpus import SPLITS, Corpus, CorpusBuilder, GoldSpan, check_split_fractions
 from uedp.data.loaders import LOADERS, DatasetFacts
 from uedp.data.text import normalize_whitespace, read_text, split_sentences, text_lines
 from uedp.errors import ConfigError, CorpusError
@@ -49,6 +52,12 @@ TASKS = ("lm", "classification")
 Record = tuple[str, str, str | int | None, str | None, list[GoldSpan] | None]
 
 
+def _show(value: Any, limit: int = 80) -> str:
+    """`repr(value)` cut to `limit` characters: an error names a huge value without repeating it."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
 def _entities(value: Any, text: str, *, where: str) -> list[GoldSpan] | None:
     """The `entities` field of one line as sorted GoldSpans (None when the field is absent), validated."""
     from uedp.categories import CATEGORIES
@@ -56,29 +65,29 @@ def _entities(value: Any, text: str, *, where: str) -> list[GoldSpan] | None:
     if value is None:
         return None
     if not isinstance(value, list):
-        raise CorpusError(f"{where}: field 'entities' must be a list of [start, end, CATEGORY], got {value!r}")
+        raise CorpusError(f"{where}: field 'entities' must be a list of [start, end, CATEGORY], got {_show(value)}")
     spans = []
     for item in value:
         if (not isinstance(item, list) or len(item) != 3 or not all(
                 isinstance(v, int) and not isinstance(v, bool) for v in item[:2]) or not isinstance(item[2], str)):
-            raise CorpusError(f"{where}: entity {item!r} must be [start, end, CATEGORY] (two integers, a string)")
+            raise CorpusError(f"{where}: entity {_show(item)} must be [start, end, CATEGORY] (two integers, a string)")
         start, end, category = item
         if category not in CATEGORIES:
-            raise CorpusError(f"{where}: entity {item!r}: unknown category {category!r}; known: "
+            raise CorpusError(f"{where}: entity {_show(item)}: unknown category {_show(category)}; known: "
                               f"{', '.join(CATEGORIES)}")
         if not 0 <= start < end <= len(text):
-            raise CorpusError(f"{where}: entity {item!r}: offsets out of range (the text has {len(text)} "
+            raise CorpusError(f"{where}: entity {_show(item)}: offsets out of range (the text has {len(text)} "
                               "characters; 0 <= start < end <= length)")
         spans.append(GoldSpan(start, end, category))
     spans.sort(key=lambda g: (g.start, g.end))
     for a, b in zip(spans, spans[1:]):
         if b.start < a.end:
-            raise CorpusError(f"{where}: entities {[a.start, a.end, a.category]} ({text[a.start:a.end]!r}) and "
-                              f"{[b.start, b.end, b.category]} ({text[b.start:b.end]!r}) overlap")
+            raise CorpusError(f"{where}: entities {[a.start, a.end, a.category]} ({_show(text[a.start:a.end])}) and "
+                              f"{[b.start, b.end, b.category]} ({_show(text[b.start:b.end])}) overlap")
     return spans
 
 
-def _char_map(original: str, sentence: str) -> list[int | None]:
+def _char_map(original: str, sentence: str, *, where: str) -> list[int | None]:
     """For each character of `sentence` (a piece of `original` after white-space normalization), its
     index in `original`, found by matching non-space characters in order; None for white space."""
     out: list[int | None] = []
@@ -90,7 +99,7 @@ def _char_map(original: str, sentence: str) -> list[int | None]:
         while i < len(original) and original[i] != c:  # skips white space, invisible characters, bullets
             i += 1
         if i == len(original):
-            raise CorpusError(f"cannot find the sentence {sentence!r} in its line's text")
+            raise CorpusError(f"{where}: cannot find the sentence {_show(sentence)} in its line's text")
         out.append(i)
         i += 1
     return out
@@ -106,31 +115,64 @@ def _sentences(text: str, spans: list[GoldSpan] | None, *, split: bool,
     todo = list(spans)
     search_from = 0
     for sentence in sentences:
-        rel = [(i, j) for i, j in enumerate(_char_map(text[search_from:], sentence)) if j is not None]
+        rel = [(i, j) for i, j in enumerate(_char_map(text[search_from:], sentence, where=where)) if j is not None]
         first, last = rel[0][1] + search_from, rel[-1][1] + search_from
         inside = []
         for g in [g for g in todo if g.start <= last and g.end > first]:
             if g.start < first or g.end - 1 > last:
-                raise CorpusError(f"{where}: entity {[g.start, g.end, g.category]} ({text[g.start:g.end]!r}) "
+                raise CorpusError(f"{where}: entity {[g.start, g.end, g.category]} ({_show(text[g.start:g.end])}) "
                                   "crosses a sentence boundary: fix the offsets, or load with sentence_split=false")
             ends = [i for i, j in rel if g.start <= j + search_from < g.end]
+            if not ends:  # only white space or invisible characters, which the sentence does not keep
+                raise CorpusError(f"{where}: entity {[g.start, g.end, g.category]} ({_show(text[g.start:g.end])}) "
+                                  "covers no text of its sentence (only white space or invisible characters)")
             inside.append(GoldSpan(ends[0], ends[-1] + 1, g.category))
             todo.remove(g)
         placed.append((sentence, inside))
         search_from = last + 1
     if todo:  # a span over white space or characters that no sentence kept
         g = todo[0]
-        raise CorpusError(f"{where}: entity {[g.start, g.end, g.category]} ({text[g.start:g.end]!r}) covers no "
+        raise CorpusError(f"{where}: entity {[g.start, g.end, g.category]} ({_show(text[g.start:g.end])}) covers no "
                           "text of any sentence")
     return placed
+
+
+class _DuplicateKey(Exception):
+    """A JSON object names a field twice (raised from inside json.loads; not a ValueError)."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _DuplicateKey(key)
+        obj[key] = value
+    return obj
+
+
+def _encodable(value: str, field: str, *, where: str) -> None:
+    """A string from the file must be storable as UTF-8: JSON's escapes can spell a lone surrogate
+    ("\\ud800"), which no UTF-8 file or Arrow column can hold."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise CorpusError(f"{where}: field {field!r} holds a lone surrogate ({value[exc.start]!r} at character "
+                          f"{exc.start}), which is not text: fix the \\u escape") from None
 
 
 def _record(line: str, *, where: str) -> Record:
     """(user, text, label, split, entities) of one non-blank line, validated."""
     try:
-        obj: Any = json.loads(line)
+        obj: Any = json.loads(line, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
         raise CorpusError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except _DuplicateKey as exc:
+        raise CorpusError(f"{where}: field {_show(exc.args[0])} appears twice in one object (which value is "
+                          "meant?)") from None
+    except RecursionError:
+        raise CorpusError(f"{where}: invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        raise CorpusError(f"{where}: invalid JSON value: {exc}") from None
     if not isinstance(obj, dict):
         raise CorpusError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     extra = sorted(set(obj) - set(FIELDS))
@@ -140,15 +182,19 @@ def _record(line: str, *, where: str) -> Record:
         )
     user, text = obj.get("user"), obj.get("text")
     if not isinstance(user, str) or not user.strip():
-        raise CorpusError(f"{where}: field 'user' must be a non-empty string, got {user!r}")
+        raise CorpusError(f"{where}: field 'user' must be a non-empty string, got {_show(user)}")
     if not isinstance(text, str):
-        raise CorpusError(f"{where}: field 'text' must be a string, got {text!r}")
+        raise CorpusError(f"{where}: field 'text' must be a string, got {_show(text)}")
+    _encodable(user, "user", where=where)
+    _encodable(text, "text", where=where)
     label = obj.get("label")
     if label is not None and (isinstance(label, bool) or not isinstance(label, str | int)):
-        raise CorpusError(f"{where}: field 'label' must be a string or an integer, got {label!r}")
+        raise CorpusError(f"{where}: field 'label' must be a string or an integer, got {_show(label)}")
+    if isinstance(label, str):
+        _encodable(label, "label", where=where)
     split = obj.get("split")
     if split is not None and split not in SPLITS:
-        raise CorpusError(f"{where}: field 'split' must be one of {', '.join(SPLITS)}, got {split!r}")
+        raise CorpusError(f"{where}: field 'split' must be one of {', '.join(SPLITS)}, got {_show(split)}")
     return user, text, label, split, _entities(obj.get("entities"), text, where=where)
 
 
@@ -180,8 +226,15 @@ def load_jsonl(
     split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
 ) -> Corpus:
     """A user-supplied JSON-lines corpus (see the module docstring for the format)."""
-    if task not in TASKS:
-        raise ConfigError(f"jsonl: task must be one of {', '.join(TASKS)}, got {task!r}")
+    if not isinstance(task, str) or task not in TASKS:
+        raise ConfigError(f"jsonl: task must be one of {', '.join(TASKS)}, got {_show(task)}")
+    if not isinstance(path, str | os.PathLike) or not str(path):
+        raise ConfigError(f"jsonl: option path must name a JSONL file, got {_show(path)}")
+    if not isinstance(sentence_split, bool):
+        raise ConfigError(f"jsonl: option sentence_split must be true or false, got {_show(sentence_split)}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"jsonl: option seed must be an integer, got {_show(seed)}")
+    split_fractions = check_split_fractions("jsonl", split_fractions)
     source = str(path)
     records = []
     for number, line in enumerate(text_lines(read_text(Path(path))), start=1):
@@ -213,4 +266,4 @@ def load_jsonl(
             builder.add(user, sentence, label=None if label is None else index[label], split=split,
                         gold=gold, where=f"line {number}")
     meta = {"options": {"task": task, "sentence_split": sentence_split, "seed": seed}}
-    return builder.build(seed=seed, split_fractions=tuple(split_fractions), label_names=names, meta=meta)
+    return builder.build(seed=seed, split_fractions=split_fractions, label_names=names, meta=meta)

@@ -2,9 +2,10 @@
 user sampling, and the rule for falling back to the Hugging Face hub.
 
 Reading. `read_text(path)` returns a file's text decoded as strict UTF-8 (a leading BOM is dropped). It
-raises `CorpusError` naming the file when it is missing, is a directory or cannot be read, and naming the
-1-based line of the first byte that is not UTF-8. `text_lines` splits on "\\n" only (so line numbers agree
-with that byte count and with editors) and drops a trailing "\\r".
+raises `CorpusError` naming the file when it is missing, is a directory, is not a regular file (a FIFO or a
+device, which could block or never end), has a name no file system holds (a NUL byte) or cannot be read,
+and naming the 1-based line of the first byte that is not UTF-8. `text_lines` splits on "\\n" only (so
+line numbers agree with that byte count and with editors) and drops a trailing "\\r".
 
 Sentence splitting. `split_sentences(text)` is a light rule-based splitter (no model): blank lines, and
 new lines that start a list item ("- ", "* ", "• ": the marker is dropped), are hard boundaries; inside
@@ -30,6 +31,7 @@ import importlib
 import importlib.util
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,13 +48,21 @@ def read_text(path: str | os.PathLike[str]) -> str:
     """The whole file as strict UTF-8 text; `CorpusError` naming the file (and line) on any failure."""
     p = Path(path)
     try:
-        data = p.read_bytes()
+        mode = p.stat().st_mode
+        if stat.S_ISREG(mode):
+            data = p.read_bytes()
     except FileNotFoundError:
         raise CorpusError(f"{p}: no such file") from None
     except IsADirectoryError:
         raise CorpusError(f"{p}: is a directory, expected a file") from None
     except OSError as exc:
         raise CorpusError(f"{p}: cannot be read: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a name no file system holds: "embedded null byte"
+        raise CorpusError(f"{str(p)!r}: not a valid file name ({exc})") from None
+    if stat.S_ISDIR(mode):
+        raise CorpusError(f"{p}: is a directory, expected a file")
+    if not stat.S_ISREG(mode):  # a FIFO or a device could block or never end: refused, never read
+        raise CorpusError(f"{p}: not a regular file (a pipe, socket or device), expected a file")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

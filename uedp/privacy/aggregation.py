@@ -8,7 +8,8 @@
 Privacy never depends on clients behaving: every update is re-checked. Wrong container, names or shapes
 (or a non-floating dtype) -> dropped ("dropped_shape"); NaN/Inf -> dropped ("dropped_nonfinite"); norm above
 w_max * beta -> clipped to w_max * beta, so that every contribution has norm <= w_max * beta exactly (the
-sensitivities assume it: docs/proofs.md section 7); it is counted "reclipped" only above w_max * beta *
+sensitivities assume it: docs/proofs.md section 7; an update whose dtype's rounding defeats the clip, as
+float16's can, is clipped in float64 instead); it is counted "reclipped" only above w_max * beta *
 (1 + 1e-6), so that the float rounding of an honest client's clip is not reported as misbehaviour;
 otherwise "ok". A missing or failed
 client is simply absent from `updates`, i.e. contributes zero, as does a dropped update. The statistics hold
@@ -112,7 +113,11 @@ def recheck(update: Any, template_shapes: Shapes, *, w_max: float, beta: float) 
     if not math.isfinite(norm):  # finite entries whose squares overflow float64
         return None, DROPPED_NONFINITE
     if norm > bound:
-        clipped, _ = clip_update(update, bound)
+        try:
+            clipped, _ = clip_update(update, bound)
+        except ArithmeticError:  # float16 rounding can defeat the clip in the update's dtype: clip in float64
+            names, arrays = leaves(update)
+            clipped, _ = clip_update(rebuild(names, [to_numpy64(a) for a in arrays]), bound)
         return clipped, RECLIPPED if norm > bound * (1.0 + NORM_SLACK) else OK
     return update, OK
 

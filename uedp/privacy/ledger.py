@@ -4,15 +4,26 @@ A `RoundRecord` holds one round's mechanism parameters and nothing else: no key,
 statistic, no count of sampled users. The `Ledger` is the list of records; epsilons are always computed
 FROM it (consecutive identical rounds grouped, see uedp.privacy.accounting), never accumulated by hand.
 
-`append` validates first (a valid record, a round number strictly above the last one) and only then
-changes state, so a round can never be recorded (or spent) twice. A run records the round BEFORE it releases
-or saves the model; the ledger is saved with each checkpoint (`save`: atomic write) and a resumed run
-continues it (`Ledger.resume`). `check_budget` answers, before a round runs, whether it would take epsilon
-above the target.
+`append` validates first (a valid record whose round is the next one: rounds are contiguous from 1) and
+only then changes state, so a round can never be recorded (or spent) twice, nor skipped. A run records the
+round BEFORE it releases or saves the model; the ledger is saved with each checkpoint (`save`: atomic write,
+the file and its directory fsynced) and a resumed run continues it (`Ledger.resume`). `check_budget`
+answers, before a round runs, whether it would take epsilon above the target.
+
+Hash chain (version 2 files). Each record carries `prev`, the hash of the record before it (round 1: the
+hash of the ledger's header, its format, delta and number of users), and `hash` = SHA-256 of `prev` and the
+record's canonical JSON. The file ends with its `head` (last round, its hash); `Ledger.head_at(t)` gives the
+head after round t, which the server writes into every metrics row and every checkpoint (server/resume.py
+requires them on resume). Loading refuses, naming the round, a record whose hash or `prev` does not match
+(an edited, deleted, inserted or reordered round), rounds that are not 1, 2, ..., and a head other than the
+last record's (the last rounds deleted). The chain is UNKEYED: it detects corruption and operator error
+(an older copy restored, a round deleted by hand), not someone who rewrites the whole file consistently;
+the metrics rows and checkpoint that carry the head are the second copy it is checked against.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -27,7 +38,34 @@ from uedp.files import PRIVATE, atomic_write_json
 from uedp.privacy.accounting import DEFAULT_DELTA, KINDS, Mechanism, check_delta, compose_epsilons, epsilon
 
 FORMAT = "uedp-ledger"
-VERSION = 1
+VERSION = 2  # 2: hash chain; version 1 files (no chain) are still read, and saved again as version 2
+READABLE_VERSIONS = (1, 2)
+HASH = "sha256"
+# How the round's noise was drawn (uedp.privacy.noise); "unrecorded": a version 1 ledger (the noise was the
+# CSPRNG-seeded Philox draw then: "philox").
+NOISE_MODES = ("secure", "philox", "philox_fixed_seed", "none", "unrecorded")
+
+
+def _canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class Head:
+    """The ledger's last round and its hash (round 0 and the header's hash for an empty ledger)."""
+
+    round: int
+    hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"round": self.round, "hash": self.hash}
+
+    @classmethod
+    def from_dict(cls, data: Any, *, where: str) -> Head:
+        if (not isinstance(data, Mapping) or set(data) != {"round", "hash"} or isinstance(data["round"], bool)
+                or not isinstance(data["round"], int) or not isinstance(data["hash"], str)):
+            raise ConfigError(f"{where}: the ledger head must be {{\"round\": int, \"hash\": str}}, got {data!r}")
+        return cls(data["round"], data["hash"])
 
 
 @dataclass(frozen=True)
@@ -46,10 +84,14 @@ class RoundRecord:
     z: float
     Z: float
     gamma: float = 0.0  # uedp_split: the entity part's clip (absolute, like beta); 0 for every other method
+    noise: str = "unrecorded"  # how the noise was drawn: NOISE_MODES (the server records its noise source's)
 
     def __post_init__(self) -> None:
         if isinstance(self.round, bool) or not isinstance(self.round, int) or self.round < 0:
             raise ConfigError(f"round must be a non-negative integer, got {self.round!r}")
+        if self.noise not in NOISE_MODES:
+            raise ConfigError(f"round {self.round}: noise must be one of {', '.join(NOISE_MODES)}, got "
+                              f"{self.noise!r}")
         object.__setattr__(self, "beta", positive("beta", self.beta))
         w_max = positive("w_max", self.w_max)
         if w_max > 1.0:
@@ -76,11 +118,16 @@ class RoundRecord:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "sigma": self.sigma}
 
+    def chained(self, prev: str) -> str:
+        """The record's hash in a chain whose previous hash is `prev`."""
+        return hashlib.sha256(prev.encode("ascii") + b"\n" + _canonical(asdict(self))).hexdigest()
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RoundRecord:
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - names - {"sigma"})
-        missing = sorted(names - set(data) - {"gamma"})  # ledgers written before uedp_split have no gamma
+        # ledgers written before uedp_split have no gamma, version 1 ledgers no noise mode
+        missing = sorted(names - set(data) - {"gamma", "noise"})
         if unknown or missing:
             raise ConfigError(f"round record: unknown fields {unknown}, missing fields {missing}")
         record = cls(**{k: data[k] for k in names if k in data})
@@ -118,6 +165,7 @@ class Ledger:
         self.delta = check_delta(delta, num_users)
         self.num_users = num_users
         self._records: list[RoundRecord] = []
+        self._hashes: list[str] = []  # _hashes[i]: the chain's hash after record i
         for record in records:
             self.append(record)
 
@@ -132,17 +180,41 @@ class Ledger:
     def last_round(self) -> int | None:
         return self._records[-1].round if self._records else None
 
+    @property
+    def genesis(self) -> str:
+        """The chain's start: the hash of the header (format, delta, number of users)."""
+        header = {"format": FORMAT, "delta": self.delta, "num_users": self.num_users}
+        return hashlib.sha256(_canonical(header)).hexdigest()
+
+    @property
+    def head(self) -> Head:
+        return self.head_at(self.last_round or 0)
+
+    def head_at(self, round: int) -> Head:
+        """The chain's head after round `round` (0: before any round)."""
+        if round == 0:
+            return Head(0, self.genesis)
+        if not 1 <= round <= len(self._records):
+            raise ConfigError(f"round {round} is not in the ledger (rounds 1..{len(self._records)})")
+        return Head(round, self._hashes[round - 1])
+
     def _check_next(self, record: RoundRecord) -> None:
         if not isinstance(record, RoundRecord):
             raise TypeError(f"expected a RoundRecord, got {type(record).__name__}")
-        if self._records and record.round <= self._records[-1].round:
-            raise ConfigError(
-                f"round {record.round} cannot follow round {self._records[-1].round}: "
-                "rounds must strictly increase (a round is never recorded twice)"
-            )
+        expected = len(self._records) + 1
+        if record.round != expected:
+            if record.round < expected:
+                why = "rounds must strictly increase (a round is never recorded twice)"
+            else:
+                why = (f"round(s) {expected}..{record.round - 1} are missing (rounds are contiguous from 1: a "
+                       "round is never skipped)" if record.round > expected + 1 else
+                       f"round {expected} is missing (rounds are contiguous from 1: a round is never skipped)")
+            after = f"round {self._records[-1].round}" if self._records else "the start"
+            raise ConfigError(f"round {record.round} cannot follow {after}: {why}")
 
     def append(self, record: RoundRecord) -> None:
         self._check_next(record)
+        self._hashes.append(record.chained(self.head.hash))
         self._records.append(record)
 
     def groups(self, extra: Iterable[RoundRecord] = ()) -> list[tuple[Mechanism, int]]:
@@ -180,23 +252,61 @@ class Ledger:
 
     # -- persistence -------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
+        prevs = [self.genesis, *self._hashes[:-1]]
         return {
             "format": FORMAT,
             "version": VERSION,
+            "chain": HASH,
             "delta": self.delta,
             "num_users": self.num_users,
-            "rounds": [r.to_dict() for r in self._records],
+            "rounds": [{**r.to_dict(), "prev": p, "hash": h} for r, p, h in zip(self._records, prevs, self._hashes)],
+            "head": self.head.to_dict(),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Ledger:
-        if data.get("format") != FORMAT or data.get("version") != VERSION:
-            raise ConfigError(f"not a {FORMAT} version {VERSION} document")
-        unknown = sorted(set(data) - {"format", "version", "delta", "num_users", "rounds"})
-        if unknown:
-            raise ConfigError(f"ledger: unknown fields {unknown}")
-        records = [RoundRecord.from_dict(r) for r in data["rounds"]]
-        return cls(delta=data["delta"], num_users=data["num_users"], records=records)
+        """The ledger of a saved document; ConfigError naming the round for a broken chain (version 2), rounds
+        that are not contiguous from 1, or a head that is not the last record's."""
+        if (not isinstance(data, Mapping) or data.get("format") != FORMAT
+                or data.get("version") not in READABLE_VERSIONS):
+            raise ConfigError(f"not a {FORMAT} document of version {' or '.join(map(str, READABLE_VERSIONS))}")
+        chained = data["version"] >= 2
+        fields_ = {"format", "version", "delta", "num_users", "rounds"} | ({"chain", "head"} if chained else set())
+        unknown, missing = sorted(set(data) - fields_), sorted(fields_ - set(data))
+        if unknown or missing:
+            raise ConfigError(f"ledger: unknown fields {unknown}, missing fields {missing}")
+        if chained and data["chain"] != HASH:
+            raise ConfigError(f"ledger: chain must be {HASH!r}, got {data['chain']!r}")
+        if not isinstance(data["rounds"], list):
+            raise ConfigError("ledger: rounds must be a list")
+        ledger = cls(delta=data["delta"], num_users=data["num_users"])
+        for i, raw in enumerate(data["rounds"], 1):
+            if not isinstance(raw, Mapping):
+                raise ConfigError(f"ledger: entry {i} of rounds is not an object")
+            raw = dict(raw)
+            links = {k: raw.pop(k, None) for k in ("prev", "hash")} if chained else {}
+            try:
+                record = RoundRecord.from_dict(raw)
+            except (ConfigError, TypeError) as exc:
+                raise ConfigError(f"ledger: entry {i} of rounds (round {raw.get('round')!r}): {exc}") from None
+            ledger._check_next(record)
+            if chained:
+                if links["prev"] != ledger.head.hash:
+                    raise ConfigError(
+                        f"ledger: round {record.round}'s previous hash does not match "
+                        f"{'the header' if i == 1 else f'round {i - 1}'}: a round before it was deleted, "
+                        "inserted, reordered or edited (or the header's delta/num_users changed)")
+                if links["hash"] != record.chained(links["prev"]):
+                    raise ConfigError(f"ledger: round {record.round}'s hash does not match its record: round "
+                                      f"{record.round} was edited")
+            ledger.append(record)
+        if chained:
+            head = Head.from_dict(data["head"], where="ledger")
+            if head != ledger.head:
+                end = ledger.head.round
+                why = f": round(s) {end + 1}..{head.round} were deleted" if head.round > end else " (or it was edited)"
+                raise ConfigError(f"ledger: its head is round {head.round} but its records end at round {end}{why}")
+        return ledger
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the ledger as JSON atomically (temporary file in the same directory, then rename)."""
@@ -214,7 +324,7 @@ class Ledger:
             raise ConfigError(f"ledger file {path}: invalid JSON ({exc})") from None
         try:
             return cls.from_dict(data)
-        except (ConfigError, KeyError, TypeError) as exc:
+        except (ConfigError, KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"ledger file {path}: {exc}") from None
 
     @classmethod

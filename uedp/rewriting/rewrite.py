@@ -63,8 +63,11 @@ class RewriteSettings:
             raise ConfigError(f"rewrite noise must be one of {', '.join(NOISES)}, got {self.noise!r}")
         if self.noise == "gaussian" and not 0 < self.delta < 1:
             raise ConfigError(f"rewrite delta must lie in (0, 1) for Gaussian noise, got {self.delta!r}")
-        if self.label_epsilon < 0 or self.max_documents < 0:
-            raise ConfigError("rewrite label_epsilon and max_documents must be >= 0")
+        if not (self.label_epsilon >= 0 and math.isfinite(self.label_epsilon)):  # NaN fails both
+            raise ConfigError(f"rewrite label_epsilon must be a finite number >= 0 (0: labels in the clear), got "
+                              f"{self.label_epsilon!r}")
+        if isinstance(self.max_documents, bool) or not isinstance(self.max_documents, int) or self.max_documents < 0:
+            raise ConfigError(f"rewrite max_documents must be an integer >= 0 (0: all), got {self.max_documents!r}")
 
     @property
     def mechanism_delta(self) -> float:

