@@ -66,6 +66,8 @@ TASK_POLL = 0.2  # measured: docs/figures/overhead.md (python -m experiments.sca
 ACTIVATED = "SuperNode ID:"  # what flower-supernode logs once the SuperLink has activated it
 REFUSED_ACTIVATION = "[code: 2004]"  # ... and what it logs when the SuperLink refuses to (then it exits)
 SERVERAPP = "flwr-serverapp"  # the ServerApp's executable: one process per run
+SLEEP_CAP = 0.1  # runtime/supernode_launcher.py --sleep-cap (measured: docs/figures/overhead.md)
+TELEMETRY_OFF = {"FLWR_TELEMETRY_ENABLED": "0"}  # every process started here (Flower reads it at import)
 
 
 def free_port() -> int:
@@ -105,6 +107,15 @@ class Federation:
     port: int = 0
     keys: dict[int, NodeKey] = field(default_factory=dict)  # node i's key pair (auth)
     stage_app: bool = True  # `flwr run` a copy of the app's source (see the module docstring), not `root`
+    # runtime/supernode_launcher.py: the SuperNode's fixed sleeps bounded by this many seconds (None: Flower's
+    # own 3 s and 0.5 s), and each ClientApp forked from a warm fork server (warm); both measured in
+    # docs/figures/overhead.md
+    sleep_cap: float | None = SLEEP_CAP
+    warm: bool = True
+    # the SuperLink's state in a database file (HOME/state.db), so that runs and SuperNode registrations survive
+    # a restart of the SuperLink; False: Flower's in-memory state, whose absence of SQLite commits saved ~0.75 s
+    # a round in one measured run (1 node: 2.5 -> 1.75 s), not made the default (restarts not yet tested)
+    durable_state: bool = True
     _logs: list[IO[bytes]] = field(default_factory=list)
     _log_start: dict[str, int] = field(default_factory=dict)  # where each process's current start begins in its log
     _app_src: Path | None = None
@@ -118,7 +129,8 @@ class Federation:
         poll = {TASK_POLL_ENV: str(self.task_poll)} if self.task_poll and isinstance(who, int) else {}
         if self.threads and isinstance(who, int):
             poll["OMP_NUM_THREADS"] = str(self.threads)
-        return {**os.environ, "FLWR_HOME": str(self.home), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+        return {**os.environ, **TELEMETRY_OFF, "FLWR_HOME": str(self.home),
+                "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
                 "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
                 "PYTHONPATH": f"{self.root}:{os.environ.get('PYTHONPATH', '')}", "TOKENIZERS_PARALLELISM": "false",
                 **poll, **self.env.get(who, {})}  # type: ignore[arg-type]
@@ -146,8 +158,10 @@ class Federation:
         # --host 127.0.0.1 binds the whole SuperLink to loopback: in Flower 1.42 the Fleet, Control (node
         # registration, runs) and Runtime APIs share this one HTTP(S) host:port (--control-api-address is
         # deprecated and ignored). --database keeps its state, SuperNode registrations included, on disk.
+        durable = self.durable_state or self.auth
         self._link_argv = [executable("flower-superlink"), *link_sec, "--host", "127.0.0.1", "--port", str(self.port),
-                           "--disable-runtime-dependency-installation", "--database", str(self.home / "state.db")]
+                           "--disable-runtime-dependency-installation",
+                           *(["--database", str(self.home / "state.db")] if durable else [])]
         if self.auth:
             self._link_argv.append("--enable-supernode-auth")
         self._spawn("superlink", self._link_argv, "server")
@@ -173,9 +187,16 @@ class Federation:
         auth = ["--auth-supernode-private-key", str(key.private)] if key is not None else []
         cfg = {"partition-id": str(i), "num-partitions": str(self.nodes), **self.node_config.get(i, {})}
         node_config = " ".join(f"{k}={v if v.lstrip('-').isdigit() else json.dumps(v)}" for k, v in cfg.items())
-        self._spawn(name or f"supernode-{i}", [executable("flower-supernode"), *node_sec, *auth, "--superlink",
+        self._spawn(name or f"supernode-{i}", [*self.supernode_command(), *node_sec, *auth, "--superlink",
                                                f"127.0.0.1:{self.port}", "--port", str(free_port()),
                                                "--node-config", node_config, *extra_args], i)
+
+    def supernode_command(self) -> list[str]:
+        """`flower-supernode`, or (sleep_cap / warm) the launcher with its settings, then the node's arguments."""
+        if not self.sleep_cap and not self.warm:
+            return [executable("flower-supernode")]
+        return [sys.executable, "-m", "runtime.supernode_launcher", "--sleep-cap", str(self.sleep_cap or 0),
+                *(["--warm-clientapps"] if self.warm else []), "--"]
 
     def wait_for_superlink(self, timeout: float = 60.0) -> None:
         """Until the SuperLink accepts connections (uvicorn listens once its start-up is done)."""
@@ -429,10 +450,12 @@ def federation(nodes: int, home: Path, *, tls: bool = False, auth: bool = False,
                node_config: dict[int, dict[str, str]] | None = None,
                env: dict[int | str, dict[str, str]] | None = None,
                task_poll: float | None = TASK_POLL, threads: int | None = 1,
-               root: Path = ROOT) -> Iterator[Federation]:
+               root: Path = ROOT, sleep_cap: float | None = SLEEP_CAP, warm: bool = True,
+               durable_state: bool = True) -> Iterator[Federation]:
     """Start a federation and stop all of its processes on exit, also on an exception or SIGINT/SIGTERM."""
     fed = Federation(nodes=nodes, home=home, tls=tls, auth=auth, node_config=node_config or {}, env=env or {},
-                     task_poll=task_poll, threads=threads, root=root)
+                     task_poll=task_poll, threads=threads, root=root, sleep_cap=sleep_cap, warm=warm,
+                     durable_state=durable_state)
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def interrupted(signum, frame):  # turn SIGTERM into an exception so the finally below runs

@@ -17,6 +17,31 @@ from typing import Any
 from flwr.app import Message
 from flwr.serverapp import Grid
 
+# Flower 1.42's SuperLink lists a reply before its objects are all pushed, and the grid's `pull_objects` then
+# waits PULL_INITIAL_BACKOFF = 1 s (doubling, capped at 10 s) before asking again: a PollingGrid starts that
+# backoff at its own interval, capped at PULL_CAP s, tries unlimited within Flower's max_time (7200 s). The same
+# patch, for warm ClientApps and the SuperNodes, is in runtime/forkserver.py (a script that may import nothing of
+# the app's own: hence a second copy; tests/test_supernode_launcher.py checks that both match).
+PULL_MODULE = "flwr.supercore.inflatable.inflatable_utils"
+PULL_FUNCTIONS = ("pull_objects", "pull_and_inflate_object_from_tree")
+PULL_DEFAULTS = {"initial_backoff": 1, "backoff_cap": 10, "max_tries_per_object": 500}  # Flower 1.42's
+PULL_CAP = 1.0
+
+
+def faster_object_pulls(initial: float, cap: float = PULL_CAP) -> None:
+    """Object pulls of this process back off from `initial` to `cap` seconds, tries unlimited (within
+    Flower's max_time); a second call changes nothing."""
+    import importlib
+
+    module = importlib.import_module(PULL_MODULE)
+    for name in PULL_FUNCTIONS:
+        defaults = getattr(module, name).__kwdefaults__
+        if defaults.get("max_tries_per_object") is None:  # already patched in this process
+            continue
+        if {k: defaults.get(k) for k in PULL_DEFAULTS} != PULL_DEFAULTS:
+            raise RuntimeError(f"{PULL_MODULE}.{name}'s defaults moved: {defaults}")
+        defaults.update(initial_backoff=initial, backoff_cap=max(initial, cap), max_tries_per_object=None)
+
 
 class PollingGrid:
     """`grid` with a send_and_receive that pulls every `interval` seconds (everything else is the grid's)."""
@@ -26,6 +51,7 @@ class PollingGrid:
             raise ValueError(f"poll interval must be positive, got {interval!r}")
         self.grid = grid
         self.interval = float(interval)
+        faster_object_pulls(self.interval)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.grid, name)

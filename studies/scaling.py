@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -37,7 +38,7 @@ from typing import Any
 
 import psutil
 
-from runtime.federation import TASK_POLL
+from runtime.federation import SLEEP_CAP, TASK_POLL
 from runtime.processes import GONE
 from uedp.markdown import dict_table
 
@@ -136,11 +137,11 @@ def bench_overhead(nodes: int, rounds: int, work: Path, *, baseline_rev: str | N
         who = f"real processes ({n} SuperNode{'s' if n > 1 else ''})"
         if baseline_rev:
             with _worktree(baseline_rev, work) as tree:
-                rows.append(_real_processes(n, rounds, work / f"processes-{n}-baseline", poll=None, task_poll=None,
-                                            threads=None, root=tree,
-                                            label=f"{who}, code at {baseline_rev}, Flower defaults"))
+                rows.append(_real_processes(n, rounds, work / f"processes-{n}-baseline", **LEVERS["levers on"],
+                                            root=tree, label=f"{who}, code at {baseline_rev}, levers on"))
         for label, levers in LEVERS.items():
-            rows.append(_real_processes(n, rounds, work / f"processes-{n}-{label.replace(' ', '-')}", **levers,
+            slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+            rows.append(_real_processes(n, rounds, work / f"processes-{n}-{slug}", **levers,
                                         label=f"{who}, {label}"))
         first = next(r for r in rows if r["runner"].startswith(f"real processes ({n} "))
         for r in rows:
@@ -153,9 +154,17 @@ def bench_overhead(nodes: int, rounds: int, work: Path, *, baseline_rev: str | N
 
 
 # Real-process round latency: federation.poll_interval of the ServerApp, the SuperExec task poll and the
-# OpenMP threads of each node. Flower 1.42's defaults: the grid's fixed 3-s pull (poll 0), a 1-s task poll.
-LEVERS = {"Flower defaults": {"poll": 0.0, "task_poll": None, "threads": None},
-          "levers on": {"poll": 0.1, "task_poll": TASK_POLL, "threads": 1}}
+# OpenMP threads of each node; then the SuperNode launcher (runtime/supernode_launcher.py): the node's sleeps
+# bounded (sleep_cap) and warm ClientApps forked from a per-node fork server (warm). Flower 1.42's defaults:
+# the grid's fixed 3-s pull (poll 0), a 1-s task poll, the node's fixed 3-s and 0.5-s sleeps, a fresh
+# `flwr-clientapp` per message.
+OFF = {"sleep_cap": None, "warm": False}
+LEVERS = {"Flower defaults": {"poll": 0.0, "task_poll": None, "threads": None, **OFF},
+          "levers on": {"poll": 0.1, "task_poll": TASK_POLL, "threads": 1, **OFF},
+          "levers + sleeps capped": {"poll": 0.1, "task_poll": TASK_POLL, "threads": 1, "sleep_cap": SLEEP_CAP,
+                                     "warm": False},
+          "levers + launcher (sleeps capped, warm ClientApps)": {"poll": 0.1, "task_poll": TASK_POLL, "threads": 1,
+                                                                 "sleep_cap": SLEEP_CAP, "warm": True}}
 
 
 @contextlib.contextmanager
@@ -171,7 +180,8 @@ def _worktree(rev: str, work: Path):
 
 
 def _real_processes(nodes: int, rounds: int, out: Path, *, poll: float | None, task_poll: float | None,
-                    threads: int | None, label: str, root: Path = ROOT) -> dict[str, Any]:
+                    threads: int | None, sleep_cap: float | None, warm: bool, label: str,
+                    root: Path = ROOT) -> dict[str, Any]:
     from runtime.federation import federation
 
     overrides = {"dataset.options": json.dumps({"num_users": nodes, "min_sentences": 5, "max_sentences": 10}),
@@ -182,7 +192,10 @@ def _real_processes(nodes: int, rounds: int, out: Path, *, poll: float | None, t
     if poll is not None:  # code before issue 12 has no such key
         overrides["federation.poll_interval"] = poll
     t0 = time.perf_counter()
-    with federation(nodes, out.parent / f"{out.name}-home", task_poll=task_poll, threads=threads, root=root) as fed:
+    # the code before issue 25 has no launcher, and its SuperLink kept its state in a file
+    launcher = {"sleep_cap": sleep_cap, "warm": warm} if root == ROOT else {**OFF, "durable_state": True}
+    with federation(nodes, out.parent / f"{out.name}-home", task_poll=task_poll, threads=threads, root=root,
+                    **launcher) as fed:
         rc = fed.run(overrides, timeout=1200)
     wall = time.perf_counter() - t0
     med, first = round_seconds(out) if rc == 0 else (float("nan"), float("nan"))
