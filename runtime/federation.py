@@ -66,7 +66,7 @@ TASK_POLL = 0.2  # measured: docs/figures/overhead.md (python -m experiments.sca
 ACTIVATED = "SuperNode ID:"  # what flower-supernode logs once the SuperLink has activated it
 REFUSED_ACTIVATION = "[code: 2004]"  # ... and what it logs when the SuperLink refuses to (then it exits)
 SERVERAPP = "flwr-serverapp"  # the ServerApp's executable: one process per run
-SLEEP_CAP = 0.1  # runtime/supernode_launcher.py --sleep-cap (measured: docs/figures/overhead.md)
+SLEEP_CAP = 0.1  # runtime/supernode_launcher.py --sleep-cap (1 node: 5.4 -> 2.5-3.0 s a round, issue 25's note)
 TELEMETRY_OFF = {"FLWR_TELEMETRY_ENABLED": "0"}  # every process started here (Flower reads it at import)
 
 
@@ -108,13 +108,14 @@ class Federation:
     keys: dict[int, NodeKey] = field(default_factory=dict)  # node i's key pair (auth)
     stage_app: bool = True  # `flwr run` a copy of the app's source (see the module docstring), not `root`
     # runtime/supernode_launcher.py: the SuperNode's fixed sleeps bounded by this many seconds (None: Flower's
-    # own 3 s and 0.5 s), and each ClientApp forked from a warm fork server (warm); both measured in
-    # docs/figures/overhead.md
+    # own 3 s and 0.5 s), and each ClientApp forked from a warm fork server (warm); studies/scaling.py measures
+    # them (python -m experiments.scaling overhead)
     sleep_cap: float | None = SLEEP_CAP
     warm: bool = True
     # the SuperLink's state in a database file (HOME/state.db), so that runs and SuperNode registrations survive
     # a restart of the SuperLink; False: Flower's in-memory state, whose absence of SQLite commits saved ~0.75 s
-    # a round in one measured run (1 node: 2.5 -> 1.75 s), not made the default (restarts not yet tested)
+    # a round in one measured run (1 node: 2.5 -> 1.75 s), not the default: a SuperLink restarted without auth
+    # then loses the run (tests/test_federation_processes.py::test_server_killed_mid_run_and_resumed failed)
     durable_state: bool = True
     _logs: list[IO[bytes]] = field(default_factory=list)
     _log_start: dict[str, int] = field(default_factory=dict)  # where each process's current start begins in its log

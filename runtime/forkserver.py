@@ -65,7 +65,6 @@ ENTRY = "flwr.supernode.cli:flwr_clientapp"  # what each child runs: the `flwr-c
 FORKED, COLD = b"P", b"F"
 LENGTH, INT = struct.Struct("!I"), struct.Struct("!i")
 MAX_HEADER = 16 << 20
-RELAYED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 _PR_SET_PDEATHSIG = 1
 
 

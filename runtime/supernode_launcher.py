@@ -43,7 +43,7 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 
-from runtime.forkserver import alive
+from runtime.forkserver import alive, faster_object_pulls
 
 FLWR_VERSION = "1.42.0"  # the Flower these patches were read against (pyproject.toml pins it)
 SLEEPS_MODULE = "flwr.supernode.start_client_internal"
@@ -108,14 +108,6 @@ def cap_sleeps(cap: float, most: float) -> None:
 
     mod.time = proxy
     setattr(mod, PULL, counted)
-
-
-def faster_object_pulls(initial: float, cap: float) -> None:
-    """The SuperNode's own pulls of a message's objects from the SuperLink back off from `initial` to `cap` s
-    (the SuperLink lists a message before its objects are all pushed; Flower waits 1 s, then 2, 4, ... 10)."""
-    from runtime.forkserver import faster_object_pulls as patch
-
-    patch(initial, cap)
 
 
 def _real_clientapp(shim_dir: Path) -> str:
@@ -190,6 +182,8 @@ def main(argv: list[str] | None = None) -> None:
             start_forkserver()
         if args.sleep_cap:
             cap_sleeps(args.sleep_cap, args.sleep_max)
+            # the SuperNode's own pulls of a message's objects from the SuperLink (listed before its objects
+            # are all pushed; Flower waits 1 s, then 2, 4, ... 10) back off from the cap to sleep-max
             faster_object_pulls(args.sleep_cap, args.sleep_max)
     except PatchError as e:
         sys.exit(f"supernode_launcher: {e}")

@@ -159,12 +159,11 @@ def bench_overhead(nodes: int, rounds: int, work: Path, *, baseline_rev: str | N
 # the grid's fixed 3-s pull (poll 0), a 1-s task poll, the node's fixed 3-s and 0.5-s sleeps, a fresh
 # `flwr-clientapp` per message.
 OFF = {"sleep_cap": None, "warm": False}
+_ON = {"poll": 0.1, "task_poll": TASK_POLL, "threads": 1}
 LEVERS = {"Flower defaults": {"poll": 0.0, "task_poll": None, "threads": None, **OFF},
-          "levers on": {"poll": 0.1, "task_poll": TASK_POLL, "threads": 1, **OFF},
-          "levers + sleeps capped": {"poll": 0.1, "task_poll": TASK_POLL, "threads": 1, "sleep_cap": SLEEP_CAP,
-                                     "warm": False},
-          "levers + launcher (sleeps capped, warm ClientApps)": {"poll": 0.1, "task_poll": TASK_POLL, "threads": 1,
-                                                                 "sleep_cap": SLEEP_CAP, "warm": True}}
+          "levers on": {**_ON, **OFF},
+          "levers + sleeps capped": {**_ON, "sleep_cap": SLEEP_CAP, "warm": False},
+          "levers + launcher (sleeps capped, warm ClientApps)": {**_ON, "sleep_cap": SLEEP_CAP, "warm": True}}
 
 
 @contextlib.contextmanager
@@ -192,8 +191,7 @@ def _real_processes(nodes: int, rounds: int, out: Path, *, poll: float | None, t
     if poll is not None:  # code before issue 12 has no such key
         overrides["federation.poll_interval"] = poll
     t0 = time.perf_counter()
-    # the code before issue 25 has no launcher, and its SuperLink kept its state in a file
-    launcher = {"sleep_cap": sleep_cap, "warm": warm} if root == ROOT else {**OFF, "durable_state": True}
+    launcher = {"sleep_cap": sleep_cap, "warm": warm} if root == ROOT else OFF  # older code has no launcher
     with federation(nodes, out.parent / f"{out.name}-home", task_poll=task_poll, threads=threads, root=root,
                     **launcher) as fed:
         rc = fed.run(overrides, timeout=1200)
