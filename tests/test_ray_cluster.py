@@ -1,10 +1,13 @@
 """The simulation runs against an existing Ray cluster given by address: a `ray start --head` on loopback
 with a second node joined to it (`ray start --address`), a short simulation through the Hydra entry point on
-that cluster with client actors on BOTH nodes, and the cluster stopped by process id."""
+that cluster with client actors on BOTH nodes, then a 2-job Hydra sweep dispatched to the same cluster by
+Hydra's Ray launcher (`hydra/launcher=ray_cluster`), and the cluster stopped by process id. One cluster for
+both: starting one costs ~15 s of the end-to-end tier."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +23,7 @@ ROOT = Path(__file__).parents[1]
 
 
 @pytest.mark.e2e
-def test_simulation_on_an_existing_ray_cluster(tmp_path):
+def test_simulation_and_a_sweep_on_an_existing_ray_cluster(tmp_path):
     temp = Path(tempfile.mkdtemp(prefix="ur-", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
     request_cleanup = temp
     with ray_cluster(cpus=1, temp_dir=temp, workers=(1,)) as address:
@@ -46,7 +49,34 @@ def test_simulation_on_an_existing_ray_cluster(tmp_path):
         nodes = actors_per_node(address)
         assert sorted((n["head"], n["cpus"]) for n in nodes) == [(False, 1.0), (True, 1.0)]
         assert all(n["client_actors"] >= 1 for n in nodes), nodes
+        _sweep_on_the_cluster(address, tmp_path / "sweep")
     assert _cluster_pids((str(temp),)) == [], "cluster processes left running"
     shutil.rmtree(request_cleanup, ignore_errors=True)
 
 
+
+
+def _sweep_on_the_cluster(address: str, sweep: Path) -> None:
+    """Two jobs of `python -m experiments.run -m` as Ray tasks on the cluster (Hydra's Ray launcher, one CPU
+    each): both finish with their files in the sweep directory, and each ran in a Ray worker process, not in
+    the driver (Ray prefixes a task's output with its function and worker pid)."""
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "experiments.run", "-m", "hydra/launcher=ray_cluster",
+         f"hydra.launcher.ray.init.address={address}", "runner=local", "strategy=uedp,fedavg",
+         "dataset.options.num_users=4", "+dataset.options.min_sentences=20", "+dataset.options.max_sentences=25",
+         "tokenizer.vocab_size=300", "model.options.emb_dim=16", "model.options.hidden_dim=16",
+         "privacy.q_u=1.0", "privacy.m_max=4", "privacy.delta=1e-3", "privacy.target_epsilon=6",
+         "federation.rounds=2", "federation.eval_every=2", f"hydra.sweep.dir={sweep}"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        output, _ = driver.communicate(timeout=600)
+    finally:
+        driver.kill()
+    assert driver.returncode == 0, output[-4000:]
+    assert "Ray Launcher is launching 2 jobs" in output
+    strategies = sorted(json.loads((sweep / str(i) / "summary.json").read_text())["strategy"] for i in (0, 1))
+    assert strategies == ["fedavg", "uedp"]
+    assert all((sweep / str(i) / "ledger.json").is_file() for i in (0, 1))
+    workers = set(re.findall(r"\(_run_job pid=(\d+)", output))
+    assert workers and str(driver.pid) not in workers, output[-3000:]

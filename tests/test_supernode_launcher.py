@@ -264,3 +264,23 @@ def test_object_pull_backoff_patches_agree_and_start_at_the_given_wait(monkeypat
     for name in forkserver.PULL_FUNCTIONS:
         kw = getattr(module, name).__kwdefaults__
         assert (kw["initial_backoff"], kw["backoff_cap"], kw["max_tries_per_object"]) == (0.05, 0.2, None)
+
+
+def test_the_shim_and_the_fork_server_speak_one_wire_format():
+    """The shim and the fork server run as separate scripts that share no import: their framing structs, the
+    signals the shim relays and the environment names the launcher sets must agree, or a ClientApp would hang
+    or run cold. Checked on the scripts themselves (imported by path, not through the package)."""
+    import importlib.util
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(f"_probe_{name}", launcher.HERE / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    shim, server = load("warm_shim"), load("forkserver")
+    assert (shim.LENGTH.format, shim.INT.format) == (server.LENGTH.format, server.INT.format)
+    shim_source = (launcher.HERE / "warm_shim.py").read_text()
+    for name in (launcher.SOCKET_ENV, launcher.REAL_ENV):
+        assert f'os.environ.get("{name}"' in shim_source, name
+    assert signal.SIGTERM in shim.RELAYED and signal.SIGKILL not in shim.RELAYED
