@@ -36,7 +36,7 @@ from client.update import client_update
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
 from uedp.owners import shipped_tokenizer
-from uedp.protocol import REWRITES_RECORD, TOKENIZER_RECORD, TrainInstructions, reply_content
+from uedp.protocol import REWRITE_RECORD, REWRITES_RECORD, TOKENIZER_RECORD, TrainInstructions, reply_content
 
 # A client round: (cfg, partition id, global weights, instructions) -> (update, training metrics)
 ClientFn = Callable[[RunConfig, int, list[np.ndarray], TrainInstructions], tuple[list[np.ndarray], dict[str, float]]]
@@ -209,7 +209,10 @@ class QueryHandler:
         run_cfg = self.cfg if self.cfg is not None else RunConfig.from_flat(dict(context.run_config))
         inject_fault(str(context.node_config.get("fault", "")))
         node = read_node_config(run_cfg, context.node_config, need_partition=False)
-        record = client_rewrite(run_cfg, partition_id=node.partition_id, data_path=node.data_path)
+        asked = msg.content.config_records.get(REWRITE_RECORD)
+        expected = asked.get("rewriter") if asked is not None else None
+        record = client_rewrite(run_cfg, partition_id=node.partition_id, data_path=node.data_path,
+                                expected=str(expected) if expected is not None else None)
         return Message(RecordDict({REWRITES_RECORD: record}), reply_to=msg)
 
 

@@ -41,15 +41,22 @@ def owner_sentences(cfg: RunConfig, *, partition_id: int | None, data_path: str)
     return texts, [int(y) for y in rows.column("label").to_pylist()], len(names or ())
 
 
-def client_rewrite(cfg: RunConfig, *, partition_id: int | None, data_path: str) -> ConfigRecord:
+def client_rewrite(cfg: RunConfig, *, partition_id: int | None, data_path: str, expected: str | None = None
+                   ) -> ConfigRecord:
+    """This owner's rewrites. `expected`: the server's rewriter digest (sent with the query); a node whose
+    rewriter differs (another rewrite.rewriter file, another cache) refuses before rewriting anything."""
     from uedp.privacy.noise import secure_generator
-    from uedp.rewriting.rewrite import rewrite_cached, rewriter_corpus, rewriter_for
+    from uedp.rewriting.rewrite import rewrite_cached, rewriter_corpus, rewriter_digest, rewriter_for
 
     settings = cfg.rewrite_settings()
     texts, labels, num_labels = owner_sentences(cfg, partition_id=partition_id, data_path=data_path)
-    rewriter = rewriter_for(settings, rewriter_corpus(cfg), progress=False)
+    rewriter = rewriter_for(settings, rewriter_corpus(cfg), progress=False, path=cfg.rewrite.rewriter)
+    if expected is not None and rewriter_digest(rewriter) != expected:
+        raise ValueError("this node's rewriter differs from the server's (rewrite.rewriter or its cache): "
+                         "refusing to rewrite")
     rng, _ = secure_generator(cfg.privacy.seed if cfg.privacy.seed >= 0 else None)
-    result = rewrite_cached(texts, labels, num_labels, rewriter, settings, rng, cache_dir=cache_root() / "rewrites")
+    result = rewrite_cached(texts, labels, num_labels, rewriter, settings, rng, cache_dir=cache_root() / "rewrites",
+                            replicate=cfg.rewrite.replicate)
     record = ConfigRecord({"texts": result.texts})
     if result.labels is not None:
         record["labels"] = result.labels

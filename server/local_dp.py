@@ -38,7 +38,7 @@ from uedp.pipeline import EncodedSentences, encode_sentences
 from uedp.privacy.mechanisms import spec_for
 from uedp.privacy.noise import FIXED_SEED_WARNING
 from uedp.protocol import REWRITE_RECORD, REWRITES_RECORD
-from uedp.rewriting.rewrite import guarantee, mechanism_for, rewriter_corpus, rewriter_for
+from uedp.rewriting.rewrite import guarantee, mechanism_for, rewriter_corpus, rewriter_digest, rewriter_for
 from uedp.server_data import server_data
 from uedp.summary import write_summary
 from uedp.tasks import get_task
@@ -70,7 +70,7 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
     (out / "config.json").write_text(json.dumps(cfg.to_nested(), indent=1))
     settings = cfg.rewrite_settings()
     data = server_data(cfg)
-    rewriter = rewriter_for(settings, rewriter_corpus(cfg))
+    rewriter = rewriter_for(settings, rewriter_corpus(cfg), path=cfg.rewrite.rewriter)
     fixed = cfg.privacy.seed >= 0
     warnings = [FIXED_SEED_WARNING] if fixed else []
     if cfg.task.name == CLASSIFICATION and settings.label_epsilon <= 0:
@@ -80,7 +80,7 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
     for w in warnings:
         print(f"WARNING: {w}", file=stream, flush=True)
     nodes = sorted(grid.get_node_ids())[: data.population]
-    ask = RecordDict({REWRITE_RECORD: ConfigRecord(asdict(settings))})
+    ask = RecordDict({REWRITE_RECORD: ConfigRecord({**asdict(settings), "rewriter": rewriter_digest(rewriter)})})
     t0 = time.monotonic()
     replies = list(grid.send_and_receive([Message(ask, dst_node_id=n, message_type="query") for n in nodes],
                                          timeout=cfg.federation.round_timeout))
@@ -110,6 +110,7 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
     local = guarantee(mechanism_for(rewriter, settings), settings, documents_per_user=documents,
                       warning="; ".join(warnings) or None)
     local["rewriter"], local["public_text"] = rewriter.identity(), rewriter.public
+    local["rewriter_digest"], local["rewriter_path"] = rewriter_digest(rewriter), cfg.rewrite.rewriter or None
     atomic_write_json(out / LOCAL_DP, local, indent=1, default=str)  # before any model exists
     print(f"dp_bart ({local['mechanism']}): per document eps {settings.epsilon:g} delta "
           f"{settings.mechanism_delta:g} sigma {local['sigma']:.4g}; per user eps {local['epsilon_user']:.4g} over "

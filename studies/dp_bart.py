@@ -1,7 +1,8 @@
 """DP-BART (local DP) beside UeDP and user-level DP on the same data, through the same server loop.
 
     python -m experiments.dp_bart [--dataset synthetic] [--task classification] [--epsilons 100 1000 10000]
-                                  [--variants clv pr pr+] [--pr-plus-epsilons 1000] [--out docs/figures]
+                                  [--variants clv pr pr+] [--pr-plus-epsilons 1000] [--replicates 1]
+                                  [--out docs/figures]
 
 Runs in-process (runner=local: the same server loop and client code as a Flower run, without Ray), each job
 in OUT/dp_bart-DATASET-TASK/<name>/:
@@ -20,7 +21,11 @@ Then, on 1,000 training sentences with gold entities (synthetic corpus) or detec
 against the originals and the fraction of entity strings that survive, per setting. Writes
 OUT/dp_bart-DATASET-TASK.md/.json/.png. Local per-document epsilon and central eps_uedp are different
 units: the table gives each job's own guarantee (per document, per user over rewrite.max_documents
-documents, per entity in f documents) and never puts them on one axis.
+documents, per entity in f documents) and never puts them on one axis. With --replicates R, each CLV and PR+
+setting runs R times (jobs NAME, NAME-r1, ...: rewrite.replicate = k, so every owner rewrites again with
+fresh noise, and the downstream model starts from a new initialisation); a second table gives each
+setting's mean and range, the plot the mean with the range as bars. Classification jobs all use the
+project's classification default model (uedp.config.CLASSIFICATION_MODEL: frozen MiniLM, linear head).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.local_grid import run_local
-from uedp.config import RunConfig
+from uedp.config import CLASSIFICATION_MODEL, RunConfig
 from uedp.markdown import table as md_table
 from uedp.plotting import pyplot, save
 from uedp.summary import has_summary, read_summary, write_summary
@@ -48,18 +53,35 @@ def _config(out: Path, dataset: str, task: str, **groups: dict[str, Any]) -> Run
         {"max_users": 400} if dataset == "bbc_news" else {"num_users": 200})},
         "task": {"name": task, "max_len": 64 if task == "classification" else 32},
         "entities": {"detector": "auto"}, "federation": {"out_dir": str(out)}}
+    if task == "classification":  # the project's classification default (frozen MiniLM + linear head) for
+        # every job: the dp_bart downstream model, central-original and the federated references alike
+        nested["model"] = {"name": CLASSIFICATION_MODEL.name, "options": CLASSIFICATION_MODEL.options}
     for group, values in groups.items():
         nested.setdefault(group, {}).update(values)
     return RunConfig.from_nested(nested)
 
 
+REPLICATED = ("clv", "pr+")  # the variants run --replicates times (fresh rewrite noise, new downstream model)
+
+
+def replicate_of(name: str) -> tuple[str, int]:
+    """(the job's setting, its replicate): "dp_bart-clv-eps1000-r2" -> ("dp_bart-clv-eps1000", 2); 0 unsuffixed."""
+    base, _, k = name.rpartition("-r")
+    return (base, int(k)) if base and k.isdigit() else (name, 0)
+
+
 def jobs(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
+    """Each job's name and config groups. A replicate k > 0 of a setting is job NAME-rk with rewrite.replicate =
+    k: every owner rewrites again (fresh noise, its own cache entry) and the downstream model starts from a
+    fresh initialisation (a CSPRNG draw, as in every private run)."""
     out: list[tuple[str, dict[str, Any]]] = []
     for variant in args.variants:
         epsilons = args.pr_plus_epsilons if variant == "pr+" else args.epsilons
         for eps in epsilons:
-            out.append((f"dp_bart-{variant}-eps{eps:g}", {"strategy": {"name": "dp_bart"},
-                                                          "rewrite": {"variant": variant, "epsilon": float(eps)}}))
+            for k in range(getattr(args, "replicates", 1) if variant in REPLICATED else 1):
+                out.append((f"dp_bart-{variant}-eps{eps:g}" + (f"-r{k}" if k else ""), {
+                    "strategy": {"name": "dp_bart"},
+                    "rewrite": {"variant": variant, "epsilon": float(eps), "replicate": k}}))
     out.append((f"dp_bart-clv-eps{NO_NOISE:g}", {"strategy": {"name": "dp_bart"},
                                                   "rewrite": {"variant": "clv", "epsilon": NO_NOISE}}))
     for strategy in ("uedp", "user_dp"):
@@ -129,7 +151,7 @@ def survival(args: argparse.Namespace, names: list[str], sample: int = 1000) -> 
     ents = [spans[train[i]["sid"]] for i in sorted(pick)]
     out = {}
     for name in names:
-        if not name.startswith("dp_bart-"):
+        if not name.startswith("dp_bart-") or replicate_of(name)[1]:  # one rewrite sample per setting
             continue
         _, variant, eps = name.split("-", 2)
         cfg = _config(Path("unused"), args.dataset, args.task, strategy={"name": "dp_bart"},
@@ -160,7 +182,29 @@ def render(args: argparse.Namespace, results: dict[str, dict[str, Any]], surv: d
                      f"{sv['bleu']:.1f}" if sv else "-", f"{sv['fraction']:.3f}" if sv else "-",
                      "yes" if s["private"] else f"no ({s.get('warning') or 'no guarantee'})"])
     head = ["job", "guarantee (its own units)", metric, "error", "BLEU of rewrites", "entity survival", "private"]
-    return md_table(head, rows)
+    text = md_table(head, rows)
+    spread = replicate_rows(results, metric)
+    if spread:
+        text += "\n\nReplicates (fresh rewrite noise and a new downstream model each):\n\n" + md_table(
+            ["setting", "replicates", f"{metric} mean", f"{metric} min - max", "error mean"],
+            [[n, str(c), f"{m:.4g}", f"{lo:.4g} - {hi:.4g}", f"{e:.3f}"] for n, c, m, lo, hi, e in spread])
+    return text
+
+
+def replicate_rows(results: dict[str, dict[str, Any]], metric: str) -> list[tuple[str, int, float, float, float,
+                                                                                    float]]:
+    """Per setting run more than once: (setting, replicates, mean, min, max of `metric`, mean error)."""
+    groups: dict[str, list[dict[str, float]]] = {}
+    for name, s in results.items():
+        groups.setdefault(replicate_of(name)[0], []).append(s["final"])
+    out = []
+    for name, finals in groups.items():
+        if len(finals) > 1:
+            values = [f.get(metric, math.nan) for f in finals]
+            errors = [f.get("error", math.nan) for f in finals]
+            out.append((name, len(finals), sum(values) / len(values), min(values), max(values),
+                        sum(errors) / len(errors)))
+    return out
 
 
 def plot(args: argparse.Namespace, results: dict[str, dict[str, Any]], path: Path) -> None:
@@ -168,10 +212,17 @@ def plot(args: argparse.Namespace, results: dict[str, dict[str, Any]], path: Pat
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for variant in args.variants:
-        pts = sorted((s["eps_local_document"], s["final"][metric]) for n, s in results.items()
-                     if n.startswith(f"dp_bart-{variant}-") and s["eps_local_document"] < NO_NOISE)
-        if pts:
-            ax.plot(*zip(*pts), marker="o", label=f"DP-BART-{variant.upper()} (x: local eps per document)")
+        by_eps: dict[float, list[float]] = {}
+        for n, s in results.items():
+            if n.startswith(f"dp_bart-{variant}-") and s["eps_local_document"] < NO_NOISE:
+                by_eps.setdefault(s["eps_local_document"], []).append(s["final"][metric])
+        if by_eps:
+            xs = sorted(by_eps)
+            mean = [sum(by_eps[x]) / len(by_eps[x]) for x in xs]
+            low = [m - min(by_eps[x]) for m, x in zip(mean, xs)]
+            high = [max(by_eps[x]) - m for m, x in zip(mean, xs)]
+            ax.errorbar(xs, mean, yerr=[low, high], marker="o", capsize=3,
+                        label=f"DP-BART-{variant.upper()} (x: local eps per document; bars: replicates' range)")
     styles = {"uedp": "UeDP (central eps_uedp 8)", "user_dp": "user-level DP (central eps_user 8)",
               "fedavg": "noiseless FedAvg, original text", f"dp_bart-clv-eps{NO_NOISE:g}": "no-noise rewrites",
               CENTRAL: "noiseless central training, original text"}

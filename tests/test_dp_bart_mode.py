@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -118,6 +119,48 @@ def test_rewrites_are_reused_and_labels_can_be_private(rewriter, tmp_path):
     assert len(privatized) == 2 * calls
 
 
+def test_a_replicate_rewrites_again_with_fresh_noise_and_its_own_cache(rewriter, tmp_path):
+    """rewrite.replicate: 0 reads back the owners' cached rewrites; another label rewrites again (a new release,
+    fresh noise), and reading that replicate back spends nothing more."""
+    fake, privatized, pooled = rewriter
+    run_local(_cfg(tmp_path / "r0"))
+    calls = len(privatized)
+    run_local(_cfg(tmp_path / "r1", replicate=1))
+    assert len(privatized) == 2 * calls
+    fresh = privatized[calls:]
+    assert not any(np.array_equal(a, b) for a, b in zip(privatized[:calls], fresh))  # other noise
+    run_local(_cfg(tmp_path / "r1-again", replicate=1))
+    assert len(privatized) == 2 * calls and pooled[2] == pooled[1]
+
+
+def test_an_owner_whose_rewriter_differs_refuses_before_rewriting(rewriter, tmp_path):
+    """The query carries the server's rewriter digest: an owner with another rewriter raises before any
+    document goes through the mechanism."""
+    from client.rewrite import client_rewrite
+    from uedp.rewriting.rewrite import rewriter_digest
+
+    fake, privatized, _ = rewriter
+    cfg = _cfg(tmp_path / "run")
+    cfg.validate()
+    run_local(cfg)  # prepares the corpus the client reads
+    before = len(privatized)
+    with pytest.raises(ValueError, match="differs from the server's"):
+        client_rewrite(cfg, partition_id=0, data_path="", expected="0" * 32)
+    assert len(privatized) == before
+    record = client_rewrite(cfg, partition_id=0, data_path="", expected=rewriter_digest(fake))
+    assert len(record["texts"]) == 5
+    local = json.loads((tmp_path / "run" / local_dp.LOCAL_DP).read_text())
+    assert local["rewriter_digest"] == rewriter_digest(fake) and local["rewriter_path"] is None
+
+
+def test_bad_replicate_is_refused_naming_the_key(tmp_path):
+    from uedp.errors import ConfigError
+
+    for bad in (-1, True, 1.5):
+        with pytest.raises(ConfigError, match="rewrite.replicate"):
+            _cfg(tmp_path, replicate=bad).validate()
+
+
 def test_rewrite_command_round_trips_a_jsonl_file(rewriter, tmp_path, capsys):
     from uedp.cli import main
 
@@ -168,3 +211,32 @@ def test_central_reference_trains_on_the_original_text_and_says_not_private(tmp_
     assert not summary["private"] and "not private" in summary["warning"]
     assert 0.0 <= summary["final"]["error"] <= 1.0
     assert json.loads((tmp_path / "ref" / "summary.json").read_text())["final"] == summary["final"]
+
+
+def test_the_comparison_replicates_clv_and_pr_plus_and_summarizes_their_spread():
+    """studies/dp_bart.py: --replicates R runs each CLV and PR+ setting R times with rewrite.replicate 0..R-1
+    (PR once), every classification job on the classification default model; the replicate table gives each
+    setting's mean and range."""
+    import argparse
+
+    from studies.dp_bart import _config, jobs, replicate_of, replicate_rows
+    from uedp.config import CLASSIFICATION_MODEL
+
+    args = argparse.Namespace(variants=["clv", "pr", "pr+"], epsilons=[1000.0, 3000.0], pr_plus_epsilons=[1000.0],
+                              replicates=3)
+    named = dict(jobs(args))
+    clv = [n for n in named if n.startswith("dp_bart-clv-eps1000")]
+    assert clv == ["dp_bart-clv-eps1000", "dp_bart-clv-eps1000-r1", "dp_bart-clv-eps1000-r2"]
+    assert [named[n]["rewrite"]["replicate"] for n in clv] == [0, 1, 2]
+    assert len([n for n in named if n.startswith("dp_bart-pr-")]) == 2  # PR: one run per epsilon
+    assert len([n for n in named if n.startswith("dp_bart-pr+-")]) == 3
+    assert replicate_of("dp_bart-pr+-eps1000-r2") == ("dp_bart-pr+-eps1000", 2)
+    assert replicate_of("dp_bart-clv-eps1e+09") == ("dp_bart-clv-eps1e+09", 0)
+    cfg = _config(Path("unused"), "synthetic", "classification", **named["dp_bart-clv-eps1000-r2"])
+    assert cfg.model.name == CLASSIFICATION_MODEL.name and cfg.model.options == CLASSIFICATION_MODEL.options
+    assert cfg.rewrite.replicate == 2
+    results = {n: {"final": {"macro_f1": f, "error": 1 - f}} for n, f in zip(clv, (0.5, 0.7, 0.6))}
+    results["fedavg"] = {"final": {"macro_f1": 0.9, "error": 0.1}}
+    ((name, count, mean, low, high, error),) = replicate_rows(results, "macro_f1")
+    assert (name, count, low, high) == ("dp_bart-clv-eps1000", 3, 0.5, 0.7)
+    assert mean == pytest.approx(0.6) and error == pytest.approx(0.4)

@@ -71,7 +71,9 @@ def test_owners_keep_their_files_and_only_registered_nodes_join(tmp_path):
     its own disk), the server with none, over TLS with SuperNode authentication (--auth): the registered
     nodes run a private run to the end, also after a SuperLink restart (registrations are kept in its
     --database file), while a SuperNode without a key and one with a valid but never registered key are
-    refused, exit, and are never counted. The server's disk ends up holding the public tokenizer only."""
+    refused, exit, and are never counted. The server's disk ends up holding the public tokenizer only. Then
+    the same owners run DP-BART (strategy=dp_bart) with a saved public rewriter: rewrites only reach the
+    server (_dp_bart_owners; one test, so the federation and the owners' prepared data are set up once)."""
     import sqlite3
     import subprocess
     import time
@@ -113,8 +115,10 @@ def test_owners_keep_their_files_and_only_registered_nodes_join(tmp_path):
         t0 = time.monotonic()
         rc = fed.run(overrides, timeout=400)
         run_s = time.monotonic() - t0
+        run_log = (home / "logs" / "flwr-run.log").read_text()  # (each run writes its own)
+        # the same owners, nodes and SuperLink, now under local DP (strategy=dp_bart): see _dp_bart_owners
+        dp_bart = _dp_bart_owners(fed, owners, evaluation, tmp_path) if rc == 0 else None
     _assert_all_stopped(fed)
-    run_log = (home / "logs" / "flwr-run.log").read_text()
     assert rc == 0, run_log[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rounds"] == 2 and summary["population"] == 3 and summary["private"]
@@ -134,6 +138,71 @@ def test_owners_keep_their_files_and_only_registered_nodes_join(tmp_path):
         annotated = list((f.parent / "cache" / "annotations").glob("*.parquet"))
         assert len(cached) == 1 and len(annotated) == 1, f
     print(f"auth run after restart: {run_s:.1f} s")
+    dp_bart()  # its checks, once every process is stopped
+
+
+DOCUMENTS = 5  # rewrite.max_documents of the DP-BART owners' run: each owner rewrites at most this many sentences
+
+
+def _tiny_rewriter(directory: Path) -> str:
+    """A tiny clv rewriter trained on the synthetic generator's public text (no owner's text), saved; its digest."""
+    from uedp.data.synthetic import public_texts
+    from uedp.rewriting.model import RewriterConfig, train_rewriter
+    from uedp.rewriting.rewrite import rewriter_digest
+
+    config = RewriterConfig(kind="bart", d_model=32, layers=1, heads=2, ffn=64, vocab_size=500, dropout=0.0,
+                            mask_prob=0.0, batch_size=32, steps=40, eval_every=40, valid_sentences=20)
+    sentences = public_texts()[:120]
+    rewriter = train_rewriter(sentences, config, valid=sentences[:20], public="synthetic public text (test)",
+                              progress=False)
+    rewriter.save(directory)
+    return rewriter_digest(rewriter)
+
+
+def _dp_bart_owners(fed, owners, evaluation: Path, tmp_path: Path):
+    """strategy=dp_bart with the owners' own files: each node rewrites its own file with a saved public rewriter
+    (rewrite.rewriter = PATH: a tiny one trained here, so no node trains the full BART), the server receiving
+    rewrites only. Returns the checks, run once the processes are stopped: the server's record names the
+    rewriter by its digest, each owner's rewrites stay cached on its own disk and are none of its sentences,
+    and the server's disk (its cache and the run's files) holds none of the owners' sentences."""
+    from uedp.data.jsonl import load_jsonl
+
+    digest = _tiny_rewriter(tmp_path / "rewriter")
+    out = tmp_path / "dp_bart"
+    labels = sorted({json.loads(line)["label"] for f in owners.files for line in f.read_text().splitlines()})
+    rc = fed.run({**_overrides(out, len(owners.files)), **owners.overrides(), "strategy.name": "dp_bart",
+                  "task.name": "classification", "task.labels": ",".join(labels), "entities.detector": "rules",
+                  "rewrite.rewriter": str(tmp_path / "rewriter"), "rewrite.epsilon": 500.0,
+                  "rewrite.label_epsilon": 2.0, "rewrite.max_documents": DOCUMENTS, "rewrite.epochs": 1,
+                  "federation.eval_data": str(evaluation)}, timeout=400)
+    log = (fed.home / "logs" / "flwr-run.log").read_text()
+
+    def check() -> None:
+        assert rc == 0, log[-3000:]
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["strategy"] == "dp_bart" and summary["private"] and summary["eps_local_document"] == 500.0
+        local = json.loads((out / "local_dp.json").read_text())
+        assert local["rewriter_digest"] == digest and local["rewriter_path"] == str(tmp_path / "rewriter")
+        assert local["public_text"] == "synthetic public text (test)" and local["documents_per_user"] == DOCUMENTS
+        with (out / "metrics.csv").open() as f:
+            query = next(r for r in csv.DictReader(f) if r["round"] == "0")
+        assert (query["replies"], query["documents"]) == ("3", str(3 * DOCUMENTS))
+        originals: set[str] = set()
+        for f in owners.files:
+            mine = set(load_jsonl(path=f).table.column("text").to_pylist())  # its documents: one per sentence
+            originals |= mine
+            cached = list((f.parent / "cache" / "rewrites").glob("*.json"))
+            assert len(cached) == 1, f
+            sent = json.loads(cached[0].read_text())["texts"]
+            assert len(sent) == DOCUMENTS and not set(sent) & mine
+        server_files = [p for d in (owners.server_cache, out) for p in d.rglob("*") if p.is_file()]
+        assert {p.relative_to(owners.server_cache).parts[0] for p in server_files
+                if owners.server_cache in p.parents} == {"tokenizers"}  # the public tokenizer only
+        texts = "\n".join(p.read_bytes().decode("utf-8", "ignore") for p in server_files)
+        leaked = [s for s in originals if len(s) > 20 and s in texts]
+        assert leaked == [], leaked[:3]
+
+    return check
 
 
 @pytest.mark.e2e

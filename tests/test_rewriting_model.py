@@ -239,3 +239,28 @@ def test_federated_mode_runs_with_a_trained_rewriter(tiny: Rewriter, monkeypatch
     assert local["dim"] == TINY.d_model and local["length"] == tiny.length and local["sigma"] > 0
     record, model = tmp_path / "run" / local_dp.LOCAL_DP, tmp_path / "run" / "model.pt"
     assert record.stat().st_mtime_ns <= model.stat().st_mtime_ns  # the guarantee before any model
+
+
+def test_a_saved_rewriter_is_loaded_by_path_checked_and_refused_when_it_does_not_match(tiny: Rewriter, tmp_path):
+    """rewrite.rewriter = PATH: the saved weights load with their digest checked; a missing directory, another
+    variant, and weights edited after saving are refused naming the setting."""
+    from uedp.errors import ConfigError
+    from uedp.rewriting.model import load_saved_rewriter
+    from uedp.rewriting.rewrite import RewriteSettings, rewriter_digest, rewriter_for
+
+    tiny.save(tmp_path / "rw")
+    loaded = rewriter_for(RewriteSettings(epsilon=100.0), "jsonl", path=str(tmp_path / "rw"))
+    assert rewriter_digest(loaded) == rewriter_digest(tiny) and loaded.identity() == tiny.identity()
+    z = tiny.encode(["I met Bob in Paris."])
+    assert np.array_equal(loaded.encode(["I met Bob in Paris."]), z)
+    with pytest.raises(ConfigError, match=r"rewrite.rewriter: .*nowhere is not a saved rewriter"):
+        rewriter_for(RewriteSettings(epsilon=100.0), "jsonl", path=str(tmp_path / "nowhere"))
+    with pytest.raises(ConfigError, match="--rewriter: the rewriter at .* is a clv one, rewrite.variant is pr"):
+        rewriter_for(RewriteSettings(epsilon=100.0, variant="pr"), "jsonl", path=str(tmp_path / "rw"),
+                     setting="--rewriter")
+    state = torch.load(tmp_path / "rw" / "weights.pt", weights_only=True)
+    name = next(k for k, v in state.items() if v.is_floating_point() and "layers" in k)  # untied
+    state[name] = state[name] + 1e-3
+    torch.save(state, tmp_path / "rw" / "weights.pt")
+    with pytest.raises(ConfigError, match="weights do not match their recorded digest"):
+        load_saved_rewriter(tmp_path / "rw", variant="clv")

@@ -214,6 +214,13 @@ class RewriteConfig:
     label_epsilon: float = 0.0  # > 0: labels by randomized response (0: labels in the clear: not private)
     max_documents: int = 150  # per user: a public cap, so the per-user guarantee is a public number
     epochs: int = 3  # central training epochs on the pooled rewrites (train.* optimizer, lr, batch size)
+    # "": the rewriter trained (and cached) on public text by uedp.rewriting.model.load_rewriter; a PATH: a saved
+    # rewriter directory (Rewriter.save: weights.pt, tokenizer.json, rewriter.json), the same path on every
+    # node; its weights' digest is checked on load and recorded in local_dp.json. Its weights must be public.
+    rewriter: str = ""
+    # A replicate label: a nonzero one is part of each owner's rewrite cache key, so a replicate rewrites
+    # again with fresh noise (a new release: it spends its epsilon again). 0: the owner's cached rewrites.
+    replicate: int = 0
 
 
 @dataclass
@@ -374,6 +381,9 @@ class RunConfig:
         self._validate_owners()
         if self.rewrite.epochs < 1:
             raise ConfigError(f"rewrite.epochs must be >= 1, got {self.rewrite.epochs}")
+        if isinstance(self.rewrite.replicate, bool) or not isinstance(self.rewrite.replicate, int) \
+                or self.rewrite.replicate < 0:
+            raise ConfigError(f"rewrite.replicate must be an integer >= 0, got {self.rewrite.replicate!r}")
         if spec.local:  # dp_bart: clients rewrite under local DP
             self.rewrite_settings()  # checks rewrite.*
         if "task" in self.dataset.option_dict():  # a JSON object; the loader's facts (loading every loader

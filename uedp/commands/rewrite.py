@@ -1,7 +1,7 @@
 """`uedp rewrite`: a data owner privatizes their own JSONL file with DP-BART, on their own machine.
 
     uedp rewrite --in my.jsonl --out rewritten.jsonl --epsilon 1000 [--delta 1e-5] [--variant clv|pr|pr+]
-                 [--noise gaussian|laplace] [--label-epsilon E] [--max-documents N] [--seed S]
+                 [--noise gaussian|laplace] [--label-epsilon E] [--max-documents N] [--seed S] [--rewriter DIR]
 
 Reads the file with the JSONL loader (its clear errors: file and line), cuts each text into sentences (the
 documents), rewrites each once through the public rewriter (uedp.rewriting.model: weights trained on public
@@ -43,6 +43,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=None, help="reproducible noise: the output is NOT private")
     p.add_argument("--public-for", default="jsonl",
                    help="corpus the rewriter must be independent of (its public training text excludes it)")
+    p.add_argument("--rewriter", default="", metavar="DIR",
+                   help="a saved rewriter (Rewriter.save) instead of the one trained on public text: its weights "
+                        "must be public; their digest goes into the meta file")
     p.set_defaults(func=run)
 
 
@@ -91,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     rng, warning = secure_generator(args.seed)
     if warning:
         print(f"WARNING: --seed {args.seed}: {warning}; the rewrites are for reproduction only", file=sys.stderr)
-    rewriter = rewriter_for(settings, args.public_for)
+    rewriter = rewriter_for(settings, args.public_for, path=args.rewriter, setting="--rewriter")
     mechanism = mechanism_for(rewriter, settings)
     rows = corpus.table.to_pylist()
     by_user: dict[str, list[dict]] = {}
@@ -122,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     per_user = max(len(d) for d in by_user.values())
     documents = min(per_user, settings.max_documents) if settings.max_documents else per_user
     meta = {"input": str(args.inp), "output": str(args.out), "documents": len(chosen), "users": len(by_user),
-            "rewriter": rewriter.identity(), "public_text": rewriter.public,
+            "rewriter": rewriter.identity(), "public_text": rewriter.public, "rewriter_path": args.rewriter or None,
             **guarantee(mechanism, settings, documents_per_user=documents, warning=warning)}
     meta_text = json.dumps(meta, indent=1, default=str)
     atomic_write_text(args.out, "".join(lines))  # a reader sees no part of a file, a failure leaves none

@@ -672,6 +672,30 @@ def load_rewriter(*, private_corpus: str, variant: str = "clv", epsilon: float |
     return rw
 
 
+def load_saved_rewriter(directory: str | Path, *, variant: str, epsilon: float | None = None,
+                        delta: float | None = None, noise: str | None = None, setting: str = "rewrite.rewriter"
+                        ) -> Rewriter:
+    """A rewriter saved with Rewriter.save at `directory` (weights.pt, tokenizer.json, rewriter.json), its weights
+    checked against their recorded digest; it must be of `variant`, and a pr+ one trained for exactly this
+    epsilon, delta and noise (it was trained with that noise). ConfigError naming `setting` otherwise. Whether
+    its training text was public is the word of whoever trained it (rewriter.json's "public" says what it was)."""
+    path = Path(directory).expanduser()
+    if not (path / "rewriter.json").is_file():
+        raise ConfigError(f"{setting}: {path} is not a saved rewriter (no rewriter.json; Rewriter.save writes "
+                          "weights.pt, tokenizer.json and rewriter.json)")
+    try:
+        rw = Rewriter.load(path)
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        raise ConfigError(f"{setting}: cannot load the rewriter at {path}: {exc}") from None
+    if rw.variant != variant:
+        raise ConfigError(f"{setting}: the rewriter at {path} is a {rw.variant} one, rewrite.variant is {variant}")
+    if variant == "pr+" and (rw.epsilon, rw.delta, rw.noise) != (epsilon, delta, noise):
+        raise ConfigError(f"{setting}: the pr+ rewriter at {path} was trained for epsilon {rw.epsilon}, delta "
+                          f"{rw.delta}, noise {rw.noise}; this run asks epsilon {epsilon}, delta {delta}, "
+                          f"noise {noise}")
+    return rw
+
+
 def _store(rw: Rewriter, directory: Path) -> None:
     """Write atomically: a temporary directory renamed into place (a concurrent writer's copy wins)."""
     directory.parent.mkdir(parents=True, exist_ok=True)

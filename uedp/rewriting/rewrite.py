@@ -79,14 +79,29 @@ def mechanism_for(rewriter: Any, settings: RewriteSettings) -> ClvMechanism:
     return rewriter.mechanism(settings.epsilon, settings.mechanism_delta, settings.noise)
 
 
-def rewriter_for(settings: RewriteSettings, private_corpus: str, *, progress: bool = True) -> Any:
-    """The public rewriter these settings use (uedp.rewriting.model.load_rewriter: a PR+ one is trained for the
-    settings' epsilon and noise), independent of `private_corpus`."""
-    from uedp.rewriting.model import load_rewriter
+def rewriter_for(settings: RewriteSettings, private_corpus: str, *, progress: bool = True, path: str = "",
+                 setting: str = "rewrite.rewriter") -> Any:
+    """The public rewriter these settings use: the one saved at `path` (rewrite.rewriter;
+    uedp.rewriting.model.load_saved_rewriter), else the one load_rewriter trains on public text independent of
+    `private_corpus` (a PR+ one for the settings' epsilon and noise)."""
+    from uedp.rewriting.model import load_rewriter, load_saved_rewriter
 
+    if path:
+        pr_plus = settings.variant == "pr+"
+        return load_saved_rewriter(path, variant=settings.variant, epsilon=settings.epsilon if pr_plus else None,
+                                   delta=settings.mechanism_delta if pr_plus else None,
+                                   noise=settings.noise if pr_plus else None, setting=setting)
     return load_rewriter(private_corpus=private_corpus, variant=settings.variant,
                          epsilon=settings.epsilon if settings.variant == "pr+" else None,
                          delta=settings.mechanism_delta, noise=settings.noise, progress=progress)
+
+
+def rewriter_digest(rewriter: Any) -> str:
+    """A digest of everything that determines a rewriter's outputs (its identity: request, kept coordinates,
+    weights, tokenizer): the server sends it with the query, and an owner whose rewriter differs refuses before
+    rewriting anything (the recorded guarantee names the server's rewriter)."""
+    return hashlib.blake2b(json.dumps(rewriter.identity(), sort_keys=True, default=str).encode(),
+                           digest_size=16).hexdigest()
 
 
 def rewrite_texts(texts: Sequence[str], rewriter: Any, mechanism: ClvMechanism, rng: np.random.Generator, *,
@@ -144,9 +159,15 @@ def select_documents(n: int, cap: int, rng: np.random.Generator) -> list[int]:
     return sorted(int(i) for i in rng.choice(n, size=cap, replace=False))
 
 
-def cache_key(texts: Sequence[str], labels: Sequence[int] | None, rewriter: Any, settings: RewriteSettings) -> str:
+def cache_key(texts: Sequence[str], labels: Sequence[int] | None, rewriter: Any, settings: RewriteSettings,
+              replicate: int = 0) -> str:
+    """The owner's rewrite cache key: the documents, labels, rewriter and settings (and a nonzero replicate
+    label: a replicate is a new release with fresh noise)."""
     h = hashlib.blake2b(digest_size=16)
-    h.update(json.dumps([rewriter.identity(), asdict(settings), labels], sort_keys=True, default=str).encode())
+    parts: list[Any] = [rewriter.identity(), asdict(settings), labels]
+    if replicate:  # 0 keeps the keys of caches written before replicates existed
+        parts.append({"replicate": replicate})
+    h.update(json.dumps(parts, sort_keys=True, default=str).encode())
     for t in texts:
         h.update(t.encode())
         h.update(b"\0")
@@ -165,10 +186,12 @@ class OwnerRewrite:
 
 
 def rewrite_cached(texts: Sequence[str], labels: Sequence[int] | None, num_labels: int | None, rewriter: Any,
-                   settings: RewriteSettings, rng: np.random.Generator, *, cache_dir: Path) -> OwnerRewrite:
+                   settings: RewriteSettings, rng: np.random.Generator, *, cache_dir: Path,
+                   replicate: int = 0) -> OwnerRewrite:
     """One owner's documents rewritten once (at most settings.max_documents of them), then read back from
-    `cache_dir` (on the owner's machine) so that running again spends no more epsilon."""
-    path = cache_dir / f"{cache_key(texts, labels, rewriter, settings)}.json"
+    `cache_dir` (on the owner's machine) so that running again spends no more epsilon; another `replicate`
+    label rewrites again (fresh noise, a new release)."""
+    path = cache_dir / f"{cache_key(texts, labels, rewriter, settings, replicate)}.json"
     if path.is_file():
         data = json.loads(path.read_text())
         return OwnerRewrite(data["indices"], data["texts"], data["labels"], True)
