@@ -1,12 +1,14 @@
 """The simulation runs against an existing Ray cluster given by address: a `ray start --head` on loopback
 with a second node joined to it (`ray start --address`), a short simulation through the Hydra entry point on
-that cluster with client actors on BOTH nodes, then a 2-job Hydra sweep dispatched to the same cluster by
-Hydra's Ray launcher (`hydra/launcher=ray_cluster`), and the cluster stopped by process id. One cluster for
-both: starting one costs ~15 s of the end-to-end tier."""
+that cluster with client actors on BOTH nodes (every sampled client answering through Flower, nothing
+dropped, no client statistic in the private run's rows: formerly tests/test_flower_e2e.py), then a 2-job
+Hydra sweep dispatched to the same cluster by Hydra's Ray launcher (`hydra/launcher=ray_cluster`), and the
+cluster stopped by process id. One cluster for all of it: starting one costs ~15 s of the end-to-end tier."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -18,6 +20,7 @@ import pytest
 
 from runtime.processes import pids_matching
 from runtime.ray_cluster import _cluster_pids, actors_per_node, ray_cluster
+from uedp.privacy.ledger import Ledger
 
 ROOT = Path(__file__).parents[1]
 
@@ -41,6 +44,14 @@ def test_simulation_and_a_sweep_on_an_existing_ray_cluster(tmp_path):
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
         summary = json.loads((tmp_path / "run" / "summary.json").read_text())
         assert summary["rounds"] == 2 and summary["population"] == 4
+        assert summary["strategy"] == "uedp" and summary["private"] and math.isfinite(summary["final"]["perplexity"])
+        assert [r.round for r in Ledger.load(tmp_path / "run" / "ledger.json").records] == [1, 2]
+        rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+        assert len(rows) == 2
+        for r in rows:  # every sampled client answered through Flower, and nothing was dropped
+            assert r["sampled"] >= 1 and r["replies"] == r["sampled"] and r["failed"] == 0
+            assert r["dropped_shape"] == 0 and r["dropped_nonfinite"] == 0
+            assert "train_loss" not in r  # private run: no client statistic
         # the run's driver registered with THIS cluster (its log is in the cluster's session directory)
         assert set(logs.glob("python-core-driver-*")) - drivers_before
         # and it did not start a Ray instance of its own: the only GCS is the cluster's
