@@ -378,8 +378,9 @@ class Federation:
                                 text=True, start_new_session=True)
         self.procs["flwr-run"] = proc
         timer = threading.Timer(timeout, lambda: self.kill("flwr-run"))
-        timer.start()
+        timer.daemon = True  # an interrupted run must not keep the interpreter alive until the time-out
         try:
+            timer.start()
             assert proc.stdout is not None
             for line in proc.stdout:
                 log.write(line)
