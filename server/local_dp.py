@@ -80,7 +80,8 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
     for w in warnings:
         print(f"WARNING: {w}", file=stream, flush=True)
     nodes = sorted(grid.get_node_ids())[: data.population]
-    ask = RecordDict({REWRITE_RECORD: ConfigRecord({**asdict(settings), "rewriter": rewriter_digest(rewriter)})})
+    digest = rewriter_digest(rewriter)  # sent with the query (a node with another rewriter refuses) and recorded
+    ask = RecordDict({REWRITE_RECORD: ConfigRecord({**asdict(settings), "rewriter": digest})})
     t0 = time.monotonic()
     replies = list(grid.send_and_receive([Message(ask, dst_node_id=n, message_type="query") for n in nodes],
                                          timeout=cfg.federation.round_timeout))
@@ -110,7 +111,7 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
     local = guarantee(mechanism_for(rewriter, settings), settings, documents_per_user=documents,
                       warning="; ".join(warnings) or None)
     local["rewriter"], local["public_text"] = rewriter.identity(), rewriter.public
-    local["rewriter_digest"], local["rewriter_path"] = rewriter_digest(rewriter), cfg.rewrite.rewriter or None
+    local["rewriter_digest"], local["rewriter_path"] = digest, cfg.rewrite.rewriter or None
     atomic_write_json(out / LOCAL_DP, local, indent=1, default=str)  # before any model exists
     print(f"dp_bart ({local['mechanism']}): per document eps {settings.epsilon:g} delta "
           f"{settings.mechanism_delta:g} sigma {local['sigma']:.4g}; per user eps {local['epsilon_user']:.4g} over "

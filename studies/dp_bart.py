@@ -78,7 +78,7 @@ def jobs(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
     for variant in args.variants:
         epsilons = args.pr_plus_epsilons if variant == "pr+" else args.epsilons
         for eps in epsilons:
-            for k in range(getattr(args, "replicates", 1) if variant in REPLICATED else 1):
+            for k in range(args.replicates if variant in REPLICATED else 1):
                 out.append((f"dp_bart-{variant}-eps{eps:g}" + (f"-r{k}" if k else ""), {
                     "strategy": {"name": "dp_bart"},
                     "rewrite": {"variant": variant, "epsilon": float(eps), "replicate": k}}))
