@@ -54,9 +54,10 @@ def client_rewrite(cfg: RunConfig, *, partition_id: int | None, data_path: str, 
     if expected is not None and rewriter_digest(rewriter) != expected:
         raise ValueError("this node's rewriter differs from the server's (rewrite.rewriter or its cache): "
                          "refusing to rewrite")
-    rng, _ = secure_generator(cfg.privacy.seed if cfg.privacy.seed >= 0 else None)
+    fixed = cfg.privacy.seed if cfg.privacy.seed >= 0 else None
+    rng, _ = secure_generator(fixed)
     result = rewrite_cached(texts, labels, num_labels, rewriter, settings, rng, cache_dir=cache_root() / "rewrites",
-                            replicate=cfg.rewrite.replicate)
+                            replicate=cfg.rewrite.replicate, fixed_seed=fixed)
     record = ConfigRecord({"texts": result.texts})
     if result.labels is not None:
         record["labels"] = result.labels

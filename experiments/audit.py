@@ -1,5 +1,7 @@
 """Empirical privacy audit: `python -m experiments.audit [--quick] [--out outputs/audit]`.
 
+Also `python -m experiments.audit mechanism ...` (crafted updates: studies/audit_mechanism.py) and
+`python -m experiments.audit local ...` (crafted documents for the local mechanisms: studies/audit_local.py).
 What it does, and how to read its output: studies/audit.py.
 """
 
@@ -21,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
         from experiments.audit_mechanism import main as mechanism_main
 
         return mechanism_main(argv[1:])
+    if argv[:1] == ["local"]:  # the crafted-document audit of the local mechanisms (CLV, ADePT on our model)
+        from experiments.audit_local import main as local_main
+
+        return local_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m experiments.audit", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small CI version (10 users, tiny model)")
     parser.add_argument("--out", type=Path, default=Path("outputs/audit"))

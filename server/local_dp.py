@@ -20,8 +20,10 @@ rewrite.label_epsilon > 0; a classification run with labels in the clear is repo
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO
@@ -63,6 +65,19 @@ def pooled_epochs(model: UedpModel, pooled: EncodedSentences, test: EncodedSente
         yield epoch, loss, steps, (evaluate_encoded(model, test) if test is not None else {})
 
 
+@contextmanager
+def all_cores() -> Iterator[None]:
+    """torch on up to 4 of this machine's cores for the central training on the pooled rewrites (the frozen
+    encoder embeds every rewrite once: most of a job's time), restored after: an in-process run pins torch to one
+    thread for its clients, which have all finished by then."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any]:
     t_start = time.monotonic()
     out = Path(cfg.federation.out_dir)
@@ -79,6 +94,11 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
         warnings.append("rewrite.max_documents = 0: the per-user epsilon is computed from the data")
     for w in warnings:
         print(f"WARNING: {w}", file=stream, flush=True)
+    mechanism = mechanism_for(rewriter, settings)
+    # The guarantee BEFORE any owner releases anything: bad settings fail here, and with the public cap it is the
+    # final one (max_documents = 0: recomputed below from the largest owner's count).
+    local = guarantee(mechanism, settings, documents_per_user=settings.max_documents or 1,
+                      warning="; ".join(warnings) or None)
     nodes = sorted(grid.get_node_ids())[: data.population]
     digest = rewriter_digest(rewriter)  # sent with the query (a node with another rewriter refuses) and recorded
     ask = RecordDict({REWRITE_RECORD: ConfigRecord({**asdict(settings), "rewriter": digest})})
@@ -108,8 +128,8 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
         raise RuntimeError("dp_bart: no owner returned a rewrite; see the clients' errors")
     # The public cap, or (max_documents = 0) the largest owner's count: the per-user composition covers it.
     documents = settings.max_documents or most
-    local = guarantee(mechanism_for(rewriter, settings), settings, documents_per_user=documents,
-                      warning="; ".join(warnings) or None)
+    if documents != local["documents_per_user"]:
+        local = guarantee(mechanism, settings, documents_per_user=documents, warning="; ".join(warnings) or None)
     local["rewriter"], local["public_text"] = rewriter.identity(), rewriter.public
     local["rewriter_digest"], local["rewriter_path"] = digest, cfg.rewrite.rewriter or None
     atomic_write_json(out / LOCAL_DP, local, indent=1, default=str)  # before any model exists
@@ -117,18 +137,19 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
           f"{settings.mechanism_delta:g} sigma {local['sigma']:.4g}; per user eps {local['epsilon_user']:.4g} over "
           f"{documents} documents; population={data.population}", file=stream, flush=True)
 
-    model = data.new_model(cfg, seed=cfg.privacy.seed if fixed else None)
-    initial = evaluate_encoded(model, data.test) if data.test is not None else {}
-    pooled = encode_sentences(data.tokenizer, texts, labels, task=cfg.task.name, max_len=cfg.task.max_len)
-    metric = get_task(cfg.task.name).metric  # the task registry (uedp.tasks)
-    final: dict[str, float] = initial
-    t_epoch = time.monotonic()
-    for epoch, loss, steps, final in pooled_epochs(model, pooled, data.test, cfg):
-        metrics.write({"round": epoch, "seconds": round(time.monotonic() - t_epoch, 3), "train_loss": loss,
-                       "steps": steps, **{f"test_{k}": v for k, v in final.items()}})
+    with all_cores():  # every owner has replied: nothing else competes for the cores now
+        model = data.new_model(cfg, seed=cfg.privacy.seed if fixed else None)
+        initial = evaluate_encoded(model, data.test) if data.test is not None else {}
+        pooled = encode_sentences(data.tokenizer, texts, labels, task=cfg.task.name, max_len=cfg.task.max_len)
+        metric = get_task(cfg.task.name).metric  # the task registry (uedp.tasks)
+        final: dict[str, float] = initial
         t_epoch = time.monotonic()
-        metrics.progress(round=epoch, rounds=cfg.rewrite.epochs, eps=None,
-                         metric=(metric, final[metric]) if metric in final else None, extra=f"steps={steps}")
+        for epoch, loss, steps, final in pooled_epochs(model, pooled, data.test, cfg):
+            metrics.write({"round": epoch, "seconds": round(time.monotonic() - t_epoch, 3), "train_loss": loss,
+                           "steps": steps, **{f"test_{k}": v for k, v in final.items()}})
+            t_epoch = time.monotonic()
+            metrics.progress(round=epoch, rounds=cfg.rewrite.epochs, eps=None,
+                             metric=(metric, final[metric]) if metric in final else None, extra=f"steps={steps}")
     spec = spec_for(cfg.strategy.name, cfg.strategy.estimator)  # local (dp_bart): summary method "local_dp"
     summary = {
         "strategy": spec.strategy, "method": spec.method, "estimator": None, "rounds": cfg.rewrite.epochs,

@@ -1,15 +1,15 @@
 """DP-BART (local DP) beside UeDP and user-level DP on the same data, through the same server loop.
 
     python -m experiments.dp_bart [--dataset synthetic] [--task classification] [--epsilons 100 1000 10000]
-                                  [--variants clv pr pr+] [--pr-plus-epsilons 1000] [--replicates 1]
+                                  [--variants clv pr pr+ adept] [--pr-plus-epsilons 1000] [--replicates 1]
                                   [--out docs/figures]
 
 Runs in-process (runner=local: the same server loop and client code as a Flower run, without Ray), each job
 in OUT/dp_bart-DATASET-TASK/<name>/:
 - `dp_bart` (strategy=dp_bart: every owner rewrites its training sentences once, the server trains on the
   pooled rewrites for rewrite.epochs epochs) for each variant and per-document epsilon (PR+ only at
-  --pr-plus-epsilons: one rewriter trained per epsilon), and at epsilon 1e9 (no meaningful noise: the
-  rewriter's own loss of information);
+  --pr-plus-epsilons: one rewriter trained per epsilon; `adept`: the ADePT mechanism on our model, norm clip,
+  docs/proofs.md section 10), and at epsilon 1e9 (no meaningful noise: the rewriter's own loss of information);
 - `uedp` and `user_dp` at their central target epsilon (8, the main job's), and noiseless `fedavg` on the
   original text;
 - `central-original`: noiseless CENTRAL training on the pooled original training sentences with the same
@@ -41,6 +41,7 @@ from runtime.local_grid import run_local
 from uedp.config import CLASSIFICATION_MODEL, RunConfig
 from uedp.markdown import table as md_table
 from uedp.plotting import pyplot, save
+from uedp.rewriting.mechanism import MECHANISM_NAMES
 from uedp.summary import has_summary, read_summary, write_summary
 
 NO_NOISE = 1e9  # per-document epsilon whose noise is negligible next to the clip bound
@@ -48,9 +49,18 @@ CENTRAL_EPSILON = 8.0
 CENTRAL = "central-original"  # the job name of the noiseless central reference on the original text
 
 
-def _config(out: Path, dataset: str, task: str, **groups: dict[str, Any]) -> RunConfig:
-    nested: dict[str, Any] = {"dataset": {"name": dataset, "options": json.dumps(
-        {"max_users": 400} if dataset == "bbc_news" else {"num_users": 200})},
+def _dataset_options(dataset: str, path: str, users: int) -> dict[str, Any]:
+    if dataset == "jsonl":
+        if not path:
+            raise ValueError("--dataset jsonl needs --path FILE (a bring-your-own JSONL corpus)")
+        return {"path": path}
+    return {"max_users": 2 * users} if dataset == "bbc_news" else {"num_users": users}
+
+
+def _config(out: Path, dataset: str, task: str, path: str = "", users: int = 200, **groups: dict[str, Any]
+            ) -> RunConfig:
+    options = json.dumps(_dataset_options(dataset, path, users))
+    nested: dict[str, Any] = {"dataset": {"name": dataset, "options": options},
         "task": {"name": task, "max_len": 64 if task == "classification" else 32},
         "entities": {"detector": "auto"}, "federation": {"out_dir": str(out)}}
     if task == "classification":  # the project's classification default (frozen MiniLM + linear head) for
@@ -76,7 +86,8 @@ def jobs(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
     fresh initialisation (a CSPRNG draw, as in every private run)."""
     out: list[tuple[str, dict[str, Any]]] = []
     for variant in args.variants:
-        epsilons = args.pr_plus_epsilons if variant == "pr+" else args.epsilons
+        epsilons = {"pr+": args.pr_plus_epsilons, "pr": getattr(args, "pr_epsilons", None),
+                    "adept": getattr(args, "adept_epsilons", None)}.get(variant) or args.epsilons
         for eps in epsilons:
             for k in range(args.replicates if variant in REPLICATED else 1):
                 out.append((f"dp_bart-{variant}-eps{eps:g}" + (f"-r{k}" if k else ""), {
@@ -95,7 +106,7 @@ def central_reference(cfg: RunConfig) -> dict[str, Any]:
     """Noiseless central training on the pooled ORIGINAL training sentences of every user, as server/local_dp.py
     trains on the pooled rewrites (same model, rewrite.epochs epochs, train.* optimizer); summary.json in
     federation.out_dir. Not private: it is the reference that isolates what the rewriting costs."""
-    from server.local_dp import pooled_epochs
+    from server.local_dp import all_cores, pooled_epochs
     from uedp.pipeline import load_split
     from uedp.server_data import server_data
 
@@ -105,8 +116,9 @@ def central_reference(cfg: RunConfig) -> dict[str, Any]:
     model = data.new_model(cfg)
     train = load_split(cfg, "train")
     final: dict[str, float] = {}
-    for _epoch, _loss, _steps, metrics in pooled_epochs(model, train, data.test, cfg):
-        final = metrics
+    with all_cores():
+        for _epoch, _loss, _steps, metrics in pooled_epochs(model, train, data.test, cfg):
+            final = metrics
     summary = {"strategy": CENTRAL, "rounds": cfg.rewrite.epochs, "documents": len(train), "final": final,
                "eps_uedp": math.inf, "eps_user": math.inf, "private": False,
                "warning": "not private: central training on the original text (reference)"}
@@ -114,8 +126,20 @@ def central_reference(cfg: RunConfig) -> dict[str, Any]:
     return summary
 
 
+def stem_of(args: argparse.Namespace) -> str:
+    """The comparison's name: dp_bart-DATASET[-uUSERS]-TASK (a JSONL corpus by its file's stem)."""
+    dataset = Path(args.path).stem if args.dataset == "jsonl" else args.dataset
+    users = f"-u{args.users}" if args.users != 200 and args.dataset != "jsonl" else ""  # another corpus
+    return f"dp_bart-{dataset}{users}-{args.task}"
+
+
+TIMING = "timing.json"  # in the comparison's run directory: each finished job's wall-clock seconds
+
+
 def run_jobs(args: argparse.Namespace, root: Path) -> dict[str, dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
+    timing_path = root / TIMING
+    timing = json.loads(timing_path.read_text()) if timing_path.is_file() else {}
     for name, groups in jobs(args):
         job = root / name
         if has_summary(job):  # finished before: reuse (rewriting again would spend again)
@@ -123,10 +147,40 @@ def run_jobs(args: argparse.Namespace, root: Path) -> dict[str, dict[str, Any]]:
             continue
         t0 = time.monotonic()
         print(f"== {name}", flush=True)
-        cfg = _config(job, args.dataset, args.task, **groups)
+        cfg = _config(job, args.dataset, args.task, args.path, args.users, **groups)
         results[name] = central_reference(cfg) if name == CENTRAL else run_local(cfg)
-        print(f"   done in {time.monotonic() - t0:.0f} s", flush=True)
+        timing[name] = round(time.monotonic() - t0, 1)
+        root.mkdir(parents=True, exist_ok=True)
+        timing_path.write_text(json.dumps(timing, indent=1) + "\n")
+        print(f"   done in {timing[name]:.0f} s", flush=True)
     return results
+
+
+def write_outputs(args: argparse.Namespace, results: dict[str, dict[str, Any]], surv: dict[str, dict[str, Any]],
+                  root: Path, *, seconds: float) -> str:
+    """OUT/STEM.md (tables, compute time, the command), .json and .png; returns the markdown."""
+    stem = stem_of(args)
+    timing_path = root / TIMING
+    timing = json.loads(timing_path.read_text()) if timing_path.is_file() else {}
+    training = {n: v.pop("rewriter_training_s") for n, v in surv.items() if "rewriter_training_s" in v}
+    eps = " ".join(f"{e:g}" for e in args.epsilons)
+    path = f"--path {args.path} " if args.path else ""
+    extra = "".join(f" --{flag} " + " ".join(f"{e:g}" for e in values) for flag, values in (
+        ("pr-epsilons", args.pr_epsilons), ("adept-epsilons", args.adept_epsilons)) if values)
+    command = (f"python -m experiments.dp_bart --dataset {args.dataset} {path}--users {args.users} "
+               + f"--task {args.task} --epsilons {eps} --variants {' '.join(args.variants)} --pr-plus-epsilons "
+               + " ".join(f"{e:g}" for e in args.pr_plus_epsilons) + extra + f" --replicates {args.replicates}")
+    train_text = "; ".join(f"{n}: {s:.0f} s" for n, s in training.items())
+    text = (f"{render(args, results, surv)}\n\nCompute: {sum(timing.values()):.0f} s over the {len(timing)} timed jobs "
+            f"(each job's seconds in {root / TIMING}; the first job of a variant includes training its rewriter); "
+            f"rewriter training, from each rewriter's own log (a PR+ one includes its CLV and PR stages): "
+            f"{train_text or 'n/a'}. This call: {seconds:.0f} s (finished jobs reused).\n\nCommand: `{command}`\n")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{stem}.md").write_text(text)
+    (args.out / f"{stem}.json").write_text(json.dumps({"results": results, "survival": surv, "timing": timing,
+                                                       "rewriter_training_s": training}, indent=1, default=str))
+    plot(args, results, args.out / f"{stem}.png")
+    return text
 
 
 def survival(args: argparse.Namespace, names: list[str], sample: int = 1000) -> dict[str, dict[str, float]]:
@@ -139,7 +193,7 @@ def survival(args: argparse.Namespace, names: list[str], sample: int = 1000) -> 
     from uedp.rewriting.evaluation import corpus_bleu, entity_survival
     from uedp.rewriting.rewrite import mechanism_for, rewrite_texts, rewriter_corpus, rewriter_for
 
-    base = _config(Path("unused"), args.dataset, args.task)
+    base = _config(Path("unused"), args.dataset, args.task, args.path, args.users)
     _, corpus = materialize(base.dataset.name, **base.loader_options())
     _, ann = annotate_cached(corpus, base.detector())
     rows = corpus.table.to_pylist()
@@ -154,15 +208,51 @@ def survival(args: argparse.Namespace, names: list[str], sample: int = 1000) -> 
         if not name.startswith("dp_bart-") or replicate_of(name)[1]:  # one rewrite sample per setting
             continue
         _, variant, eps = name.split("-", 2)
-        cfg = _config(Path("unused"), args.dataset, args.task, strategy={"name": "dp_bart"},
+        cfg = _config(Path("unused"), args.dataset, args.task, args.path, args.users, strategy={"name": "dp_bart"},
                       rewrite={"variant": variant, "epsilon": float(eps[3:])})
         settings = cfg.rewrite_settings()
         rewriter = rewriter_for(settings, rewriter_corpus(cfg), progress=False)
         rng, _ = secure_generator(None)
         rewrites = rewrite_texts(texts, rewriter, mechanism_for(rewriter, settings), rng)
         out[name] = {"bleu": corpus_bleu(rewrites, texts), **entity_survival(texts, rewrites, ents),
-                     "example": [texts[0], rewrites[0]]}
+                     "example": [texts[0], rewrites[0]],
+                     "rewriter_training_s": sum(float(stage.get("seconds", 0.0)) for stage in rewriter.log)}
     return out
+
+
+def figure_table(args: argparse.Namespace, results: dict[str, dict[str, Any]], metric: str) -> str:
+    """The Fig. 3 numbers as one table: a row per variant, a column per per-document epsilon, each cell the mean
+    of `metric` over the setting's replicates (and their min - max when more than one); under it, what each
+    epsilon means per user and per entity (the same for every variant: one mechanism calibration per epsilon)."""
+    cells: dict[tuple[str, float], list[float]] = {}
+    local_at: dict[float, dict[str, Any]] = {}
+    for name, s in results.items():
+        if not name.startswith("dp_bart-") or s.get("eps_local_document", NO_NOISE) >= NO_NOISE:
+            continue
+        variant = name.split("-")[1]
+        eps = float(s["eps_local_document"])
+        cells.setdefault((variant, eps), []).append(float(s["final"].get(metric, math.nan)))
+        local_at.setdefault(eps, s.get("local") or {})
+    epsilons = sorted(local_at)
+    if not epsilons:
+        return ""
+
+    def cell(values: list[float] | None) -> str:
+        if not values:
+            return "-"
+        mean = sum(values) / len(values)
+        return f"{mean:.3f}" + (f" ({min(values):.3f}-{max(values):.3f})" if len(values) > 1 else "")
+
+    rows = [[MECHANISM_NAMES[v], *[cell(cells.get((v, e))) for e in epsilons]] for v in args.variants]
+    rows.append(["per user (PLD, over the cap)", *[f"{local_at[e].get('epsilon_user', math.nan):.4g}"
+                                                    for e in epsilons]])
+    rows.append(["entity in 4 documents", *[f"{(local_at[e].get('epsilon_entity') or {}).get('4', math.nan):.4g}"
+                                             for e in epsilons]])
+    refs = [f"{label} {results[n]['final'].get(metric, math.nan):.3f}" for n, label in (
+        (CENTRAL, "original text (central training)"), (f"dp_bart-clv-eps{NO_NOISE:g}", "no-noise CLV rewrites"))
+        if n in results]
+    return (md_table([f"{metric} at per-document eps", *[f"{e:g}" for e in epsilons]], rows)
+            + ("\n\nAt eps = infinity: " + "; ".join(refs) + "." if refs else ""))
 
 
 def render(args: argparse.Namespace, results: dict[str, dict[str, Any]], surv: dict[str, dict[str, float]]) -> str:
@@ -182,7 +272,9 @@ def render(args: argparse.Namespace, results: dict[str, dict[str, Any]], surv: d
                      f"{sv['bleu']:.1f}" if sv else "-", f"{sv['fraction']:.3f}" if sv else "-",
                      "yes" if s["private"] else f"no ({s.get('warning') or 'no guarantee'})"])
     head = ["job", "guarantee (its own units)", metric, "error", "BLEU of rewrites", "entity survival", "private"]
-    text = md_table(head, rows)
+    figure = figure_table(args, results, metric)
+    text = (f"The figure's numbers (mean over replicates, min-max in brackets):\n\n{figure}\n\nEvery job:\n\n"
+            if figure else "") + md_table(head, rows)
     spread = replicate_rows(results, metric)
     if spread:
         text += "\n\nReplicates (fresh rewrite noise and a new downstream model each):\n\n" + md_table(
@@ -222,7 +314,8 @@ def plot(args: argparse.Namespace, results: dict[str, dict[str, Any]], path: Pat
             low = [m - min(by_eps[x]) for m, x in zip(mean, xs)]
             high = [max(by_eps[x]) - m for m, x in zip(mean, xs)]
             ax.errorbar(xs, mean, yerr=[low, high], marker="o", capsize=3,
-                        label=f"DP-BART-{variant.upper()} (x: local eps per document; bars: replicates' range)")
+                        label=f"{MECHANISM_NAMES[variant]}" + (" (bars: replicates' range)" if variant in REPLICATED
+                                                                 else ""))
     styles = {"uedp": "UeDP (central eps_uedp 8)", "user_dp": "user-level DP (central eps_user 8)",
               "fedavg": "noiseless FedAvg, original text", f"dp_bart-clv-eps{NO_NOISE:g}": "no-noise rewrites",
               CENTRAL: "noiseless central training, original text"}

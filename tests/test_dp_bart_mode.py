@@ -222,14 +222,17 @@ def test_the_comparison_replicates_clv_and_pr_plus_and_summarizes_their_spread()
     from studies.dp_bart import _config, jobs, replicate_of, replicate_rows
     from uedp.config import CLASSIFICATION_MODEL
 
-    args = argparse.Namespace(variants=["clv", "pr", "pr+"], epsilons=[1000.0, 3000.0], pr_plus_epsilons=[1000.0],
-                              replicates=3)
+    args = argparse.Namespace(variants=["clv", "pr", "pr+", "adept"], epsilons=[1000.0, 3000.0],
+                              pr_plus_epsilons=[1000.0], replicates=3)
     named = dict(jobs(args))
     clv = [n for n in named if n.startswith("dp_bart-clv-eps1000")]
     assert clv == ["dp_bart-clv-eps1000", "dp_bart-clv-eps1000-r1", "dp_bart-clv-eps1000-r2"]
     assert [named[n]["rewrite"]["replicate"] for n in clv] == [0, 1, 2]
     assert len([n for n in named if n.startswith("dp_bart-pr-")]) == 2  # PR: one run per epsilon
     assert len([n for n in named if n.startswith("dp_bart-pr+-")]) == 3
+    assert [n for n in named if n.startswith("dp_bart-adept-")] == ["dp_bart-adept-eps1000", "dp_bart-adept-eps3000"]
+    assert _config(Path("unused"), "synthetic", "classification",
+                   **named["dp_bart-adept-eps3000"]).rewrite_settings().variant == "adept"
     assert replicate_of("dp_bart-pr+-eps1000-r2") == ("dp_bart-pr+-eps1000", 2)
     assert replicate_of("dp_bart-clv-eps1e+09") == ("dp_bart-clv-eps1e+09", 0)
     cfg = _config(Path("unused"), "synthetic", "classification", **named["dp_bart-clv-eps1000-r2"])
@@ -240,3 +243,35 @@ def test_the_comparison_replicates_clv_and_pr_plus_and_summarizes_their_spread()
     ((name, count, mean, low, high, error),) = replicate_rows(results, "macro_f1")
     assert (name, count, low, high) == ("dp_bart-clv-eps1000", 3, 0.5, 0.7)
     assert mean == pytest.approx(0.6) and error == pytest.approx(0.4)
+
+
+def test_a_fixed_seed_runs_rewrites_are_never_read_back_by_a_private_run(rewriter, tmp_path):
+    """Adversarial read of docs/proofs.md section 10: the rewrite cache key left the seed out, so a private run
+    read back a fixed-seed run's rewrites (whose noise anyone can regenerate) and was recorded as private."""
+    fake, privatized, pooled = rewriter
+
+    def cfg(out, seed):
+        return tiny_config(out, strategy={"name": "dp_bart"}, task={"name": "classification"},
+                           privacy={"seed": seed}, rewrite={"epsilon": 500.0, "max_documents": 5, "epochs": 2,
+                                                            "label_epsilon": 2.0})
+
+    fixed = run_local(cfg(tmp_path / "fixed", 0))
+    assert not fixed["private"]
+    calls = len(privatized)
+    private = run_local(cfg(tmp_path / "private", -1))
+    assert len(privatized) == 2 * calls  # rewritten with fresh noise, not read back
+    assert private["private"] and not set(pooled[1]) & set(pooled[0])
+
+
+def test_the_guarantee_composes_the_labels_and_never_raises_after_a_release():
+    from uedp.rewriting.rewrite import RewriteSettings, guarantee
+
+    mech = ClvMechanism(epsilon=100.0, delta=1e-5, dim=6, length=4)
+    settings = RewriteSettings(epsilon=100.0, label_epsilon=2.0, max_documents=5)
+    g = guarantee(mech, settings, documents_per_user=5)
+    assert g["epsilon_document_with_label"] == pytest.approx(102.0)
+    assert g["epsilon_user_with_labels"] == pytest.approx(g["epsilon_user"] + 10.0)
+    loose = ClvMechanism(epsilon=100.0, delta=0.05, dim=6, length=4)  # 32 documents: n * delta >= 1
+    g = guarantee(loose, RewriteSettings(epsilon=100.0, delta=0.05), documents_per_user=40)
+    assert g["epsilon_user"] == float("inf") and g["delta_user"] == 1.0 and g["epsilon_entity"]["32"] == float("inf")
+    assert g["epsilon_entity"]["8"] < float("inf") and "epsilon_user_with_labels" not in g

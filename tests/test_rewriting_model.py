@@ -264,3 +264,37 @@ def test_a_saved_rewriter_is_loaded_by_path_checked_and_refused_when_it_does_not
     torch.save(state, tmp_path / "rw" / "weights.pt")
     with pytest.raises(ConfigError, match="weights do not match their recorded digest"):
         load_saved_rewriter(tmp_path / "rw", variant="clv")
+
+
+def test_adept_rewriter_norm_clips_with_a_public_bound_and_round_trips(tiny: Rewriter, sentences: list[str],
+                                                                       tmp_path) -> None:
+    """The ADePT mechanism on our model: the clv model trained further with its output norm-clipped to a bound chosen
+    on public text; its mechanism is the norm clip (noise for sensitivity 2C), its identity records the bound, a
+    value-clip mechanism is refused, and a saved adept rewriter loads back by path only as an adept one."""
+    from uedp.rewriting.mechanism import NormClipMechanism, norm_clip
+    from uedp.rewriting.model import load_saved_rewriter, public_norm_bound
+
+    bound = public_norm_bound(tiny, sentences[:50], 0.05)
+    norms = np.linalg.norm(tiny.encode(sentences[:50]).reshape(50, -1), axis=1)
+    assert bound == pytest.approx(np.quantile(norms, 0.05)) and (norms >= bound).mean() >= 0.9
+    ad = train_rewriter(sentences, TINY, valid=sentences[:50], init=tiny, steps=40, variant="adept", norm_bound=bound,
+                        progress=False)
+    assert ad.variant == "adept" and ad.norm_bound == bound and ad.identity()["norm_bound"] == bound
+    mech = ad.mechanism(1000.0)
+    assert mech == NormClipMechanism(epsilon=1000.0, delta=1e-5, dim=64, length=20, clip=bound)
+    assert mech.l2_sensitivity == pytest.approx(2 * bound)
+    z = ad.encode(sentences[:8]) * 3
+    assert np.array_equal(ad.clamp(z), norm_clip(z, bound)) and np.array_equal(ad.clamp(z), mech.clamp(z))
+    assert np.allclose(ad.clip_tensor(torch.from_numpy(z)).numpy(), ad.clamp(z), rtol=1e-6)
+    assert reconstruction_bleu(ad, sentences) >= 50  # no noise: it still reconstructs what it was trained on
+    with pytest.raises(ConfigError, match="does not match"):
+        reconstruction_bleu(ad, sentences[:3], mechanism=tiny.mechanism(1000.0), rng=np.random.default_rng(0))
+    with pytest.raises(ConfigError, match="norm bound"):
+        Rewriter(config=TINY, net=tiny.net, codec=tiny.codec, kept=None, public="x", public_key="k", variant="adept")
+    ad.save(tmp_path / "adept")
+    loaded = load_saved_rewriter(tmp_path / "adept", variant="adept")
+    assert loaded.identity() == ad.identity() and loaded.mechanism(1000.0) == mech
+    with pytest.raises(ConfigError, match="adept one"):
+        load_saved_rewriter(tmp_path / "adept", variant="clv")
+    assert tiny.variant == "clv" and tiny.norm_bound is None  # the base model is not changed
+    assert "adept_steps" not in TINY.fields_for("clv") and "adept_steps" in TINY.fields_for("adept")

@@ -209,7 +209,7 @@ class RewriteConfig:
 
     epsilon: float = 1000.0  # per document (local)
     delta: float = 1e-5  # per document (Gaussian noise)
-    variant: str = "clv"  # clv | pr | pr+
+    variant: str = "clv"  # clv | pr | pr+ | adept (the ADePT mechanism on our model)
     noise: str = "gaussian"  # gaussian | laplace
     label_epsilon: float = 0.0  # > 0: labels by randomized response (0: labels in the clear: not private)
     max_documents: int = 150  # per user: a public cap, so the per-user guarantee is a public number

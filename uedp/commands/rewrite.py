@@ -1,6 +1,6 @@
 """`uedp rewrite`: a data owner privatizes their own JSONL file with DP-BART, on their own machine.
 
-    uedp rewrite --in my.jsonl --out rewritten.jsonl --epsilon 1000 [--delta 1e-5] [--variant clv|pr|pr+]
+    uedp rewrite --in my.jsonl --out rewritten.jsonl --epsilon 1000 [--delta 1e-5] [--variant clv|pr|pr+|adept]
                  [--noise gaussian|laplace] [--label-epsilon E] [--max-documents N] [--seed S] [--rewriter DIR]
 
 Reads the file with the JSONL loader (its clear errors: file and line), cuts each text into sentences (the
@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, type=Path, help="the rewritten JSONL file")
     p.add_argument("--epsilon", required=True, type=float, help="per-document epsilon")
     p.add_argument("--delta", type=float, default=1e-5, help="per-document delta (Gaussian noise)")
-    p.add_argument("--variant", default="clv", choices=("clv", "pr", "pr+"))
+    p.add_argument("--variant", default="clv", choices=("clv", "pr", "pr+", "adept"))
     p.add_argument("--noise", default="gaussian", choices=("gaussian", "laplace"))
     p.add_argument("--label-epsilon", type=float, default=0.0, help="> 0: labels by randomized response")
     p.add_argument("--max-documents", type=int, default=0, help="rewrite at most N documents per user (0: all)")

@@ -1,7 +1,8 @@
 """DP-BART: privatized text rewriting under local DP (shared/docs/dp-bart.md).
 
-mechanism: the pure privacy mechanism of DP-BART-CLV / -PR (value clipping, sensitivities, the analytic
-Gaussian or Laplace noise, per-user composition over documents). No model code.
+mechanism: the pure privacy mechanisms of DP-BART-CLV / -PR (value clipping) and of the ADePT mechanism on our
+model (norm clipping): sensitivities, the analytic Gaussian or Laplace noise, per-user composition over
+documents. No model code.
 """
 
 from __future__ import annotations
@@ -9,22 +10,28 @@ from __future__ import annotations
 from uedp.rewriting.mechanism import (
     ClvMechanism,
     Composition,
+    NormClipMechanism,
     analytic_gaussian_delta,
     analytic_gaussian_sigma,
     classic_gaussian_sigma,
     compose_documents,
     laplace_scale,
+    norm_clip,
+    norm_sensitivities,
     sensitivities,
 )
 
 __all__ = [
     "ClvMechanism",
     "Composition",
+    "NormClipMechanism",
     "analytic_gaussian_delta",
     "analytic_gaussian_sigma",
     "classic_gaussian_sigma",
     "compose_documents",
     "laplace_scale",
+    "norm_clip",
+    "norm_sensitivities",
     "sensitivities",
 ]
 

@@ -42,6 +42,9 @@ from uedp.checks import positive, positive_int
 from uedp.errors import ConfigError
 
 NOISES = ("gaussian", "laplace")
+VARIANTS = ("clv", "pr", "pr+", "adept")  # the rewriting variants; adept: the ADePT mechanism on our model
+MECHANISM_NAMES = {"clv": "DP-BART-CLV", "pr": "DP-BART-PR", "pr+": "DP-BART-PR+",
+                   "adept": "ADePT mechanism on our model (norm clip)"}
 SIGMA_RTOL = 1e-12  # bisection stops when the bracket's width is below this fraction of its upper end
 _MAX_BRACKET_STEPS = 2200  # factors of 2 from the classic sigma: far beyond any float's range
 
@@ -123,7 +126,35 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
             hi = mid
         else:
             lo = mid
-    return hi
+    return _verified_sigma(epsilon, delta, sensitivity, hi)
+
+
+SENSITIVITY_SLACK = 2.0**-50  # the callers' float sensitivities are within a few ulps of the exact ones
+_CHECK_DIGITS = 60
+
+
+def _exact_delta(epsilon: float, sigma: float, sensitivity: float) -> object:
+    """The Balle-Wang delta in 60-digit arithmetic (mpmath), at the sensitivity raised by SENSITIVITY_SLACK."""
+    import mpmath
+
+    with mpmath.workdps(_CHECK_DIGITS):
+        e, s = mpmath.mpf(epsilon), mpmath.mpf(sigma)
+        d = mpmath.mpf(sensitivity) * (1 + mpmath.mpf(SENSITIVITY_SLACK))
+        return mpmath.ncdf(d / (2 * s) - e * s / d) - mpmath.exp(e) * mpmath.ncdf(-d / (2 * s) - e * s / d)
+
+
+def _verified_sigma(epsilon: float, delta: float, sensitivity: float, sigma: float) -> float:
+    """`sigma`, raised (by factors 1 + 1e-12 * 2^k) until the condition holds in 60-digit arithmetic at the
+    slightly raised sensitivity: the float evaluation loses digits to cancellation at tiny epsilon (found by the
+    adversarial read of docs/proofs.md section 10: at epsilon 1e-8, delta 1e-20 the float-bisected sigma gave an
+    exact delta 1.0000116 times the target), and a float sensitivity may lie an ulp below the exact one."""
+    step = 1e-12
+    for _ in range(80):
+        if _exact_delta(epsilon, sigma, sensitivity) <= delta:
+            return sigma
+        sigma *= 1.0 + step
+        step *= 2.0
+    raise RuntimeError(f"no verified sigma for epsilon={epsilon!r}, delta={delta!r}")  # pragma: no cover
 
 
 def classic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
@@ -148,8 +179,18 @@ def sensitivities(length: int, dim_released: int, clip: float) -> tuple[float, f
 
 
 def laplace_scale(epsilon: float, l1_sensitivity: float) -> float:
-    """The Laplace scale l1_sensitivity / epsilon of the epsilon-DP Laplace mechanism."""
-    return positive("l1_sensitivity", l1_sensitivity) / positive("epsilon", epsilon)
+    """The Laplace scale l1_sensitivity / epsilon of the epsilon-DP Laplace mechanism, rounded UP: the smallest
+    float b with b * epsilon >= l1_sensitivity * (1 + SENSITIVITY_SLACK) in exact rationals (a float quotient
+    can land an ulp below: adversarial read, docs/proofs.md section 10)."""
+    from fractions import Fraction
+
+    l1 = positive("l1_sensitivity", l1_sensitivity)
+    epsilon = positive("epsilon", epsilon)
+    need = Fraction(l1) * (1 + Fraction(SENSITIVITY_SLACK))
+    b = l1 / epsilon
+    while Fraction(b) * Fraction(epsilon) < need:
+        b = math.nextafter(b, math.inf)
+    return b
 
 
 @dataclass(frozen=True)
@@ -234,20 +275,10 @@ def compose_documents(
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class ClvMechanism:
-    """DP-BART-CLV on one encoder output (or a batch): clip by value, drop pruned coordinates, add noise.
-
-    epsilon, delta  the per-document guarantee; Gaussian: epsilon > 0, 0 < delta < 1 (analytic sigma);
-                    Laplace: pure epsilon-DP, delta must be 0
-    clip            C, the value clip (published default 0.1)
-    length          l, tokens per document (padded or truncated by the caller; published default 20)
-    dim             d, the encoder's output width (no default: 768 for bart-base, 384 for MiniLM)
-    kept            the released coordinates per token (DP-BART-PR: the same for every token and document),
-                    distinct integers in [0, dim), stored sorted and read-only; None releases all d
-    noise           "gaussian" or "laplace"
-
-    Everything is validated at construction (ConfigError naming the field), where sigma is also computed.
-    Equality and hashing use every field (kept as a tuple)."""
+class _EncoderMechanism:
+    """What the local mechanisms on an encoder output share: validation, sigma from the sensitivities, the
+    composition over a user's documents, the noise on the released coordinates. A subclass gives `clamp` (the
+    noiseless, bounded part) and `_sensitivities` (L2, L1 of that part between any two documents)."""
 
     epsilon: float
     delta: float
@@ -273,13 +304,19 @@ class ClvMechanism:
         object.__setattr__(self, "clip", positive("clip", self.clip))
         if self.kept is not None:
             object.__setattr__(self, "kept", self._check_kept(self.kept))
-        l2, l1 = sensitivities(self.length, self.dim_released, self.clip)
+        l2, l1 = self._sensitivities()
         sigma = (
             analytic_gaussian_sigma(self.epsilon, self.delta, l2)
             if self.noise == "gaussian"
             else laplace_scale(self.epsilon, l1)
         )
         object.__setattr__(self, "_sigma", sigma)
+
+    def _sensitivities(self) -> tuple[float, float]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def clamp(self, z: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
 
     def _check_kept(self, kept: object) -> np.ndarray:
         arr = np.asarray(kept)
@@ -295,10 +332,10 @@ class ClvMechanism:
 
     def _key(self) -> tuple[object, ...]:
         kept = None if self.kept is None else tuple(int(i) for i in self.kept)
-        return (self.epsilon, self.delta, self.dim, self.clip, self.length, kept, self.noise)
+        return (type(self).__name__, self.epsilon, self.delta, self.dim, self.clip, self.length, kept, self.noise)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ClvMechanism) and self._key() == other._key()
+        return isinstance(other, _EncoderMechanism) and self._key() == other._key()
 
     def __hash__(self) -> int:
         return hash(self._key())
@@ -310,11 +347,11 @@ class ClvMechanism:
 
     @property
     def l2_sensitivity(self) -> float:
-        return sensitivities(self.length, self.dim_released, self.clip)[0]
+        return self._sensitivities()[0]
 
     @property
     def l1_sensitivity(self) -> float:
-        return sensitivities(self.length, self.dim_released, self.clip)[1]
+        return self._sensitivities()[1]
 
     @property
     def sigma(self) -> float:
@@ -338,16 +375,6 @@ class ClvMechanism:
             raise ConfigError("z contains NaN")
         return arr
 
-    def clamp(self, z: np.ndarray) -> np.ndarray:
-        """The noiseless part of `privatize`: a float64 copy of z with every entry clamped to [-clip, clip]
-        and the pruned coordinates set to 0. Not private on its own."""
-        out = np.clip(self._check_z(z), -self.clip, self.clip)
-        if self.kept is not None:
-            pruned = np.ones(self.dim, dtype=bool)
-            pruned[self.kept] = False
-            out[..., pruned] = 0.0
-        return out
-
     def privatize(self, z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The released (epsilon, delta)-LDP version of encoder output(s) z, shape (length, dim) or
         (batch, length, dim): `clamp(z)` plus i.i.d. noise on the released coordinates only, drawn in float64
@@ -367,3 +394,96 @@ class ClvMechanism:
         else:
             out[..., self.kept] += noise
         return out
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ClvMechanism(_EncoderMechanism):
+    """DP-BART-CLV on one encoder output (or a batch): clip by value, drop pruned coordinates, add noise.
+
+    epsilon, delta  the per-document guarantee; Gaussian: epsilon > 0, 0 < delta < 1 (analytic sigma);
+                    Laplace: pure epsilon-DP, delta must be 0
+    clip            C, the value clip (published default 0.1)
+    length          l, tokens per document (padded or truncated by the caller; published default 20)
+    dim             d, the encoder's output width (no default: 768 for bart-base, 384 for MiniLM)
+    kept            the released coordinates per token (DP-BART-PR: the same for every token and document),
+                    distinct integers in [0, dim), stored sorted and read-only; None releases all d
+    noise           "gaussian" or "laplace"
+
+    Everything is validated at construction (ConfigError naming the field), where sigma is also computed.
+    Equality and hashing use the class and every field (kept as a tuple)."""
+
+    def _sensitivities(self) -> tuple[float, float]:
+        return sensitivities(self.length, self.dim_released, self.clip)
+
+    def clamp(self, z: np.ndarray) -> np.ndarray:
+        """The noiseless part of `privatize`: a float64 copy of z with every entry clamped to [-clip, clip]
+        and the pruned coordinates set to 0. Not private on its own."""
+        out = np.clip(self._check_z(z), -self.clip, self.clip)
+        if self.kept is not None:
+            pruned = np.ones(self.dim, dtype=bool)
+            pruned[self.kept] = False
+            out[..., pruned] = 0.0
+        return out
+
+
+NORM_MARGIN = 1e-9  # norm_clip scales to C (1 - NORM_MARGIN): a float64 norm's rounding stays below C
+MAX_NORM_COORDINATES = 4_000_000  # n * 2^-52 < NORM_MARGIN / 2: the margin covers the rounding of n squares
+NORM_CLIP_RANGE = (1e-100, 1e100)  # C here: no square of an entry that matters under- or overflows
+_ENTRY_CAP = 1e100  # entries are clamped to +-1e100 first (any map into the ball is fine): no overflow
+
+
+def norm_clip(z: np.ndarray, bound: float) -> np.ndarray:
+    """Each document's encoder output (the last two axes, flattened: its n = l * d coordinates) scaled by
+    min(1, C' / ||z||_2) with C' = bound * (1 - NORM_MARGIN), in float64, after clamping every entry to +-1e100
+    (infinite entries included: a deterministic map, so the bound below is all privacy needs). With n at most
+    MAX_NORM_COORDINATES and bound in NORM_CLIP_RANGE, the rounding of the norm and of the product is below
+    the margin, so every result has EXACT L2 norm below `bound` (docs/proofs.md section 10; checked in exact
+    rationals by tests/test_rewriting_mechanism.py). A new array."""
+    arr = np.clip(np.asarray(z, dtype=np.float64), -_ENTRY_CAP, _ENTRY_CAP)
+    if arr.ndim < 2:
+        raise ConfigError(f"norm_clip: z must have shape (..., length, dim), got {arr.shape}")
+    n = arr.shape[-1] * arr.shape[-2]
+    if n > MAX_NORM_COORDINATES:
+        raise ConfigError(f"norm_clip: {n} coordinates a document, at most {MAX_NORM_COORDINATES}")
+    low, high = NORM_CLIP_RANGE
+    if not low <= float(bound) <= high:
+        raise ConfigError(f"norm clip bound must lie in [{low:g}, {high:g}], got {bound!r}")
+    norms = np.sqrt(np.einsum("...ij,...ij->...", arr, arr))
+    target = float(bound) * (1.0 - NORM_MARGIN)
+    scale = np.where(norms > target, target / np.maximum(norms, target), 1.0)
+    return arr * scale[..., None, None]
+
+
+def norm_sensitivities(length: int, dim: int, clip: float) -> tuple[float, float]:
+    """(L2, L1) sensitivities of an output norm-clipped to C over its n = l * d coordinates, any document against
+    any document: (2 C, 2 C sqrt(n)) (Cauchy-Schwarz: ||v||_1 <= sqrt(n) ||v||_2)."""
+    length = positive_int("length", length)
+    dim = positive_int("dim", dim)
+    clip = positive("clip", clip)
+    return 2.0 * clip, 2.0 * clip * math.sqrt(length * dim)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class NormClipMechanism(_EncoderMechanism):
+    """The ADePT mechanism on our model (shared/docs/dp-bart.md, "ADePT"; docs/proofs.md section 10): each
+    document's encoder output, flattened to its l * d coordinates, is clipped to L2 norm C (`norm_clip`) and
+    every coordinate gets i.i.d. noise calibrated to the CORRECTED sensitivity of any two documents: L2 2C
+    (analytic Gaussian), L1 2C sqrt(l d) (Laplace). ADePT's published analysis took C: that under-noises by 2x
+    in the sensitivity (Habernal 2021; the audit's "adept-published" variant shows it). No pruning: `kept` must
+    be None. Fields as ClvMechanism, with `clip` the norm bound C."""
+
+    def __post_init__(self) -> None:
+        if self.kept is not None:
+            raise ConfigError("the norm-clip (ADePT) mechanism releases every coordinate: kept must be None")
+        super().__post_init__()
+
+    def _sensitivities(self) -> tuple[float, float]:
+        return norm_sensitivities(self.length, self.dim, self.clip)
+
+    def clamp(self, z: np.ndarray) -> np.ndarray:
+        """The noiseless part of `privatize`: a float64 copy of z, each document scaled to L2 norm below clip
+        (`norm_clip`). Not private on its own."""
+        return norm_clip(self._check_z(z), self.clip)
+
+
+LocalMechanism = ClvMechanism | NormClipMechanism

