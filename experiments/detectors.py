@@ -1,6 +1,7 @@
 """Detector quality on hand-labelled real text: recall and precision per category, per gold set and split.
 
     python -m experiments.detectors [--split test] [--detectors spacy+rules,ensemble] [--out docs/figures]
+    python -m experiments.detectors --agreement [--out docs/figures]   # the gold sets' inter-annotator agreement
 
 What it does, and how to read its output: studies/detectors.py.
 """
@@ -11,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from studies.detectors import evaluate, render
+from studies.detectors import agreement, evaluate, render
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,7 +20,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="test", choices=("valid", "test"))
     ap.add_argument("--detectors", default="spacy+rules,ensemble")
     ap.add_argument("--out", type=Path, default=None, help="directory for detectors-SPLIT.md/.json")
+    ap.add_argument("--agreement", action="store_true", help="inter-annotator agreement of the informal gold set")
     args = ap.parse_args(argv)
+    if args.agreement:
+        result = agreement("informal")
+        print(json.dumps(result, indent=1))
+        if args.out is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "ner-agreement.json").write_text(json.dumps(result, indent=1) + "\n")
+        return 0
     results = evaluate([d.strip() for d in args.detectors.split(",") if d.strip()], args.split)
     text = render(results, args.split)
     print(text)

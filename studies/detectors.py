@@ -12,6 +12,7 @@ and .json, and prints the table.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +67,52 @@ def render(results: dict[str, Any], split: str) -> str:
             *[f"{c}: R / P (n)" for c in CLASSES]]
     return (f"Detector quality on the `{split}` half of the hand-labelled gold sets (strict matching; n = gold "
             f"entities of the class).\n\n" + md_table(head, rows))
+
+
+SECOND_ANNOTATOR = {"informal": "informal_annotator_b.jsonl"}  # gold set -> the blind second annotation of a sample
+
+
+def _spans(entities: list[list[Any]]) -> list[tuple[int, int, str]]:
+    return [(int(s), int(e), "GPE/LOC" if c in ("GPE", "LOC") else str(c)) for s, e, c in entities]
+
+
+def agreement(name: str = "informal") -> dict[str, Any]:
+    """Inter-annotator agreement of gold set `name` (annotator A, the gold) with its blind second annotation of a
+    sample (annotator B; docs/ner-gold.md): span F1 strict (same span and class, GPE/LOC one class) and
+    class-matched overlap (a span counts as matched if it overlaps a span of the same class of the other
+    annotator), and the sentence-level "holds an entity" agreement with Cohen's kappa."""
+    import json
+
+    gold = [json.loads(line) for line in (GOLD_DIR / f"{name}.jsonl").read_text().splitlines() if line.strip()]
+    second = [json.loads(line) for line in (GOLD_DIR / SECOND_ANNOTATOR[name]).read_text().splitlines()
+              if line.strip()]
+    strict = {"a_matched": 0, "b_matched": 0, "a": 0, "b": 0}
+    overlap = dict(strict)
+    flags = Counter()
+    for row in second:
+        a_row = gold[int(row["line"])]
+        if a_row["text"] != row["text"]:
+            raise ValueError(f"{SECOND_ANNOTATOR[name]} line {row['line']}: text differs from {name}.jsonl")
+        a, b = _spans(a_row["entities"]), _spans(row["entities"])
+        for tally, match in ((strict, lambda x, y: x == y),
+                             (overlap, lambda x, y: x[2] == y[2] and x[0] < y[1] and y[0] < x[1])):
+            tally["a"] += len(a)
+            tally["b"] += len(b)
+            tally["a_matched"] += sum(any(match(x, y) for y in b) for x in a)
+            tally["b_matched"] += sum(any(match(y, x) for x in a) for y in b)
+        flags[(bool(a), bool(b))] += 1
+
+    def f1(t: dict[str, int]) -> dict[str, float]:
+        recall = t["a_matched"] / t["a"] if t["a"] else 1.0  # of A's spans, the share B found
+        precision = t["b_matched"] / t["b"] if t["b"] else 1.0
+        return {"b_recall_of_a": recall, "b_precision_vs_a": precision,
+                "f1": 2 * recall * precision / (recall + precision) if recall + precision else 0.0, **t}
+
+    n = sum(flags.values())
+    observed = (flags[(True, True)] + flags[(False, False)]) / n
+    pa_, pb_ = (flags[(True, True)] + flags[(True, False)]) / n, (flags[(True, True)] + flags[(False, True)]) / n
+    chance = pa_ * pb_ + (1 - pa_) * (1 - pb_)
+    return {"set": name, "sentences": n, "strict": f1(strict), "overlap": f1(overlap),
+            "flag_agreement": observed, "flag_kappa": (observed - chance) / (1 - chance) if chance < 1 else 1.0,
+            "flags": {f"A {'entity' if k[0] else 'none'} / B {'entity' if k[1] else 'none'}": v
+                      for k, v in sorted(flags.items())}}
