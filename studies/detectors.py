@@ -25,7 +25,7 @@ from uedp.entities.quality import detection_quality
 from uedp.markdown import table as md_table
 
 GOLD_DIR = Path(__file__).parents[1] / "tests" / "assets" / "ner_gold"
-SETS = ("bbc_news", "shakespeare", "social")
+SETS = ("bbc_news", "shakespeare", "social", "informal")
 CLASSES = ("PERSON", "GPE/LOC", "ORG", "NORP", "DATE", "MISC")
 
 
@@ -45,28 +45,39 @@ def evaluate(detectors: list[str], split: str) -> dict[str, Any]:
             q = detection_quality(annotations, corpus)
             results[f"{name}|{detector}"] = {
                 "sentences": corpus.num_sentences, "seconds": round(time.perf_counter() - t0, 2),
-                "overall": q["overall"], "lenient": q["lenient"]["overall"],
+                "overall": q["overall"], "lenient": q["lenient"]["overall"], "flags": q["flags"],
                 "per_category": {c: v for c, v in q["per_category"].items()},
             }
     return results
 
 
+def _ci(value: float, interval: list[float]) -> str:
+    return f"{value:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
 def render(results: dict[str, Any], split: str) -> str:
-    rows = []
+    rows, per = [], []
     for key, r in results.items():
         corpus, detector = key.split("|")
-        cells = [corpus, detector, str(r["sentences"]),
-                 f"{r['overall']['recall']:.2f} / {r['overall']['precision']:.2f}",
-                 f"{r['lenient']['recall']:.2f}"]
+        o, lo, f = r["overall"], r["lenient"], r["flags"]
+        rows.append([corpus, detector, str(r["sentences"]), str(o["tp"] + o["fn"]),
+                     _ci(o["recall"], o["ci95"]["recall"]), _ci(lo["recall"], lo["ci95"]["recall"]),
+                     _ci(lo["precision"], lo["ci95"]["precision"]), f"{f['flag_rate']:.2f} / {f['gold_flag_rate']:.2f}",
+                     f"{_ci(f['false_flag_rate'], f['ci95']['false_flag_rate'])} (of {f['gold_free']})"])
+        cells = [corpus, detector]
         for c in CLASSES:
             q = r["per_category"].get(c)
             cells.append("-" if q is None or q["tp"] + q["fn"] == 0 else
                          f"{q['recall']:.2f} / {q['precision']:.2f} ({q['tp'] + q['fn']})")
-        rows.append(cells)
-    head = ["gold set", "detector", "sentences", "all: recall / precision", "lenient recall",
-            *[f"{c}: R / P (n)" for c in CLASSES]]
-    return (f"Detector quality on the `{split}` half of the hand-labelled gold sets (strict matching; n = gold "
-            f"entities of the class).\n\n" + md_table(head, rows))
+        per.append(cells)
+    head = ["gold set", "detector", "sentences", "gold entities", "strict recall", "class-matched overlap recall",
+            "overlap precision", "flagged / gold flag rate", "false-flag rate (entity-free flagged)"]
+    return (f"Detector quality on the `{split}` half of the hand-labelled gold sets, with Wilson 95% intervals "
+            "(entities treated as independent). Strict: same span and class (GPE and LOC one class); class-matched "
+            "overlap: a gold entity is found if a prediction of its class overlaps it (a wrong class is a miss). "
+            "Flag rates count every prediction (UeDP makes any sentence with a detected entity an entity "
+            f"sentence).\n\n{md_table(head, rows)}\n\nPer class, strict recall / precision (n = gold entities "
+            f"of the class):\n\n" + md_table(["gold set", "detector", *[f"{c}: R / P (n)" for c in CLASSES]], per))
 
 
 SECOND_ANNOTATOR = {"informal": "informal_annotator_b.jsonl"}  # gold set -> the blind second annotation of a sample

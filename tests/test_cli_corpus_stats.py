@@ -51,3 +51,27 @@ def test_missing_file_and_unknown_dataset_exit_2(tmp_path, capsys):
     assert "nope.jsonl" in capsys.readouterr().err
     assert main(["corpus-stats", "--dataset", "wikipedia"]) == 2
     assert "unknown dataset 'wikipedia'" in capsys.readouterr().err
+
+
+def test_quality_has_intervals_overlap_and_flag_rates():
+    """Issue 27: Wilson intervals, class-matched overlap and the sentence flag / false-flag rates, on counts
+    small enough to check by hand."""
+    import pyarrow as pa
+
+    from uedp.data.corpus import SCHEMA, Corpus
+    from uedp.entities.quality import detection_quality, wilson
+
+    gold = [[{"start": 0, "end": 5, "category": "PERSON"}], [], [], [{"start": 3, "end": 9, "category": "GPE"}]]
+    pred = [[{"start": 0, "end": 5, "category": "PERSON"}], [{"start": 0, "end": 2, "category": "ORG"}], [],
+            [{"start": 3, "end": 6, "category": "LOC"}]]
+    table = pa.table({"sid": [0, 1, 2, 3], "user": ["a"] * 4, "text": ["x" * 12] * 4, "label": [0] * 4,
+                      "split": ["test"] * 4, "gold": gold}, schema=SCHEMA)
+    annotations = pa.table({"sid": [0, 1, 2, 3], "entities": pred})
+    q = detection_quality(annotations, Corpus("t", table, has_gold=True))
+    assert (q["overall"]["recall"], q["lenient"]["overall"]["recall"]) == (0.5, 1.0)  # GPE/LOC overlap: found
+    assert q["overall"]["ci95"]["recall"] == wilson(1, 2)
+    flags = q["flags"]
+    assert (flags["flag_rate"], flags["gold_flag_rate"], flags["false_flag_rate"]) == (0.75, 0.5, 0.5)
+    assert flags["missed_flag_rate"] == 0.0 and flags["ci95"]["false_flag_rate"] == wilson(1, 2)
+    lo, hi = wilson(60, 100)
+    assert abs(lo - 0.5020) < 1e-4 and abs(hi - 0.6906) < 1e-4  # the textbook Wilson interval

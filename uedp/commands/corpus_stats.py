@@ -5,7 +5,8 @@
 Loads the corpus (options with -o KEY=VALUE, values parsed as JSON where possible), detects entities
 (cached), and prints users, sentences, sensitive sentences, distinct entities, users per entity and,
 where the corpus has gold entities and the detector is not `gold`, entity-level precision and recall
-(overall and per category). `--json` prints one JSON object.
+(overall and per category, with 95% intervals), class-matched overlap recall and precision, and the
+sentence flag, false-flag and missed-flag rates. `--json` prints one JSON object.
 """
 
 from __future__ import annotations
@@ -69,7 +70,18 @@ def render(stats: dict) -> str:
         f"(per sensitive sentence {stats['entities_per_sensitive_sentence']:.2f})",
     ]
     if "recall" in stats:
-        lines.append(f"vs gold              recall {stats['recall']:.3f}  precision {stats['precision']:.3f}")
+        ci, ov, fl = stats["ci95"], stats["overlap"], stats["flags"]
+
+        def iv(x: list[float]) -> str:
+            return f"[{x[0]:.3f}, {x[1]:.3f}]"
+
+        lines.append(f"vs gold              recall {stats['recall']:.3f} {iv(ci['recall'])}  precision "
+                     f"{stats['precision']:.3f} {iv(ci['precision'])}   (strict; 95% Wilson intervals)")
+        lines.append(f"  overlap, class-matched: recall {ov['recall']:.3f} {iv(ov['ci95']['recall'])}  precision "
+                     f"{ov['precision']:.3f} {iv(ov['ci95']['precision'])}")
+        lines.append(f"  sentences flagged {fl['flag_rate']:.3f} (gold {fl['gold_flag_rate']:.3f})  false-flag rate "
+                     f"{fl['false_flag_rate']:.3f} {iv(fl['ci95']['false_flag_rate'])} of {fl['gold_free']} "
+                     f"entity-free  missed-flag rate {fl['missed_flag_rate']:.3f}")
         lines.append(f"  {'class':<10} {'recall':>7} {'precision':>9} {'tp':>6} {'fp':>6} {'fn':>6}")
         for name, q in sorted(stats["per_category"].items()):
             lines.append(f"  {name:<10} {q['recall']:7.3f} {q['precision']:9.3f} "

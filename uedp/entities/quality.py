@@ -16,10 +16,19 @@ are not counted as false positives against CoNLL, whose gold has no DATE), restr
 Precision is 1.0 when nothing was predicted and recall is 1.0 when there is nothing to find (no
 denominator: nothing got wrong). Every number in the result is a plain int or float, so the dict is
 JSON-serializable.
+
+Intervals (`ci95`): Wilson 95% score intervals of each overall rate, treating entities (or sentences) as
+independent trials; entities of one sentence are not independent, so read them as a lower bound on the
+uncertainty. `flags`: what the detector does to UeDP's sentence classes, over ALL of its predictions (of the
+`categories` when given: the protected ones; a sentence with any detected entity is an entity sentence,
+whatever the class, gold sentences by any gold entity): the share of sentences it
+flags, the gold share, and the FALSE-flag rate (entity-free gold sentences flagged) and missed-flag rate
+(gold entity sentences not flagged).
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -40,6 +49,16 @@ def _cls(category: str, align: Mapping[str, str]) -> str:
 
 def _ratio(num: int, den: int) -> float:
     return num / den if den else 1.0
+
+
+def wilson(k: int, n: int, z: float = 1.959963984540054) -> list[float]:
+    """The Wilson score interval of k successes in n trials ([0, 1] when n = 0)."""
+    if n <= 0:
+        return [0.0, 1.0]
+    phat = k / n
+    centre = (phat + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [max(0.0, centre - half), min(1.0, centre + half)]
 
 
 def _scores(tp: int, fp: int, fn: int) -> dict[str, Any]:
@@ -82,9 +101,11 @@ def detection_quality(
         for row in pred_rows.column("entities").to_pylist()
     ]
     classes = sorted({c for row in gold for _, _, c in row})
+    flag_pred = pred
     if categories is not None:
         wanted = {_cls(c, align) for c in categories}
         classes = [c for c in classes if c in wanted]
+        flag_pred = [[p for p in row if p[2] in wanted] for row in pred]  # the protected categories only
     scored = set(classes)
 
     tp, fp, fn = Counter(), Counter(), Counter()
@@ -110,11 +131,34 @@ def detection_quality(
         p, r = _ratio(ltp_pred[c], ltp_pred[c] + lfp[c]), _ratio(ltp_gold[c], ltp_gold[c] + lfn[c])
         lenient_per[c] = {"precision": p, "recall": r}
     hits, found = sum(ltp_pred.values()), sum(ltp_gold.values())
+    predicted, total = hits + sum(lfp.values()), found + sum(lfn.values())
     lenient = {
         "overall": {
-            "precision": _ratio(hits, hits + sum(lfp.values())),
-            "recall": _ratio(found, found + sum(lfn.values())),
+            "precision": _ratio(hits, predicted), "recall": _ratio(found, total),
+            "ci95": {"precision": wilson(hits, predicted), "recall": wilson(found, total)},
+            "hits": hits, "predicted": predicted, "found": found, "gold": total,
         },
         "per_category": lenient_per,
     }
-    return {**strict, "lenient": lenient, "classes": classes, "unscored_predictions": unscored}
+    o = strict["overall"]
+    o["ci95"] = {"precision": wilson(o["tp"], o["tp"] + o["fp"]), "recall": wilson(o["tp"], o["tp"] + o["fn"])}
+    return {**strict, "lenient": lenient, "classes": classes, "unscored_predictions": unscored,
+            "flags": sentence_flags(gold, flag_pred)}
+
+
+def sentence_flags(gold: list[list[Any]], pred: list[list[Any]]) -> dict[str, Any]:
+    """Sentence-level flags (see the module docstring) from each sentence's gold and predicted spans."""
+    n = len(gold)
+    gold_flagged = sum(1 for g in gold if g)
+    flagged = sum(1 for p in pred if p)
+    free = [p for g, p in zip(gold, pred) if not g]
+    false = sum(1 for p in free if p)
+    held = [p for g, p in zip(gold, pred) if g]
+    missed = sum(1 for p in held if not p)
+    return {"sentences": n, "flagged": flagged, "gold_flagged": gold_flagged, "gold_free": len(free),
+            "false_flagged": false, "missed_flags": missed,
+            "flag_rate": _ratio(flagged, n), "gold_flag_rate": _ratio(gold_flagged, n),
+            "false_flag_rate": false / len(free) if free else 0.0,
+            "missed_flag_rate": missed / len(held) if held else 0.0,
+            "ci95": {"flag_rate": wilson(flagged, n), "false_flag_rate": wilson(false, len(free)),
+                     "missed_flag_rate": wilson(missed, len(held))}}

@@ -104,5 +104,8 @@ def corpus_stats(
         q = detection_quality(annotations, corpus, categories=protected)
         out["precision"] = q["overall"]["precision"]
         out["recall"] = q["overall"]["recall"]
+        out["ci95"] = q["overall"]["ci95"]
+        out["overlap"] = q["lenient"]["overall"]  # class-matched overlap recall / precision, with ci95
+        out["flags"] = q["flags"]  # sentence flag, false-flag and missed-flag rates, with ci95
         out["per_category"] = q["per_category"]
     return out
