@@ -10,10 +10,9 @@ What it does, and how to read its output: studies/dp_bart.py.
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
-from studies.dp_bart import run_jobs, stem_of, survival, write_outputs
+from studies.dp_bart import compare
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--adept-epsilons", type=float, nargs="+", default=None,
                     help="the ADePT mechanism's epsilons (default --epsilons)")
     ap.add_argument("--users", type=int, default=200, help="synthetic: num_users; bbc_news: max_users / 2")
+    ap.add_argument("--report-only", action="store_true",
+                    help="run nothing: tables and plot of the finished jobs (their run directories, else the "
+                         "comparison's JSON in --out)")
     ap.add_argument("--replicates", type=int, default=1, help="runs of each CLV and PR+ setting (fresh noise)")
     ap.add_argument("--out", type=Path, default=Path("docs/figures"))
     ap.add_argument("--runs", type=Path, default=Path("outputs"))
@@ -39,11 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--replicates must be >= 1, got {args.replicates}")
     if args.dataset == "jsonl" and not args.path:
         ap.error("--dataset jsonl needs --path FILE")
-    t0 = time.monotonic()
-    root = args.runs / stem_of(args)
-    results = run_jobs(args, root)
-    surv = survival(args, list(results))
-    print(write_outputs(args, results, surv, root, seconds=time.monotonic() - t0))
+    print(compare(args))
     return 0
 
 

@@ -136,7 +136,18 @@ def stem_of(args: argparse.Namespace) -> str:
 TIMING = "timing.json"  # in the comparison's run directory: each finished job's wall-clock seconds
 
 
-def run_jobs(args: argparse.Namespace, root: Path) -> dict[str, dict[str, Any]]:
+def reported(args: argparse.Namespace) -> dict[str, Any]:
+    """The comparison's last written report (OUT/STEM.json: results, survival, timing, rewriter_training_s), or
+    {}: what --report-only falls back on for a job whose run directory is gone (another machine, a clean
+    checkout)."""
+    path = args.out / f"{stem_of(args)}.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def run_jobs(args: argparse.Namespace, root: Path, prior: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Run every job not finished yet (a finished one is read back: rewriting again would spend again). With
+    `prior` (--report-only), run nothing: a job without a run directory is taken from the prior report, or
+    left out (and named as not finished in the output)."""
     results: dict[str, dict[str, Any]] = {}
     timing_path = root / TIMING
     timing = json.loads(timing_path.read_text()) if timing_path.is_file() else {}
@@ -144,6 +155,12 @@ def run_jobs(args: argparse.Namespace, root: Path) -> dict[str, dict[str, Any]]:
         job = root / name
         if has_summary(job):  # finished before: reuse (rewriting again would spend again)
             results[name] = read_summary(job)
+            continue
+        if prior is not None:
+            if name in prior.get("results", {}):
+                results[name] = prior["results"][name]
+            else:
+                print(f"== {name}: not finished (skipped: --report-only)", flush=True)
             continue
         t0 = time.monotonic()
         print(f"== {name}", flush=True)
@@ -156,12 +173,22 @@ def run_jobs(args: argparse.Namespace, root: Path) -> dict[str, dict[str, Any]]:
     return results
 
 
+def prior_survival(prior: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The survival rows of a prior report, each with its rewriter's training seconds put back (write_outputs
+    stores them apart)."""
+    training = prior.get("rewriter_training_s", {})
+    return {n: {**v, **({"rewriter_training_s": training[n]} if n in training else {})}
+            for n, v in prior.get("survival", {}).items()}
+
+
 def write_outputs(args: argparse.Namespace, results: dict[str, dict[str, Any]], surv: dict[str, dict[str, Any]],
-                  root: Path, *, seconds: float) -> str:
-    """OUT/STEM.md (tables, compute time, the command), .json and .png; returns the markdown."""
+                  root: Path, *, seconds: float, prior: dict[str, Any] | None = None) -> str:
+    """OUT/STEM.md (tables, compute time, the command), .json and .png; returns the markdown. The jobs' timing
+    comes from the run directory, or from `prior` (a report written before) for the jobs it lacks."""
     stem = stem_of(args)
     timing_path = root / TIMING
-    timing = json.loads(timing_path.read_text()) if timing_path.is_file() else {}
+    timing = {**(prior or {}).get("timing", {}),
+              **(json.loads(timing_path.read_text()) if timing_path.is_file() else {})}
     training = {n: v.pop("rewriter_training_s") for n, v in surv.items() if "rewriter_training_s" in v}
     eps = " ".join(f"{e:g}" for e in args.epsilons)
     path = f"--path {args.path} " if args.path else ""
@@ -171,16 +198,33 @@ def write_outputs(args: argparse.Namespace, results: dict[str, dict[str, Any]], 
                + f"--task {args.task} --epsilons {eps} --variants {' '.join(args.variants)} --pr-plus-epsilons "
                + " ".join(f"{e:g}" for e in args.pr_plus_epsilons) + extra + f" --replicates {args.replicates}")
     train_text = "; ".join(f"{n}: {s:.0f} s" for n, s in training.items())
+    missing = [n for n, _ in jobs(args) if n not in results]
     text = (f"{render(args, results, surv)}\n\nCompute: {sum(timing.values()):.0f} s over the {len(timing)} timed jobs "
             f"(each job's seconds in {root / TIMING}; the first job of a variant includes training its rewriter); "
             f"rewriter training, from each rewriter's own log (a PR+ one includes its CLV and PR stages): "
-            f"{train_text or 'n/a'}. This call: {seconds:.0f} s (finished jobs reused).\n\nCommand: `{command}`\n")
+            f"{train_text or 'n/a'}. "
+            + ("This call: --report-only (nothing run; jobs without a run directory read from the previous report)."
+               if prior is not None else f"This call: {seconds:.0f} s (finished jobs reused).")
+            + (f" NOT FINISHED (not in the tables): {', '.join(missing)}." if missing else "")
+            + f"\n\nCommand: `{command}`\n")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{stem}.md").write_text(text)
     (args.out / f"{stem}.json").write_text(json.dumps({"results": results, "survival": surv, "timing": timing,
                                                        "rewriter_training_s": training}, indent=1, default=str))
     plot(args, results, args.out / f"{stem}.png")
     return text
+
+
+def compare(args: argparse.Namespace) -> str:
+    """The whole comparison (experiments.dp_bart's arguments): run the jobs not finished yet in RUNS/STEM (with
+    --report-only, none: the finished ones, else the previous report in OUT), measure the rewrites' survival,
+    write OUT/STEM.md/.json/.png; returns the markdown."""
+    t0 = time.monotonic()
+    root = args.runs / stem_of(args)
+    prior = reported(args) if args.report_only else None
+    results = run_jobs(args, root, prior)
+    surv = prior_survival(prior) if prior is not None else survival(args, list(results))
+    return write_outputs(args, results, surv, root, seconds=time.monotonic() - t0, prior=prior)
 
 
 def survival(args: argparse.Namespace, names: list[str], sample: int = 1000) -> dict[str, dict[str, float]]:

@@ -275,3 +275,43 @@ def test_the_guarantee_composes_the_labels_and_never_raises_after_a_release():
     g = guarantee(loose, RewriteSettings(epsilon=100.0, delta=0.05), documents_per_user=40)
     assert g["epsilon_user"] == float("inf") and g["delta_user"] == 1.0 and g["epsilon_entity"]["32"] == float("inf")
     assert g["epsilon_entity"]["8"] < float("inf") and "epsilon_user_with_labels" not in g
+
+
+def test_report_only_rebuilds_the_report_from_the_finished_jobs_and_runs_nothing(tmp_path, monkeypatch):
+    """`experiments.dp_bart --report-only` (studies.dp_bart.compare): a job with a run directory is read
+    from it, one without is read from the comparison's previous JSON in --out (a clean checkout has no run
+    directories), one in neither is named as not finished; no job, rewriter or survival sample is run."""
+    import argparse
+
+    import studies.dp_bart as study
+    from uedp.summary import write_summary
+
+    real = json.loads(Path("docs/figures/dp_bart-synthetic-u100-classification.json").read_text())
+    template = real["results"]["dp_bart-clv-eps1000"]  # a local job's summary as the study writes it
+
+    def local(f1: float) -> dict[str, Any]:
+        return {**template, "final": {**template["final"], "macro_f1": f1, "error": 1 - f1}}
+
+    for name in ("run_local", "central_reference", "survival"):
+        monkeypatch.setattr(study, name, lambda *a, **k: pytest.fail("--report-only ran something"))
+    out, runs = tmp_path / "figures", tmp_path / "runs"
+    out.mkdir()
+    args = argparse.Namespace(dataset="synthetic", path="", users=200, task="classification", epsilons=[1000.0],
+                              variants=["clv"], pr_plus_epsilons=[1000.0], pr_epsilons=None, adept_epsilons=None,
+                              replicates=2, out=out, runs=runs, report_only=True)  # experiments.dp_bart's
+    stem = "dp_bart-synthetic-classification"
+    prior = {"results": {"dp_bart-clv-eps1000": local(0.4)},
+             "survival": {"dp_bart-clv-eps1000": {"bleu": 1.5, "fraction": 0.01, "example": ["a", "b"]}},
+             "timing": {"dp_bart-clv-eps1000": 12.0}, "rewriter_training_s": {"dp_bart-clv-eps1000": 600.0}}
+    (out / f"{stem}.json").write_text(json.dumps(prior))
+    write_summary(runs / stem / "dp_bart-clv-eps1000-r1", local(0.6), kind="local")
+    text = study.compare(args)
+    assert (out / f"{stem}.md").read_text() == text
+    assert "| DP-BART-CLV | 0.500 (0.400-0.600) |" in text  # one from the JSON, one from its run directory
+    assert "| dp_bart-clv-eps1000 | 2 | 0.5 | 0.4 - 0.6 |" in text
+    assert "dp_bart-clv-eps1000: 600 s" in text and "Compute: 12 s over the 1 timed jobs" in text
+    assert "NOT FINISHED (not in the tables): dp_bart-clv-eps1e+09, uedp, user_dp, fedavg, central-original" in text
+    written = json.loads((out / f"{stem}.json").read_text())
+    assert written["survival"]["dp_bart-clv-eps1000"]["bleu"] == 1.5
+    assert written["rewriter_training_s"] == {"dp_bart-clv-eps1000": 600.0}
+    assert set(written["results"]) == {"dp_bart-clv-eps1000", "dp_bart-clv-eps1000-r1"}
