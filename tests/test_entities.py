@@ -58,6 +58,16 @@ def _found(text: str) -> list[tuple[str, str]]:
         ("See https://www.example.com/a?q=1, then", [("https://www.example.com/a?q=1", "URL")]),
         ("(see www.foo.org)", [("www.foo.org", "URL")]),
         ("go to http://x.io/a_(b).", [("http://x.io/a_(b)", "URL")]),
+        # version 2: codes after a word naming them, national and local phone numbers, bare domains with a path
+        ("booking ref QZ7K4P if needed", [("QZ7K4P", "ID")]),
+        ("tracking 1Z84A9W20365778123 says delivered", [("1Z84A9W20365778123", "ID")]),
+        ("sort code 20-45-67 acct 31926819", [("20-45-67", "ID"), ("31926819", "ID")]),
+        ("Order 12345-6789 shipped", [("12345-6789", "ID")]),
+        ("conf number HX-884201 for the hotel", [("HX-884201", "ID")]),
+        ("new number 07700 900461, delete the old", [("07700 900461", "PHONE")]),
+        ("call 020 7946 0958 now", [("020 7946 0958", "PHONE")]),
+        ("text 555-0147 today", [("555-0147", "PHONE")]),
+        ("repo github.com/veecodes/tinyparser, stars welcome", [("github.com/veecodes/tinyparser", "URL")]),
     ],
 )
 def test_rules_find_each_pattern(text: str, expected: list[tuple[str, str]]) -> None:
@@ -70,7 +80,10 @@ def test_rules_find_each_pattern(text: str, expected: list[tuple[str, str]]) -> 
         "Born 2021-03-04 at 10:30.",  # ISO date
         "Between 1990-1995 prices rose.",  # year range is not an account number
         "Version 1.2.3 and pi 3.14159.",
-        "Order 12345-6789 and 123456789.",  # wrong digit groups
+        "Totals 12345-6789 and 123456789.",  # wrong digit groups
+        "The order of the day, a reference book, case 5.",  # a keyword without a code holding a digit
+        "They won 3-2 in the 2004-05 season, 100-1000 fans.",  # scores and ranges are no phone numbers
+        "Prices rose 0.5 percent to 1,250.",
         "COVID19 grounded the A380.",  # too few digits for an ID
         "card 4111 1111 1111 1112",  # Luhn fails
         "reach me at john at example dot com",

@@ -148,7 +148,7 @@ def test_dataset_jsonl_takes_its_path_and_the_task_from_the_task_group(tmp_path)
     assert cfg.loader_options() == {"path": "my.jsonl", "sentence_split": True, "seed": 0,
                                     "split_fractions": [0.8, 0.1, 0.1], "task": "classification"}
     assert _compose(["dataset=jsonl", "dataset.options.path=my.jsonl"]).loader_options()["task"] == "lm"
-    assert cfg.detector() == "ensemble"  # auto: gold only on a corpus whose spans are exact by construction
+    assert cfg.detector() == "balanced"  # auto: gold only on a corpus whose spans are exact by construction
     assert _compose([]).detector() == "gold"
     assert _compose(["dataset=jsonl", "dataset.options.path=x", "entities.detector=gold"]).detector() == "gold"
     with pytest.raises(ConfigError, match="dataset.options.task: the task comes from the task group"):

@@ -51,7 +51,7 @@ def test_own_corpus_commands_run_as_written(tmp_path):
     assert "users                24" in stats and "vs gold" in stats and "PERSON" in stats
     uedp = json.loads((tmp_path / "outputs/my_corpus/uedp/summary.json").read_text())
     fedavg = json.loads((tmp_path / "outputs/my_corpus/fedavg/summary.json").read_text())
-    assert uedp["private"] and uedp["detector"] == "ensemble" and uedp["eps_uedp"] <= 8.0 + 1e-6
+    assert uedp["private"] and uedp["detector"] == "balanced" and uedp["eps_uedp"] <= 8.0 + 1e-6
     assert uedp["rounds"] == 30 and uedp["metric"] == "error" and 0 <= uedp["final"]["error"] <= 1
     assert not fedavg["private"] and fedavg["eps_uedp"] == float("inf") and fedavg["rounds"] == 30
     assert (tmp_path / "outputs/my_corpus/uedp/ledger.json").is_file()

@@ -182,4 +182,4 @@ def test_annotate_defaults_to_the_configs_detector(toy):
     assert resolve_detector(corpus) == RunConfig().entities.detector_for(TOY) == "gold"
     assert resolve_detector(corpus, "rules") == "rules"
     assert annotate(corpus, cache=False).equals(annotate(corpus, "gold", cache=False))
-    assert RunConfig().entities.detector_for("jsonl") == RunConfig().entities.detector_for(None) == "ensemble"
+    assert RunConfig().entities.detector_for("jsonl") == RunConfig().entities.detector_for(None) == "balanced"

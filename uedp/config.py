@@ -46,14 +46,15 @@ class DatasetConfig:
 
 # What entities.detector = auto (the default) means where a dataset's gold spans are not exact by construction
 # (uedp.data.loaders.DatasetFacts.gold_by_construction: there it is `gold`), and always on an owner's node: the
-# detector with the best recall on hand-labelled real text (docs/corpora-and-detectors.md, "Detector quality
-# on real text"). uedp.entities.annotations.annotate() defaults to the same (EntityConfig().detector_for).
-AUTO_DETECTOR = "ensemble"
+# `balanced` profile (uedp.entities.profiles: chosen on the gold sets' valid halves; docs/corpora-and-detectors.md,
+# "Detector quality on real text"). uedp.entities.annotations.annotate() defaults to the same
+# (EntityConfig().detector_for).
+AUTO_DETECTOR = "balanced"
 
 
 @dataclass
 class EntityConfig:
-    detector: str = "auto"  # auto | gold | spacy | spacy+rules | ensemble | rules
+    detector: str = "auto"  # auto | balanced | recall | gold | spacy | spacy+rules | ensemble | rules
     protected: str = "all"  # group or comma-separated categories (uedp.categories)
     # a public-entity policy (uedp.entities.public: none | places_calendar): its entities are NOT protected
     public: str = "none"
@@ -61,7 +62,7 @@ class EntityConfig:
     def detector_for(self, dataset: str | None) -> str:
         """The detector a run uses on `dataset` (None: an owner's own file): `auto` is `gold` on a corpus
         whose spans are exact by construction (its loader's DatasetFacts.gold_by_construction), else
-        AUTO_DETECTOR (ensemble). An unknown dataset is refused (ConfigError)."""
+        AUTO_DETECTOR (balanced). An unknown dataset is refused (ConfigError)."""
         if self.detector != "auto":
             return self.detector
         if dataset is None:

@@ -14,6 +14,9 @@ Detectors (registry `DETECTORS`, kind "detector"):
   (uedp.entities.gazetteers), the union: a gazetteer span is added where no spaCy span overlaps it, and
   rule spans win over both. Made for text with unreliable capitalization
   (docs/corpora-and-detectors.md, "Detector quality on real text").
+- `balanced` and `recall`: the profiles (uedp.entities.profiles): the ensemble with levers that correct it
+  on real text; `balanced` is the default on real text, `recall` finds the most entities and flags more
+  sentences. Option `levers` (a list) replaces a profile's levers, for measuring them one by one.
 
 The table keeps the entities of ALL categories; which categories are protected is decided later, by
 `entity_sets` / `sensitive_mask`, so one cached table serves every choice of protected categories.
@@ -37,6 +40,8 @@ from uedp.categories import CATEGORIES, LABEL_MAP, entity_key
 from uedp.data.corpus import Corpus
 from uedp.entities.gazetteers import GAZETTEER_VERSION
 from uedp.entities.informal import INFORMAL_VERSION, ensemble_spans
+from uedp.entities.lexicon import LEXICON_VERSION
+from uedp.entities.profiles import LEVERS, MISC_LABELS, PROFILE_VERSION, PROFILES, profile_spans
 from uedp.entities.rules import RULES_VERSION, Span, find_rule_spans, merge_rule_spans
 from uedp.entities.spacy_ner import SpacyNer
 from uedp.errors import ConfigError, CorpusError, UedpError
@@ -128,6 +133,31 @@ class SpacyDetector(Detector):
             yield merge_rule_spans(spans, find_rule_spans(text)) if self.rules else spans
 
 
+class ProfileDetector(Detector):
+    """spaCy NER (with MISC labels when the `misc` lever is on), then uedp.entities.profiles.profile_spans."""
+
+    def __init__(self, name: str, levers: Sequence[str], *, model: str | None, batch_size: int,
+                 n_process: int) -> None:
+        unknown = sorted(set(levers) - set(LEVERS))
+        if unknown or isinstance(levers, str):
+            raise ConfigError(f"detector option 'levers' must be a list of {', '.join(LEVERS)}, got {levers!r}")
+        self.name = name
+        self.levers = tuple(lever for lever in LEVERS if lever in levers)
+        self.ner = SpacyNer(model=model, batch_size=batch_size, n_process=n_process)
+
+    def identity(self) -> dict[str, Any]:
+        return {"detector": self.name, "levers": list(self.levers), **self.ner.identity(),
+                "rules_version": RULES_VERSION, "gazetteer_version": GAZETTEER_VERSION,
+                "informal_version": INFORMAL_VERSION, "profile_version": PROFILE_VERSION,
+                "lexicon_version": LEXICON_VERSION}
+
+    def _spans(self, rows: pa.Table) -> Iterator[list[Span]]:
+        texts = rows.column("text").to_pylist()
+        labels = {**LABEL_MAP, **dict.fromkeys(MISC_LABELS, "MISC")} if "misc" in self.levers else LABEL_MAP
+        for text, spans in zip(texts, self.ner.spans(texts, labels)):
+            yield profile_spans(text, spans, self.levers)
+
+
 DETECTORS: Registry[Detector] = Registry("detector")
 
 
@@ -154,6 +184,18 @@ def spacy_rules_detector(*, model: str | None = None, batch_size: int = 256, n_p
 @DETECTORS.register("ensemble")
 def ensemble_detector(*, model: str | None = None, batch_size: int = 256, n_process: int = 1) -> Detector:
     return SpacyDetector(model=model, batch_size=batch_size, n_process=n_process, rules=True, gazetteers=True)
+
+
+def _profile(name: str) -> Any:
+    def create(*, levers: Sequence[str] | None = None, model: str | None = None, batch_size: int = 256,
+               n_process: int = 1) -> Detector:
+        return ProfileDetector(name, PROFILES[name] if levers is None else levers, model=model,
+                               batch_size=batch_size, n_process=n_process)
+    return create
+
+
+for _name in PROFILES:
+    DETECTORS.register(_name)(_profile(_name))
 
 
 def _rows_in_sid_order(corpus: Corpus) -> pa.Table:

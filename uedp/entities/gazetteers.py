@@ -14,6 +14,11 @@ Lists (all public, none read from evaluated text):
 - ORG: uedp/entities/data/organizations.txt (companies, brands, teams, media, institutions, parties).
 - LOC: uedp/entities/data/locations.txt (airports, stadiums, landmarks, parks, regions, rivers).
 - NORP: uedp/entities/data/norp.txt (nationalities, religious and political groups).
+- MISC (only in `Gazetteers(misc=True)`, the detector profiles): uedp/entities/data/misc.txt (works, products,
+  events, laws); languages.txt is read by the profiles' language rule (uedp.entities.profiles).
+- Extended first names (only in `Gazetteers(extended_names=True)`): uedp.entities.lexicon.extended_first_names
+  (Faker's names of every locale and nicknames, less dictionary words); in that mode an all-capitals token
+  or chat slang never starts a name ("ETA", "omg").
 Place names are also matched without their accents ("medellin" for Medellín).
 
 A candidate phrase matches as whole tokens, longest first (up to `MAX_TOKENS`); a smaller town only as one
@@ -39,7 +44,7 @@ from pathlib import Path
 
 from uedp.entities.rules import Span
 
-GAZETTEER_VERSION = "1"
+GAZETTEER_VERSION = "2"
 NAME_LOCALES = ("en_US", "en_GB", "en_IN", "en_IE", "es_ES", "es_MX", "fr_FR", "de_DE", "it_IT", "pt_BR",
                 "nl_NL", "pl_PL", "tr_TR", "sv_SE")
 MIN_CITY_POPULATION = 100_000  # smaller towns (from 15,000) only when capitalized, and after a person's name
@@ -130,6 +135,16 @@ def groups() -> frozenset[str]:
     return _read_list("norp.txt")
 
 
+@functools.cache
+def misc_names() -> frozenset[str]:
+    return _read_list("misc.txt")
+
+
+@functools.cache
+def languages() -> frozenset[str]:
+    return _read_list("languages.txt")
+
+
 def _bbc_texts() -> Iterable[str]:
     from uedp.data.bbc_news import article_files, read_article
 
@@ -159,13 +174,15 @@ def _lists_digest() -> str:
     import hashlib
 
     h = hashlib.blake2b(digest_size=8)
-    for part in (first_names(), last_names(), places(), towns(), organizations(), locations(), groups()):
+    for part in (first_names(), last_names(), places(), towns(), organizations(), locations(), groups(),
+                 misc_names()):
         h.update("\n".join(sorted(part)).encode())
     return h.hexdigest()
 
 
 def _count_common_phrases() -> frozenset[str]:
-    wanted = first_names() | last_names() | places() | towns() | organizations() | locations() | groups()
+    wanted = (first_names() | last_names() | places() | towns() | organizations() | locations() | groups()
+              | misc_names())
     counts: Counter[str] = Counter()
     for text in _bbc_texts():
         tokens = _TOKEN.findall(text)
@@ -183,13 +200,46 @@ def _count_common_phrases() -> frozenset[str]:
 
 
 class Gazetteers:
-    """Case-insensitive matching of the lists above (built lazily, once per process)."""
+    """Case-insensitive matching of the lists above (built lazily, once per process). `extended_names`: also
+    the extended first names; `misc`: also the MISC list (both for the detector profiles)."""
+
+    def __init__(self, *, extended_names: bool = False, misc: bool = False) -> None:
+        self.extended_names = extended_names
+        self.misc = misc
+        self._last: tuple[str, tuple[Span, ...]] | None = None
+
+    @functools.cached_property
+    def _first(self) -> frozenset[str]:
+        """First names matched in any case."""
+        if not self.extended_names:
+            return first_names()
+        from uedp.entities.lexicon import extended_first_names
+
+        return first_names() | extended_first_names()
+
+    @functools.cached_property
+    def first_capitalized(self) -> frozenset[str]:
+        """First names that tell the class of an entity spaCy found (the extended names that are also
+        dictionary words too: "Lionel"); never matched on their own."""
+        if not self.extended_names:
+            return first_names()
+        from uedp.entities.lexicon import extended_first_names
+
+        return first_names() | extended_first_names(words=True)
 
     def spans(self, text: str) -> list[Span]:
+        if self._last is not None and self._last[0] == text:  # asked twice in a row for one sentence (profiles)
+            return list(self._last[1])
+        out = self._spans(text)
+        self._last = (text, tuple(out))
+        return out
+
+    def _spans(self, text: str) -> list[Span]:
         tokens = [(m.start(), m.end(), m.group(0)) for m in _TOKEN.finditer(text)]
         keys = [_key(t[2]) for t in tokens]
-        first, last, common = first_names(), last_names(), common_phrases()
-        tables = ((organizations(), "ORG"), (locations(), "LOC"), (groups(), "NORP"), (places(), "GPE"))
+        first, last, common = self._first, last_names(), common_phrases()
+        tables = ((organizations(), "ORG"), (locations(), "LOC"), (groups(), "NORP"), (places(), "GPE"),
+                  *(((misc_names(), "MISC"),) if self.misc else ()))
         out: list[Span] = []
         i = 0
         while i < len(tokens):
@@ -233,7 +283,8 @@ class Gazetteers:
         # a title is not part of the name; the token after it is a name if listed or capitalized ("dr patel")
         after_title = i > 0 and keys[i - 1] in TITLES and (keys[i] in first or keys[i] in last
                                                             or tokens[i][2][:1].isupper())
-        named = keys[i] in first and self._plausible(text, tokens, i, keys[i], common)
+        named = keys[i] in first and self._plausible(text, tokens, i, keys[i], common) and not (
+            self.extended_names and _acronym_or_slang(tokens[i][2]))
         if not (named or after_title):
             return 0
         n = 1
@@ -241,6 +292,13 @@ class Gazetteers:
                and (keys[i + n] in last or keys[i + n] in first) and keys[i + n] not in common):
             n += 1
         return n
+
+
+def _acronym_or_slang(token: str) -> bool:
+    """An all-capitals token ("ETA", "AC") or chat slang ("omg"): never a first name (the profiles' rule)."""
+    from uedp.entities.lexicon import SLANG
+
+    return (len(token) > 1 and token.isupper()) or token.lower() in SLANG
 
 
 GAZETTEERS = Gazetteers()

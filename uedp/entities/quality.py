@@ -8,7 +8,9 @@ the same `(start, end)` and the same class. Classes are categories after `ALIGN`
 class, "GPE/LOC", because CoNLL's LOC covers what spaCy splits into GPE (countries, cities) and LOC
 (mountains, rivers); every other category is its own class. Lenient matching counts a prediction as
 correct iff it overlaps at least one gold entity of its class, and a gold entity as found iff at least
-one prediction of its class overlaps it.
+one prediction of its class overlaps it. `lenient.overall.any_class_recall`: the share of gold entities that
+a prediction of ANY class overlaps (its sentence is flagged, but under another key than a class-matched
+detection would give it).
 
 Scored classes: those that occur in the gold spans of the corpus (so that e.g. spaCy's DATE entities
 are not counted as false positives against CoNLL, whose gold has no DATE), restricted to `categories`
@@ -110,7 +112,7 @@ def detection_quality(
 
     tp, fp, fn = Counter(), Counter(), Counter()
     ltp_pred, lfp, ltp_gold, lfn = Counter(), Counter(), Counter(), Counter()
-    unscored = 0
+    unscored = anyclass = 0
     for g_row, p_row in zip(gold, pred):
         g_set = {s for s in g_row if s[2] in scored}
         p_set = {s for s in p_row if s[2] in scored}
@@ -124,6 +126,7 @@ def detection_quality(
                 fn[g[2]] += 1
             found = any(p[2] == g[2] and p[0] < g[1] and g[0] < p[1] for p in p_set)
             (ltp_gold if found else lfn)[g[2]] += 1
+            anyclass += any(p[0] < g[1] and g[0] < p[1] for p in p_row)
 
     strict = _report(tp, fp, fn, classes)
     lenient_per = {}
@@ -137,6 +140,7 @@ def detection_quality(
             "precision": _ratio(hits, predicted), "recall": _ratio(found, total),
             "ci95": {"precision": wilson(hits, predicted), "recall": wilson(found, total)},
             "hits": hits, "predicted": predicted, "found": found, "gold": total,
+            "any_class_recall": _ratio(anyclass, total), "any_class_found": anyclass,
         },
         "per_category": lenient_per,
     }

@@ -13,7 +13,13 @@ with categories EMAIL, PHONE, ID, CARD, URL (see uedp.categories). What each rul
   (optionally prefixed `1-` or `+1 `), and international numbers starting with `+` and a country code
   (`+44 20 7946 0958`) with 8 to 15 digits in all (E.164).
 - ID: SSN-like `ddd-dd-dddd`; account-style `dddd-dddd` (except year ranges such as `1990-1995`, both
-  halves in 1000..2099); alphanumeric identifiers of 1-3 capital letters and 6-10 digits (`AB123456`).
+  halves in 1000..2099); alphanumeric identifiers of 1-3 capital letters and 6-10 digits (`AB123456`); and
+  any code of 5 or more letters, digits and dashes holding a digit that follows a word naming one
+  ("ref", "booking ref", "confirmation", "conf number", "tracking", "order", "acct", "account", "policy",
+  "ticket", "invoice", "member", "sort code", "case", "claim": `ref QZ7K4P`, `tracking 1Z84A9W2036`).
+- PHONE (since version 2): UK-style national numbers, 0 and 9 or 10 more digits in two or three groups
+  (`07700 900461`, `020 7946 0958`), and seven-digit local numbers `555-0147`.
+- URL (since version 2): a bare domain with a common top-level domain and a path (`github.com/me/repo`).
 
 Numbers are matched whole: a rule never matches inside a longer run of digits, letters or separators
 (so `2021-03-04` is neither a phone nor an ID, and `12345-6789` is not `dddd-dddd`).
@@ -29,7 +35,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-RULES_VERSION = 1
+RULES_VERSION = 2
 
 Span = tuple[int, int, str]
 
@@ -72,6 +78,13 @@ def _not_year_range(s: str) -> bool:
     return not (1000 <= a <= 2099 and 1000 <= b <= 2099)
 
 
+_DIGIT = re.compile(r"\d")
+
+
+def _has_digit(text: str) -> bool:
+    return _DIGIT.search(text) is not None
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
@@ -79,10 +92,7 @@ class Rule:
     pattern: re.Pattern[str]
     needs: Callable[[str], bool]  # cheap pre-check on the whole text
     valid: Callable[[str], bool] | None = None
-
-
-def _has_digit(text: str) -> bool:
-    return any(ch.isdigit() for ch in text)
+    group: int = 0  # the part of the match that is the entity (a keyword before it is context only)
 
 
 _EMAIL = re.compile(
@@ -107,16 +117,37 @@ _PHONE_INTL = re.compile(
 )
 _ACCOUNT = re.compile(_NUM_START + r"\d{4}-\d{4}" + _NUM_END)
 _ALNUM_ID = re.compile(r"(?<![\w\-])[A-Z]{1,3}-?\d{6,10}(?![\w\-])")
+_KEYED_ID = re.compile(
+    r"\b(?:booking\s+ref(?:erence)?|ref(?:erence)?|confirmation|conf|tracking|order|acct|account|policy|ticket|"
+    r"invoice|member(?:ship)?|sort\s+code|case|claim|reservation|customer)(?:\s+(?:no\.?|number|num|code|id))?"
+    r"\s*[:#]?\s*([A-Za-z0-9](?:[A-Za-z0-9\-]{3,}[A-Za-z0-9]))(?![\w\-])", re.IGNORECASE)
+_PHONE_NATIONAL = re.compile(r"(?<![\w+\-/.])0\d{2,4}[ \-]?\d{3,4}(?:[ \-]?\d{3,4})?" + _NUM_END)
+_PHONE_LOCAL = re.compile(_NUM_START + r"[2-9]\d{2}-\d{4}" + _NUM_END)
+_URL_DOMAIN = re.compile(
+    r"(?<![\w@./\-])[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9\-]+)*"
+    r"\.(?:com|org|net|io|co|uk|dev|app|me|gg|tv|edu|gov|info|ai|ly|us|ca|de|fr)/[^\s<>\"]*", re.IGNORECASE)
+
+
+def _keyed_id_ok(s: str) -> bool:
+    return _has_digit(s)
+
+
+def _national_phone_ok(s: str) -> bool:
+    return len(_digits(s)) in (10, 11)
 
 RULE_ORDER: tuple[Rule, ...] = (
     Rule("email", "EMAIL", _EMAIL, lambda t: "@" in t),
     Rule("url", "URL", _URL, lambda t: "www." in t.lower() or "http" in t.lower()),
+    Rule("url_domain", "URL", _URL_DOMAIN, lambda t: "/" in t and "." in t),
     Rule("card", "CARD", _CARD, _has_digit, _card_ok),
     Rule("ssn", "ID", _SSN, _has_digit),
     Rule("phone_intl", "PHONE", _PHONE_INTL, lambda t: "+" in t, _intl_phone_ok),
     Rule("phone_us", "PHONE", _PHONE_US, _has_digit),
+    Rule("phone_national", "PHONE", _PHONE_NATIONAL, _has_digit, _national_phone_ok),
     Rule("account", "ID", _ACCOUNT, _has_digit, _not_year_range),
     Rule("alnum_id", "ID", _ALNUM_ID, _has_digit),
+    Rule("keyed_id", "ID", _KEYED_ID, _has_digit, _keyed_id_ok, group=1),
+    Rule("phone_local", "PHONE", _PHONE_LOCAL, _has_digit),
 )
 
 _URL_TRAIL = ".,;:!?'\""
@@ -145,7 +176,7 @@ def find_rule_spans(text: str) -> list[Span]:
         if not rule.needs(text):
             continue
         for m in rule.pattern.finditer(text):
-            start, end = m.span()
+            start, end = m.span(rule.group)
             if rule.category == "URL":
                 end = _trim_url(text, start, end)
                 if end - start <= len("www."):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -96,11 +96,12 @@ def _load(name: str) -> Language:
     return nlp
 
 
-def doc_spans(doc: object) -> list[Span]:
-    """The mapped `(start, end, category)` character spans of a spaCy Doc's entities."""
+def doc_spans(doc: object, labels: Mapping[str, str] = LABEL_MAP) -> list[Span]:
+    """The mapped `(start, end, category)` character spans of a spaCy Doc's entities (`labels`: spaCy label ->
+    category; labels it does not list are dropped)."""
     out = []
     for ent in doc.ents:  # type: ignore[attr-defined]
-        category = LABEL_MAP.get(ent.label_)
+        category = labels.get(ent.label_)
         if category is not None and ent.text.strip():
             out.append((ent.start_char, ent.end_char, category))
     return out
@@ -125,7 +126,7 @@ class SpacyNer:
         name, version = resolve_model(self.model)
         return {"model": name, "model_version": version, "spacy": importlib.metadata.version("spacy")}
 
-    def spans(self, texts: Iterable[str]) -> Iterator[list[Span]]:
+    def spans(self, texts: Iterable[str], labels: Mapping[str, str] = LABEL_MAP) -> Iterator[list[Span]]:
         nlp = load_ner(self.model)
         for doc in nlp.pipe(texts, batch_size=self.batch_size, n_process=self.n_process):
-            yield doc_spans(doc)
+            yield doc_spans(doc, labels)
