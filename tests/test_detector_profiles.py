@@ -51,10 +51,10 @@ def test_precision_filter(text, ner, kept):
 
 def test_retype_by_name_lists_and_the_misc_list():
     g = P.gazetteers_for(_balanced())
-    text = "Hewitt won, said Lionel Smith of Moody's, and Brando bought an iPod"
+    text = "Hewitt won, said Lionel Smith of Moody's, and Clarke bought an iPod"
     ner = [(0, 6, "GPE"), (17, 29, "ORG"), (33, 40, "ORG"), (46, 52, "ORG"), (63, 67, "ORG")]
     assert _found(P.retype(text, ner, g), text) == [
-        ("Hewitt", "PERSON"), ("Lionel Smith", "PERSON"), ("Moody's", "ORG"), ("Brando", "PERSON"), ("iPod", "MISC")]
+        ("Hewitt", "PERSON"), ("Lionel Smith", "PERSON"), ("Moody's", "ORG"), ("Clarke", "PERSON"), ("iPod", "MISC")]
 
 
 def test_sports_language_and_dates():

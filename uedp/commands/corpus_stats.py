@@ -23,7 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("corpus-stats", help="corpus statistics and detector quality",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", required=True, help="loader name: synthetic, shakespeare, bbc_news, ...")
-    p.add_argument("--detector", default="spacy+rules", help="gold | spacy | spacy+rules | rules")
+    p.add_argument("--detector", default="spacy+rules",
+                   help="balanced (runs use it on real text) | recall | ensemble | spacy+rules | spacy | rules | gold")
     p.add_argument("--protected", default="all", help="protected categories: a group or a list")
     p.add_argument("-o", "--option", action="append", metavar="KEY=VALUE", help="loader option")
     p.add_argument("--n-process", type=int, default=None, help="spaCy worker processes")

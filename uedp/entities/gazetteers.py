@@ -209,7 +209,7 @@ class Gazetteers:
         self._last: tuple[str, tuple[Span, ...]] | None = None
 
     @functools.cached_property
-    def _first(self) -> frozenset[str]:
+    def first(self) -> frozenset[str]:
         """First names matched in any case."""
         if not self.extended_names:
             return first_names()
@@ -237,7 +237,7 @@ class Gazetteers:
     def _spans(self, text: str) -> list[Span]:
         tokens = [(m.start(), m.end(), m.group(0)) for m in _TOKEN.finditer(text)]
         keys = [_key(t[2]) for t in tokens]
-        first, last, common = self._first, last_names(), common_phrases()
+        first, last, common = self.first, last_names(), common_phrases()
         tables = ((organizations(), "ORG"), (locations(), "LOC"), (groups(), "NORP"), (places(), "GPE"),
                   *(((misc_names(), "MISC"),) if self.misc else ()))
         out: list[Span] = []

@@ -111,7 +111,7 @@ def _listed(surface: str, gazetteers: Gazetteers) -> bool:
     """Whether a phrase is in a gazetteer list: a place, organization, group or MISC in any case, a first or
     last name when capitalized (lower-case "house" and "bill" are words, whatever the name lists say)."""
     key = gz._key(surface)
-    return _institution(key) or (surface[:1].isupper() and (key in gazetteers._first or key in gz.last_names()))
+    return _institution(key) or (surface[:1].isupper() and (key in gazetteers.first or key in gz.last_names()))
 
 
 def _institution(key: str) -> bool:
@@ -159,10 +159,14 @@ def _split_lists(text: str, spans: list[Span]) -> list[Span]:
     return out
 
 
+@functools.cache
+def _last_names(extended: bool) -> frozenset[str]:
+    return gz.last_names() | extended_last_names() if extended else gz.last_names()
+
+
 def retype(text: str, ner: list[Span], gazetteers: Gazetteers) -> list[Span]:
     """Lever `retype` (module docstring), on spaCy's spans."""
-    first = gazetteers.first_capitalized  # spaCy's entities are (mostly) capitalized
-    last = gz.last_names() | extended_last_names() if gazetteers.extended_names else gz.last_names()
+    first, last = gazetteers.first_capitalized, _last_names(gazetteers.extended_names)  # spaCy's are capitalized
     out = []
     for start, end, category in _split_lists(text, ner):
         key = gz._key(text[start:end])  # spaCy leaves a possessive out: one inside is the name's (Moody's)
