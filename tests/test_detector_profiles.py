@@ -114,3 +114,19 @@ def test_balanced_beats_the_ensemble_on_every_development_half():
     ours, base = results["informal|balanced"], results["informal|ensemble"]
     assert ours["lenient"]["recall"] >= base["lenient"]["recall"] + 0.1
     assert ours["flags"]["false_flag_rate"] <= base["flags"]["false_flag_rate"] - 0.08
+
+
+def test_a_missing_word_list_package_is_named_with_its_install_command(monkeypatch):
+    import importlib.util
+
+    from uedp.entities import lexicon
+    from uedp.errors import UedpError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "nicknames" else real(name, *a))
+    lexicon.extended_first_names.cache_clear()
+    try:
+        with pytest.raises(UedpError, match=r"'nicknames'.*pip install english-words==2.0.2 nicknames==1.0.1"):
+            lexicon.extended_first_names()
+    finally:
+        lexicon.extended_first_names.cache_clear()
