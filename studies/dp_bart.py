@@ -199,6 +199,7 @@ def write_outputs(args: argparse.Namespace, results: dict[str, dict[str, Any]], 
                + " ".join(f"{e:g}" for e in args.pr_plus_epsilons) + extra + f" --replicates {args.replicates}")
     train_text = "; ".join(f"{n}: {s:.0f} s" for n, s in training.items())
     missing = [n for n, _ in jobs(args) if n not in results]
+    unsampled = [n for n in results if n.startswith("dp_bart-") and not replicate_of(n)[1] and n not in surv]
     text = (f"{render(args, results, surv)}\n\nCompute: {sum(timing.values()):.0f} s over the {len(timing)} timed jobs "
             f"(each job's seconds in {root / TIMING}; the first job of a variant includes training its rewriter); "
             f"rewriter training, from each rewriter's own log (a PR+ one includes its CLV and PR stages): "
@@ -206,6 +207,8 @@ def write_outputs(args: argparse.Namespace, results: dict[str, dict[str, Any]], 
             + ("This call: --report-only (nothing run; jobs without a run directory read from the previous report)."
                if prior is not None else f"This call: {seconds:.0f} s (finished jobs reused).")
             + (f" NOT FINISHED (not in the tables): {', '.join(missing)}." if missing else "")
+            + (f" No rewrite sample (BLEU and entity survival '-'; run without --report-only): "
+               f"{', '.join(unsampled)}." if unsampled else "")
             + f"\n\nCommand: `{command}`\n")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{stem}.md").write_text(text)

@@ -130,3 +130,32 @@ def test_a_missing_word_list_package_is_named_with_its_install_command(monkeypat
             lexicon.extended_first_names()
     finally:
         lexicon.extended_first_names.cache_clear()
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("This may be the best year ever, by may i mean it", []),  # the modal, not the month
+    ("cruise to alaska in may, then home", [("alaska", "GPE"), ("may", "DATE")]),
+    ("he was 90 years old and a 29-year-old came", []),  # ages are no dates
+    ("#nice day #reading #us and #nyc #WorldCup", [("#nyc", "LOC"), ("#WorldCup", "MISC")]),  # words are no tags
+    ("and vice versa, an indie band, off to uni", []),  # a name list's entry that is a word or slang
+])
+def test_reviewed_false_positives(text, expected):
+    assert _found(P.profile_spans(text, [], P.PROFILES["balanced"]), text) == expected
+
+
+def test_the_identity_follows_the_list_files_and_the_packages(tmp_path, monkeypatch):
+    """Editing a list file changes every gazetteer detector's identity (the annotation cache key), without a
+    version to bump by hand."""
+    import shutil
+
+    import uedp.entities.gazetteers as gz
+
+    before = DETECTORS.create("balanced").identity()
+    assert {"lists_digest", "faker", "english-words", "nicknames"} <= set(before)
+    data = tmp_path / "data"
+    shutil.copytree(gz._DATA, data)
+    with (data / "misc.txt").open("a") as handle:
+        handle.write("Some New Product\n")
+    monkeypatch.setattr(gz, "_DATA", data)
+    assert DETECTORS.create("balanced").identity()["lists_digest"] != before["lists_digest"]
+    assert DETECTORS.create("ensemble").identity()["lists_digest"] != before["lists_digest"]

@@ -62,7 +62,8 @@ def _found(text: str) -> list[tuple[str, str]]:
         ("booking ref QZ7K4P if needed", [("QZ7K4P", "ID")]),
         ("tracking 1Z84A9W20365778123 says delivered", [("1Z84A9W20365778123", "ID")]),
         ("sort code 20-45-67 acct 31926819", [("20-45-67", "ID"), ("31926819", "ID")]),
-        ("Order 12345-6789 shipped", [("12345-6789", "ID")]),
+        ("Order 88123456 shipped", [("88123456", "ID")]),
+        ("call me at 555-0147", [("555-0147", "PHONE")]),
         ("conf number HX-884201 for the hotel", [("HX-884201", "ID")]),
         ("new number 07700 900461, delete the old", [("07700 900461", "PHONE")]),
         ("call 020 7946 0958 now", [("020 7946 0958", "PHONE")]),
@@ -82,7 +83,10 @@ def test_rules_find_each_pattern(text: str, expected: list[tuple[str, str]]) -> 
         "Version 1.2.3 and pi 3.14159.",
         "Totals 12345-6789 and 123456789.",  # wrong digit groups
         "The order of the day, a reference book, case 5.",  # a keyword without a code holding a digit
-        "They won 3-2 in the 2004-05 season, 100-1000 fans.",  # scores and ranges are no phone numbers
+        "They won 3-2 in the 2004-05 season, 200-1000 fans.",  # scores and ranges are no phone numbers
+        "It costs 250-1000 dollars, pages 200-3000.",  # a local phone number needs a word for calling
+        "Just in case COVID-19 returns, in order 2019-20, the case 2021-22 season.",  # names, seasons
+        "They claim 10000 came; order 10-12 items, 2nd-hand; ticket 10AM-12PM; refs12345 and orders2019.",
         "Prices rose 0.5 percent to 1,250.",
         "COVID19 grounded the A380.",  # too few digits for an ID
         "card 4111 1111 1111 1112",  # Luhn fails

@@ -6,12 +6,13 @@
 
 Without a detector (or with "auto"), `annotate` and `annotate_cached` use the run's default, the config's
 entities.detector = auto (uedp.config.EntityConfig.detector_for): `gold` on a corpus whose loader's spans are
-exact by construction, else the ensemble detector.
+exact by construction, else the `balanced` profile.
 
 Cache file: `cache_root()/annotations/<corpus.fingerprint()>-<digest of the detector identity>.parquet`.
 The corpus fingerprint covers every sentence, label, split and gold span, so a changed corpus never
 reads stale annotations; the detector identity (detector name, resolved spaCy model and version, spaCy
-version, rules version; see `Detector.identity`) covers everything that changes the output, so a
+version, rules, gazetteer, profile and lexicon versions, a digest of the list files and the versions of
+the packages the lists come from; see `Detector.identity`) covers everything that changes the output, so a
 different detector or model gets its own file, while `batch_size` and `n_process` (speed only) do not.
 Looking up the cache does not import spaCy. Files are written atomically (temporary file + rename), so
 concurrent writers and interrupted runs never leave a half-written file under the final name.

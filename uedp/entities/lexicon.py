@@ -9,7 +9,8 @@
   GCIDE, as packaged on PyPI by `english-words` 2.0.2: about 300,000 words). Entries that the dictionary
   writes capitalized (proper nouns) are left out, so a name is not a word unless it is also an ordinary one
   ("bill", "page", "will", "jess").
-- `is_word(token)`: the token, lower-cased, or its singular (a trailing "s" dropped), is a dictionary word.
+- `is_word(token)`: the token, lower-cased, or what it is inflected from by a regular ending (-s, -es, -ies,
+  -ed, -ing, -er, -est, -ly, a possessive), is a dictionary word (so "Carly" and "Harding" are words too).
 - `extended_first_names()`: first names and nicknames beyond the gazetteers' 14 Faker locales
   (uedp.entities.gazetteers): the first names of every Faker locale (about 16,000 in ASCII: "thandiwe",
   "emeka", "dmitri") and the nickname table of PyPI `nicknames` 1.0.1 (Apache-2.0: "kev", "maddie"), less
@@ -40,9 +41,22 @@ _SLANG_WORDS = (
     "omg omfg lol lmao lmfao rofl tbh ngl asap eta brb btw idk idc imo imho smh fyi rn wtf irl dm pm ok okay "
     "yolo fomo tho thx ty pls plz ikr ily jk nvm afaik iirc ftw gg tldr bae fr wyd hbu nah yeah yep nope "
     "ugh meh hmm aww yay woohoo oof welp bruh fam sis bro istg ofc gtg ttyl np jkjk xoxo xo haha hahaha "
-    "lmk tmi smdh ffs tis twas twere twill tween"
+    "lmk tmi smdh ffs tis twas twere twill tween uni telly lil vid vids bestie hun"
 )
 SLANG = frozenset(_SLANG_WORDS.split())
+
+
+def lexicon_identity() -> dict[str, str]:
+    """The versions of the packages the lexicon reads, for a detector's identity (the annotation cache key)."""
+    import importlib.metadata
+
+    out = {"lexicon_version": LEXICON_VERSION}
+    for package in ("english-words", "nicknames"):
+        try:
+            out[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            out[package] = "missing"
+    return out
 
 
 def _require(module: str) -> None:

@@ -30,8 +30,9 @@ Levers (measured one by one on the gold sets' `valid` halves: `python -m experim
   part of a day alone ("tonight", "this morning"), an age ("29-year-old") or a frequency ("quarterly",
   "annual") is no date.
 - `capitalized`: a capitalized word inside a sentence (not its first word), in no entity, not a dictionary
-  word or slang, is a PERSON entity (consecutive ones are one entity: "Bassianus", "Shafalus"); not in
-  title-cased sentences, where capitals carry no information.
+  word or slang, is a PERSON entity (consecutive ones, a space apart, are one entity: "Bassianus"; one next
+  to an entity found otherwise stays an entity of its own); not in title-cased sentences, where capitals
+  carry no information.
 - `rare` (the recall profile): any other word of 3 letters or more that is no dictionary word, slang, number
   or entity already is a MISC entity, capitalized or not, wherever it stands ("peckham", "whataburger").
 
@@ -50,7 +51,7 @@ from uedp.entities.informal import ensemble_spans, handle_spans
 from uedp.entities.lexicon import SLANG, extended_last_names, is_word
 from uedp.entities.rules import Span, find_rule_spans, merge_rule_spans
 
-PROFILE_VERSION = "1"
+PROFILE_VERSION = "2"
 LEVERS = ("misc", "names", "filter", "retype", "sports", "language", "dates", "capitalized", "rare")
 PROFILES: dict[str, tuple[str, ...]] = {
     "balanced": ("misc", "names", "filter", "retype", "sports", "language", "dates", "capitalized"),
@@ -92,6 +93,19 @@ def _rule_spans(text: str) -> tuple[Span, ...]:
 
 def _overlaps(span: tuple[int, int, str] | Span, spans: list[Span]) -> bool:
     return any(span[0] < s[1] and s[0] < span[1] for s in spans)
+
+
+def _covered(text: str, spans: list[Span]) -> list[bool]:
+    """Per character of `text`, whether a span covers it: a word's overlap test in O(its length), so that a
+    long text (an owner's file without sentence splitting) stays linear."""
+    mask = [False] * (len(text) + 1)
+    for start, end, _ in spans:
+        mask[start:end] = [True] * (end - start)
+    return mask
+
+
+def _free(mask: list[bool], start: int, end: int) -> bool:
+    return not any(mask[start:end])
 
 
 def _sentence_initial(text: str, start: int) -> bool:
@@ -202,8 +216,9 @@ def language_names(text: str, spans: list[Span]) -> list[Span]:
     names = gz.languages()
     out = [(s, e, "MISC") if c in ("NORP", "MISC") and gz._key(text[s:e]) in names and _language_use(text, s, e)
            else (s, e, c) for s, e, c in spans]
+    mask = _covered(text, out)
     extra = [(s, e, "MISC") for s, e, w in _words(text)
-             if w.lower() in names and not _overlaps((s, e, ""), out) and _language_use(text, s, e)]
+             if w.lower() in names and _free(mask, s, e) and _language_use(text, s, e)]
     return merge_spans(out, extra)
 
 
@@ -229,12 +244,24 @@ _NOT_DATES = re.compile(r"(?:tonight|tonite|this (?:morning|afternoon|evening)|l
 _AGE_AFTER = re.compile(r"[ -]old\b", re.IGNORECASE)
 
 
+_MODAL_MONTH = re.compile(r"may|march", re.IGNORECASE)  # also a verb: a month only before punctuation or a number
+_MONTH_END = re.compile(r"\s*(?:$|[.,;:!?)]|\d)")
+
+
+def _no_date(text: str, span: Span) -> bool:
+    """A part of a day, an age ("29-year-old", "90 years old") or a frequency: no date."""
+    return bool(_NOT_DATES.fullmatch(text[span[0]:span[1]]) or _AGE_AFTER.match(text[span[1]:]))
+
+
 def more_dates(text: str, spans: list[Span]) -> list[Span]:
-    """Lever `dates` (module docstring): parts of a day dropped, the further dates added where free."""
-    kept = [s for s in spans if not (s[2] == "DATE" and (_NOT_DATES.fullmatch(text[s[0]:s[1]])
-                                                         or _AGE_AFTER.match(text[s[1]:])))]
-    found = [(m.start(1), m.end(1), "DATE") for m in _MONTH_AFTER.finditer(text)]
+    """Lever `dates` (module docstring): parts of a day, ages and frequencies dropped, the further dates
+    added where free. "may" and "march" after a trigger word are months only when punctuation, a number or the
+    end of the text follows ("in may," but not "this may be")."""
+    kept = [s for s in spans if not (s[2] == "DATE" and _no_date(text, s))]
+    found = [(m.start(1), m.end(1), "DATE") for m in _MONTH_AFTER.finditer(text)
+             if not _MODAL_MONTH.fullmatch(m.group(1)) or _MONTH_END.match(text[m.end(1):])]
     found += [(m.start(), m.end(), "DATE") for m in _MORE_DATES.finditer(text)]
+    found = [f for f in found if not _no_date(text, f)]
     return merge_spans(kept, [f for i, f in enumerate(found) if not _overlaps(f, found[:i])])
 
 
@@ -250,10 +277,13 @@ def _squashed(category: str) -> dict[str, str]:
 
 def hashtags(text: str, spans: list[Span]) -> list[Span]:
     """Part of lever `misc`: a #hashtag whose body names a listed work, product, event, place or organization
-    ("#WorldCup", "#nyc") is that entity, the whole token with its "#", replacing what overlaps it."""
+    ("#WorldCup", "#nyc") is that entity, the whole token with its "#", replacing what overlaps it; one whose
+    body is an ordinary word or a common phrase is not ("#nice", "#reading")."""
     found = []
     for m in _HASHTAG.finditer(text):
         body = re.sub(r"[^a-z0-9]", "", m.group(1).lower())
+        if is_word(body) or body in gz.common_phrases():  # "#nice", "#reading", "#us": a word, not a place
+            continue
         for category in ("ORG", "MISC", "GPE", "LOC"):
             if body in _squashed(category):
                 found.append((m.start(), m.end(), category))
@@ -276,17 +306,19 @@ def capitalized_words(text: str, spans: list[Span]) -> list[Span]:
     """Lever `capitalized` (module docstring): the new PERSON spans."""
     if title_cased(text):
         return []
+    mask = _covered(text, spans)
     picked = [(s, e, w) for s, e, w in _words(text)
-              if w[0].isupper() and any(c.islower() for c in w.rstrip("s")) and not _sentence_initial(text, s)
+              if w[0].isupper() and any(c.islower() for c in w.rstrip("s")) and _free(mask, s, e)
               and w.lower().rstrip(".") not in TITLES and not is_word(w) and w.lower() not in SLANG
-              and not _overlaps((s, e, ""), spans)]
+              and not _sentence_initial(text, s)]
     return _runs(text, picked, "PERSON")
 
 
 def rare_words(text: str, spans: list[Span]) -> list[Span]:
     """Lever `rare` (module docstring): the new MISC spans."""
+    mask = _covered(text, spans)
     picked = [(s, e, w) for s, e, w in _words(text)
-              if len(w) > 2 and not is_word(w) and w.lower() not in SLANG and not _overlaps((s, e, ""), spans)]
+              if len(w) > 2 and _free(mask, s, e) and not is_word(w) and w.lower() not in SLANG]
     return _runs(text, picked, "MISC")
 
 

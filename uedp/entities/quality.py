@@ -113,7 +113,7 @@ def detection_quality(
     tp, fp, fn = Counter(), Counter(), Counter()
     ltp_pred, lfp, ltp_gold, lfn = Counter(), Counter(), Counter(), Counter()
     unscored = anyclass = 0
-    for g_row, p_row in zip(gold, pred):
+    for g_row, p_row, f_row in zip(gold, pred, flag_pred):
         g_set = {s for s in g_row if s[2] in scored}
         p_set = {s for s in p_row if s[2] in scored}
         unscored += len(p_row) - len([s for s in p_row if s[2] in scored])
@@ -126,7 +126,7 @@ def detection_quality(
                 fn[g[2]] += 1
             found = any(p[2] == g[2] and p[0] < g[1] and g[0] < p[1] for p in p_set)
             (ltp_gold if found else lfn)[g[2]] += 1
-            anyclass += any(p[0] < g[1] and g[0] < p[1] for p in p_row)
+            anyclass += any(p[0] < g[1] and g[0] < p[1] for p in f_row)  # of the protected categories
 
     strict = _report(tp, fp, fn, classes)
     lenient_per = {}

@@ -14,15 +14,19 @@ with categories EMAIL, PHONE, ID, CARD, URL (see uedp.categories). What each rul
   (`+44 20 7946 0958`) with 8 to 15 digits in all (E.164).
 - ID: SSN-like `ddd-dd-dddd`; account-style `dddd-dddd` (except year ranges such as `1990-1995`, both
   halves in 1000..2099); alphanumeric identifiers of 1-3 capital letters and 6-10 digits (`AB123456`); and
-  any code of 5 or more letters, digits and dashes holding a digit that follows a word naming one
-  ("ref", "booking ref", "confirmation", "conf number", "tracking", "order", "acct", "account", "policy",
-  "ticket", "invoice", "member", "sort code", "case", "claim": `ref QZ7K4P`, `tracking 1Z84A9W2036`).
+  (since version 2) a code of 5 or more capital letters, digits and dashes holding a digit that follows, as a
+  separate word, a word naming one ("ref", "reference", "booking ref", "confirmation", "conf number",
+  "tracking", "order", "acct", "account", "policy", "ticket", "invoice", "member", "membership", "sort code",
+  "case", "claim", "reservation", "customer": `ref QZ7K4P`, `tracking 1Z84A9W2036`), unless it is a range, a
+  season, a count of 5 digits or fewer, or a name with a number (`order 10-12`, `case 2021-22`, `COVID-19`).
 - PHONE (since version 2): UK-style national numbers, 0 and 9 or 10 more digits in two or three groups
-  (`07700 900461`, `020 7946 0958`), and seven-digit local numbers `555-0147`.
+  (`07700 900461`, `020 7946 0958`), and seven-digit local numbers `555-0147` after a word for calling
+  ("call", "text", "phone", "number", "mobile", "whatsapp", ...).
 - URL (since version 2): a bare domain with a common top-level domain and a path (`github.com/me/repo`).
 
 Numbers are matched whole: a rule never matches inside a longer run of digits, letters or separators
-(so `2021-03-04` is neither a phone nor an ID, and `12345-6789` is not `dddd-dddd`).
+(so `2021-03-04` is neither a phone nor an ID, and `12345-6789` is not `dddd-dddd`); a code after a keyword
+is matched whole too, and the keyword must be a word of its own ("refs12345" is no code).
 
 Where two rules match overlapping text, the earlier rule in `RULE_ORDER` wins; where a rule and spaCy
 overlap, the rule wins (see uedp.entities.detectors). Bump `RULES_VERSION` whenever a rule changes: it is
@@ -35,7 +39,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-RULES_VERSION = 2
+RULES_VERSION = 3
 
 Span = tuple[int, int, str]
 
@@ -119,17 +123,27 @@ _ACCOUNT = re.compile(_NUM_START + r"\d{4}-\d{4}" + _NUM_END)
 _ALNUM_ID = re.compile(r"(?<![\w\-])[A-Z]{1,3}-?\d{6,10}(?![\w\-])")
 _KEYED_ID = re.compile(
     r"\b(?:booking\s+ref(?:erence)?|ref(?:erence)?|confirmation|conf|tracking|order|acct|account|policy|ticket|"
-    r"invoice|member(?:ship)?|sort\s+code|case|claim|reservation|customer)(?:\s+(?:no\.?|number|num|code|id))?"
-    r"\s*[:#]?\s*([A-Za-z0-9](?:[A-Za-z0-9\-]{3,}[A-Za-z0-9]))(?![\w\-])", re.IGNORECASE)
+    r"invoice|member(?:ship)?|sort\s+code|case|claim|reservation|customer)\b(?:\s+(?:no\.?|number|num|code|id)\b)?"
+    r"(?:\s*[:#]\s*|\s+)([A-Za-z0-9](?:[A-Za-z0-9\-]{3,}[A-Za-z0-9]))(?![\w\-])", re.IGNORECASE)
 _PHONE_NATIONAL = re.compile(r"(?<![\w+\-/.])0\d{2,4}[ \-]?\d{3,4}(?:[ \-]?\d{3,4})?" + _NUM_END)
-_PHONE_LOCAL = re.compile(_NUM_START + r"[2-9]\d{2}-\d{4}" + _NUM_END)
+_PHONE_LOCAL = re.compile(
+    r"\b(?:call|text|phone|tel|mobile|cell|number|ring|whatsapp|sms|dial)\b[^\w\n]{0,3}(?:me\s+)?(?:(?:at|on)\s+)?"
+    r"([2-9]\d{2}-\d{4})" + _NUM_END, re.IGNORECASE)
 _URL_DOMAIN = re.compile(
     r"(?<![\w@./\-])[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9\-]+)*"
     r"\.(?:com|org|net|io|co|uk|dev|app|me|gg|tv|edu|gov|info|ai|ly|us|ca|de|fr)/[^\s<>\"]*", re.IGNORECASE)
+_NOT_A_CODE = re.compile(
+    r"\d{4}-\d{2}(?:\d{2})?"  # a year range or season: 2019-20, 2004-2005
+    r"|\d{1,5}-\d{1,5}"  # a range or score: 10-12, 50-50, 200-1000
+    r"|[A-Z]+-\d{1,2}"  # a name with a number: COVID-19, F-16
+    r"|\d{1,2}(?::\d\d)?[AP]M(?:-\d{1,2}(?::\d\d)?[AP]M)?"  # a time: 10AM-12PM
+    r"|\d{1,5}")  # a count: 10000
 
 
 def _keyed_id_ok(s: str) -> bool:
-    return _has_digit(s)
+    """A code that follows a word naming one: holds a digit, has no lower-case letter (2nd-hand, 4ever,
+    10am, 1000s are words), and is no range, season, count or name with a number."""
+    return _has_digit(s) and not any(c.islower() for c in s) and not _NOT_A_CODE.fullmatch(s)
 
 
 def _national_phone_ok(s: str) -> bool:
@@ -147,7 +161,7 @@ RULE_ORDER: tuple[Rule, ...] = (
     Rule("account", "ID", _ACCOUNT, _has_digit, _not_year_range),
     Rule("alnum_id", "ID", _ALNUM_ID, _has_digit),
     Rule("keyed_id", "ID", _KEYED_ID, _has_digit, _keyed_id_ok, group=1),
-    Rule("phone_local", "PHONE", _PHONE_LOCAL, _has_digit),
+    Rule("phone_local", "PHONE", _PHONE_LOCAL, _has_digit, group=1),
 )
 
 _URL_TRAIL = ".,;:!?'\""
