@@ -159,3 +159,16 @@ def test_the_identity_follows_the_list_files_and_the_packages(tmp_path, monkeypa
     monkeypatch.setattr(gz, "_DATA", data)
     assert DETECTORS.create("balanced").identity()["lists_digest"] != before["lists_digest"]
     assert DETECTORS.create("ensemble").identity()["lists_digest"] != before["lists_digest"]
+
+
+def test_package_versions_in_the_identity_are_the_installed_ones_or_missing():
+    """The identity records each package's installed version, and "missing" for one that is not installed,
+    so installing or upgrading a word list changes the cache key."""
+    from importlib.metadata import version
+
+    from uedp.versions import package_version
+
+    identity = DETECTORS.create("balanced").identity()
+    assert identity["faker"] == version("faker") == package_version("faker")
+    assert identity["english-words"] == version("english-words")
+    assert package_version("no-such-distribution-uedp") == "missing"

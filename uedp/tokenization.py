@@ -49,6 +49,7 @@ from uedp.errors import ConfigError, CorpusError
 from uedp.files import PRIVATE, atomic_create, atomic_path
 from uedp.paths import cache_root
 from uedp.public_corpora import is_public_corpus, public_corpus_names, public_source
+from uedp.versions import package_version
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]", "[CLS]", "[SEP]", "[MASK]")
 _FORMAT_VERSION = 1  # bump when the training recipe changes, so old cache files are not reused
@@ -246,15 +247,6 @@ def resolve_public_corpus(choice: str, dataset: str) -> str:
     return choice
 
 
-def _package_version(name: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "missing"
-
-
 @dataclass(frozen=True)
 class PublicCorpus:
     """A public text source for the default tokenizer. `description` names it in run summaries; `key` (the
@@ -282,7 +274,7 @@ def public_corpus(name: str) -> PublicCorpus:
     file_path = None
     if is_public_corpus(name):
         source = public_source(name)
-        description, stamp = source.describe(), [source.package, _package_version(source.package)]
+        description, stamp = source.describe(), [source.package, package_version(source.package)]
     else:
         path = Path(name)
         if not path.is_file():

