@@ -28,29 +28,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.levers:
         specs = lever_specs()
         text = render_levers(evaluate([spec for _, spec in specs], "valid"), specs, "valid")
-        print(text)
-        if args.out is not None:
-            args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / "detectors-levers.md").write_text(text + "\n\nCommand: `python -m experiments.detectors "
-                                                          f"--levers --out {args.out}`\n")
+        _publish(args.out, "detectors-levers.md", text, f"python -m experiments.detectors --levers --out {args.out}")
         return 0
     if args.agreement:
-        result = agreement("informal")
-        print(json.dumps(result, indent=1))
-        if args.out is not None:
-            args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / "ner-agreement.json").write_text(json.dumps(result, indent=1) + "\n")
+        _publish(args.out, "ner-agreement.json", json.dumps(agreement("informal"), indent=1))
         return 0
     results = evaluate([d.strip() for d in args.detectors.split(",") if d.strip()], args.split)
-    text = render(results, args.split)
-    print(text)
+    _publish(args.out, f"detectors-{args.split}.md", render(results, args.split),
+             f"python -m experiments.detectors --split {args.split} --detectors {args.detectors} --out {args.out}")
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"detectors-{args.split}.md").write_text(text + "\n\nCommand: `python -m experiments.detectors "
-                                                            f"--split {args.split} --detectors {args.detectors} "
-                                                            f"--out {args.out}`\n")
         (args.out / f"detectors-{args.split}.json").write_text(json.dumps(results, indent=1))
     return 0
+
+
+def _publish(out: Path | None, name: str, text: str, command: str | None = None) -> None:
+    """Print `text` and, with --out, write it to out/name, a report ending with the command that made it."""
+    print(text)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text + (f"\n\nCommand: `{command}`\n" if command else "\n"))
 
 
 if __name__ == "__main__":

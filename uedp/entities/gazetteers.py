@@ -226,7 +226,6 @@ class Gazetteers:
     def __init__(self, *, extended_names: bool = False, misc: bool = False) -> None:
         self.extended_names = extended_names
         self.misc = misc
-        self._last: tuple[str, tuple[Span, ...]] | None = None
 
     @functools.cached_property
     def first(self) -> frozenset[str]:
@@ -248,13 +247,6 @@ class Gazetteers:
         return first_names() | extended_first_names(words=True)
 
     def spans(self, text: str) -> list[Span]:
-        if self._last is not None and self._last[0] == text:  # asked twice in a row for one sentence (profiles)
-            return list(self._last[1])
-        out = self._spans(text)
-        self._last = (text, tuple(out))
-        return out
-
-    def _spans(self, text: str) -> list[Span]:
         tokens = [(m.start(), m.end(), m.group(0)) for m in _TOKEN.finditer(text)]
         keys = [_key(t[2]) for t in tokens]
         first, last, common = self.first, last_names(), common_phrases(self.extended_names)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import re
 
-from uedp.entities.gazetteers import TITLES, Gazetteers, _key, organizations
+from uedp.entities.gazetteers import TITLES, _key, organizations
 from uedp.entities.rules import Span
 
 INFORMAL_VERSION = "2"
@@ -103,11 +103,12 @@ def _overlaps(a: Span, b: Span) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
-def ensemble_spans(text: str, ner: list[Span], gazetteers: Gazetteers | None = None) -> list[Span]:
+def ensemble_spans(text: str, ner: list[Span], gazetteer: list[Span] | None = None) -> list[Span]:
     """The ensemble's non-rule spans of one sentence: @handles first; then spaCy, the informal dates and the
     gazetteers. In a sentence with no capital letter (where spaCy's small model guesses) the dates replace
     an overlapping spaCy DATE and the gazetteers win where they overlap spaCy; elsewhere spaCy wins and the
-    others only fill in. Each span is cleaned (clean_span). `gazetteers`: default GAZETTEERS (the ensemble's)."""
+    others only fill in. Each span is cleaned (clean_span). `gazetteer`: the sentence's gazetteer spans when
+    the caller has them (a profile's own Gazetteers), else GAZETTEERS.spans(text) (the ensemble's)."""
     from uedp.entities.gazetteers import GAZETTEERS, merge_spans
 
     taken = handle_spans(text)
@@ -117,7 +118,8 @@ def ensemble_spans(text: str, ner: list[Span], gazetteers: Gazetteers | None = N
         ner = [s for s in ner if not (s[2] == "DATE" and any(_overlaps(s, d) for d in dates))]
     else:
         dates = [d for d in dates if not any(_overlaps(d, s) for s in ner)]
-    gazetteer = (gazetteers or GAZETTEERS).spans(text)
+    if gazetteer is None:
+        gazetteer = GAZETTEERS.spans(text)
     first, second = (gazetteer, ner) if lower else (ner, gazetteer)
     spans = merge_spans(merge_spans(taken, dates), merge_spans(first, second))
     return sorted(s for s in (clean_span(text, s) for s in spans) if s is not None)

@@ -49,7 +49,6 @@ SLANG = frozenset(_SLANG_WORDS.split())
 
 def lexicon_identity() -> dict[str, str]:
     """The versions of the packages the lexicon reads, for a detector's identity (the annotation cache key)."""
-
     out = {"lexicon_version": LEXICON_VERSION}
     out.update({package: package_version(package) for package in ("english-words", "nicknames")})
     return out

@@ -85,12 +85,6 @@ def _words(text: str) -> tuple[tuple[int, int, str], ...]:
     return tuple((m.start(), m.end(), m.group(0)) for m in _WORD.finditer(text))
 
 
-@functools.lru_cache(maxsize=4)
-def _rule_spans(text: str) -> tuple[Span, ...]:
-    """find_rule_spans, once per sentence (the filter and the final merge both need it)."""
-    return tuple(find_rule_spans(text))
-
-
 def _overlaps(span: tuple[int, int, str] | Span, spans: list[Span]) -> bool:
     return any(span[0] < s[1] and s[0] < span[1] for s in spans)
 
@@ -133,9 +127,12 @@ def _institution(key: str) -> bool:
             or key in gz.groups() or key in gz.misc_names())
 
 
-def precision_filter(text: str, ner: list[Span], gazetteers: Gazetteers) -> list[Span]:
-    """Lever `filter` (module docstring), on spaCy's spans."""
-    confirming = gazetteers.spans(text) + list(_rule_spans(text)) + handle_spans(text)
+def precision_filter(text: str, ner: list[Span], gazetteers: Gazetteers, known: list[Span] | None = None) -> list[Span]:
+    """Lever `filter` (module docstring), on spaCy's spans. `known`: the sentence's gazetteer and rule spans
+    when the caller has them (profile_spans), else found here."""
+    if known is None:
+        known = gazetteers.spans(text) + find_rule_spans(text)
+    confirming = known + handle_spans(text)
     titled = title_cased(text)
     lower_words = any(w[0].islower() for _, _, w in _words(text))
     out = []
@@ -330,11 +327,12 @@ def profile_spans(text: str, ner: list[Span], levers: tuple[str, ...] | frozense
     if unknown:
         raise ValueError(f"unknown detector levers {sorted(unknown)}; levers: {', '.join(LEVERS)}")
     gazetteers = gazetteers_for(on)
+    listed, rules = gazetteers.spans(text), find_rule_spans(text)  # each found once: the filter needs them too
     if "retype" in on:
         ner = retype(text, ner, gazetteers)
     if "filter" in on:
-        ner = precision_filter(text, ner, gazetteers)
-    spans = ensemble_spans(text, ner, gazetteers)
+        ner = precision_filter(text, ner, gazetteers, listed + rules)
+    spans = ensemble_spans(text, ner, listed)
     if "misc" in on:
         spans = hashtags(text, spans)
     if "sports" in on:
@@ -347,4 +345,4 @@ def profile_spans(text: str, ner: list[Span], levers: tuple[str, ...] | frozense
         spans = merge_spans(spans, capitalized_words(text, spans))
     if "rare" in on:
         spans = merge_spans(spans, rare_words(text, spans))
-    return merge_rule_spans(spans, list(_rule_spans(text)))
+    return merge_rule_spans(spans, rules)
