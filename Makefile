@@ -32,6 +32,9 @@ $(STAMP): pyproject.toml Makefile
 	# only ray, hydra and omegaconf (tests/test_ray_cluster.py runs a sweep with it).
 	$(VENV)/bin/pip install -q --no-deps hydra-ray-launcher==1.2.2
 	$(VENV)/bin/pip install -q -e ".[dev]"
+	# The checkout's own folders (server/, client/, runtime/, studies/, experiments/, ...) are not in the
+	# package (pyproject.toml): put the checkout on this venv's path for its processes (Ray workers, Flower's).
+	echo "$(CURDIR)" > "$$($(VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/uedp-checkout.pth"
 	touch $(STAMP)
 
 main: $(STAMP)

@@ -1,11 +1,13 @@
-"""The ClientApp: the data owner's side of a round (client/update.py) behind Flower's Message API.
+"""The ClientApp: the data owner's side of a round (client/update.py) behind Flower's Message API, with UeDP's
+client mod (uedp.flower.mod) around it.
 
 Per query message (strategy=dp_bart): client/rewrite.py rewrites this owner's sentences under local DP and
-replies with the rewrites only. Per training message: decode the instructions (uedp.protocol), run
-`client_update` on this node's data
+replies with the rewrites only. Per training message: decode the round's instructions ("uedp" record) and
+local training settings ("config" record) (uedp.protocol), run `client_update` on this node's data
 (federation.data = "corpus": user partition-id of the run's corpus; "owners": only the file node config `data-
-path` names, encoded with the tokenizer the message carries), and reply with the update only (plus training
-metrics in non-private runs). In private runs nothing about the round is logged.
+path` names, encoded with the tokenizer the message carries), and return the new model (plus training
+metrics in non-private runs), as any Flower train function does; the mod turns it into the reply: the
+update, clipped once as a whole, and nothing else in private runs. Nothing about the round is logged.
 
 `read_node_config(cfg, node_config)` reads and checks what a node's config says its data is (ConfigError
 naming the entry: a missing, mistyped or out-of-range partition-id, a data-path that names no file).
@@ -28,18 +30,31 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.app import Context, Message, RecordDict
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from client.rewrite import client_rewrite
-from client.update import client_update
+from client.update import SplitModels, client_update
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
+from uedp.flower.mod import UeDPMod, uedp_mod
 from uedp.owners import shipped_tokenizer
-from uedp.protocol import REWRITE_RECORD, REWRITES_RECORD, TOKENIZER_RECORD, TrainInstructions, reply_content
+from uedp.protocol import (
+    ARRAYS_RECORD,
+    CONFIG_RECORD,
+    ENTITY_ARRAYS_RECORD,
+    INSTRUCTIONS_RECORD,
+    METRICS_RECORD,
+    REWRITE_RECORD,
+    REWRITES_RECORD,
+    TOKENIZER_RECORD,
+    RoundInstructions,
+)
+from uedp.training import LocalTraining
 
-# A client round: (cfg, partition id, global weights, instructions) -> (update, training metrics)
-ClientFn = Callable[[RunConfig, int, list[np.ndarray], TrainInstructions], tuple[list[np.ndarray], dict[str, float]]]
+# A client round: (cfg, partition id, global weights, instructions, local training) -> (new model, metrics)
+ClientFn = Callable[[RunConfig, int, list[np.ndarray], RoundInstructions, LocalTraining],
+                    tuple[list[np.ndarray] | SplitModels, dict[str, float]]]
 
 
 def inject_fault(fault: str) -> None:
@@ -153,44 +168,58 @@ class _Laps:
 
 @dataclass(frozen=True)
 class TrainHandler:
-    """The train function: decode the instructions, run client_update, reply with the update only.
+    """The train function: decode the instructions and training settings, run client_update, reply with the
+    new model (the client mod makes the update of it: uedp.flower.mod).
 
     A module-level class rather than a closure, because the Ray simulation pickles the ClientApp with every
     message: cloudpickle sends a closure by value (with a scan of its globals' submodules, ~2 ms a message
     here), an instance of this class by reference plus its few fields. `timings_dir` (or `lap_sink`, which
     receives each message's laps instead of a file: the in-process grid): benchmark only. `update`: the
     client round (default client.update.client_update; the audit injects a broken control, the in-process
-    grid's tests a failing one): called as update(cfg, partition_id, weights, ins) on the run's corpus and
-    update.owner(cfg, data_path, tokenizer, weights, ins, identity=node id) on an owner's file."""
+    grid's tests a failing one): called as update(cfg, partition_id, weights, ins, training) on the run's
+    corpus and update.owner(cfg, data_path, tokenizer, weights, ins, training, identity=node id) on an owner's
+    file. `mod`: UeDP's client mod (the audit's per-step control passes one with its broken bound)."""
 
     cfg: RunConfig | None = None
     timings_dir: str = ""
     update: ClientFn = client_update
     lap_sink: Callable[[dict[str, float]], None] | None = None
+    mod: UeDPMod = uedp_mod
 
     def __call__(self, msg: Message, context: Context) -> Message:
+        """The reply the node sends: the train function below, inside UeDP's client mod (applied here rather
+        than with ClientApp(mods=[...]), whose wrapping closure Ray would pickle by value with every message)."""
+        return self.mod(msg, context, self.train)
+
+    def train(self, msg: Message, context: Context) -> Message:
         timed = self.timings_dir or self.lap_sink is not None
         laps = _Laps(self.timings_dir, self.lap_sink) if timed else None
         torch.set_num_threads(1)
-        run_cfg = self.cfg if self.cfg is not None else RunConfig.from_flat(dict(context.run_config))
+        run_cfg = self.cfg if self.cfg is not None else RunConfig.from_run_config(context.run_config)
         inject_fault(str(context.node_config.get("fault", "")))
         node = read_node_config(run_cfg, context.node_config)
-        ins = TrainInstructions.from_record(msg.content["config"])
-        weights = msg.content["arrays"].to_numpy_ndarrays()
+        ins = RoundInstructions.from_record(msg.content[INSTRUCTIONS_RECORD])
+        training = LocalTraining.from_record(msg.content[CONFIG_RECORD])
+        weights = msg.content[ARRAYS_RECORD].to_numpy_ndarrays()
         if laps:
             laps.lap("decode", round=ins.round)
         if run_cfg.owners:  # this owner's own file, the tokenizer the server shipped
             if not hasattr(self.update, "owner"):
                 raise TypeError(f"federation.data = owners needs a client round with .owner, got {self.update!r}")
             tokenizer = shipped_tokenizer(dict(msg.content[TOKENIZER_RECORD]))
-            update, metrics = self.update.owner(run_cfg, node.data_path, tokenizer, weights, ins,  # type: ignore[attr-defined]
-                                                identity=str(context.node_id))
+            new, metrics = self.update.owner(run_cfg, node.data_path, tokenizer, weights, ins, training,  # type: ignore[attr-defined]
+                                             identity=str(context.node_id))
         else:
             assert node.partition_id is not None  # read_node_config requires it
-            update, metrics = self.update(run_cfg, node.partition_id, weights, ins)
+            new, metrics = self.update(run_cfg, node.partition_id, weights, ins, training)
         if laps:
             laps.lap("compute")
-        reply = Message(reply_content(update, metrics), reply_to=msg)
+        content = RecordDict({ARRAYS_RECORD: ArrayRecord(new.free if isinstance(new, SplitModels) else new)})
+        if isinstance(new, SplitModels):
+            content[ENTITY_ARRAYS_RECORD] = ArrayRecord(new.entity)
+        if metrics:
+            content[METRICS_RECORD] = MetricRecord(metrics)
+        reply = Message(content, reply_to=msg)
         if laps:
             laps.lap("encode")
             laps.write()
@@ -206,7 +235,7 @@ class QueryHandler:
 
     def __call__(self, msg: Message, context: Context) -> Message:
         torch.set_num_threads(1)
-        run_cfg = self.cfg if self.cfg is not None else RunConfig.from_flat(dict(context.run_config))
+        run_cfg = self.cfg if self.cfg is not None else RunConfig.from_run_config(context.run_config)
         inject_fault(str(context.node_config.get("fault", "")))
         node = read_node_config(run_cfg, context.node_config, need_partition=False)
         asked = msg.content.config_records.get(REWRITE_RECORD)
@@ -221,7 +250,7 @@ def make_client_app(cfg: RunConfig | None = None, *, timings_dir: str = "") -> C
     studies/benchmark.py): time each training message's decoding, client_update and reply encoding into
     that folder; empty (every real run): no timing, nothing written."""
     app = ClientApp()
-    app.train()(TrainHandler(cfg, timings_dir))
+    app.train()(TrainHandler(cfg, timings_dir))  # UeDP's client mod inside (TrainHandler.__call__)
     app.query()(QueryHandler(cfg))
     return app
 

@@ -1,17 +1,18 @@
-"""The data owner's side of a round (contract steps 3-6): from a training message to the update it returns.
+"""The data owner's side of a round (contract steps 3-5): from a training message to the model it trains.
 
-`ClientRound()(cfg, partition_id, weights, ins)`: read the user's sentences and entity sets (user
+`ClientRound()(cfg, partition_id, weights, ins, training)`: read the user's sentences and entity sets (user
 `partition_id` of the run's prepared corpus, cached in this process; or, with `.owner(...)`, the owner's own
 file, node config data-path, cached on its disk: uedp.owners), select sentences as the round's mechanism says
-(uedp.privacy.mechanisms: keyed-hash entity sampling with the "every entity sampled" rule and the entity-cap
-slot, or every sentence), train from the received global model with entity weights, then clip the WHOLE update
-theta_local - theta_t to beta ONCE and scale it by w_u. In private runs nothing but the update is returned: no
-loss, count or entity statistic, and nothing about the round is logged.
+(uedp.flower.selection: keyed-hash entity sampling with the "every entity sampled" rule and the entity-cap
+slot, or every sentence), and train from the received global model with entity weights (`training`: the
+message's "config" record). It returns the NEW model (a split update: two, `SplitModels`) and, in
+non-private runs only, training metrics. The update theta_local - theta_t is taken, clipped ONCE as a whole
+to beta and scaled by w_u by the client mod around the ClientApp (uedp.flower.mod), the code every node runs:
+this module never sends anything, and nothing about the round is logged.
 
-`client_update` is the instance every real run uses. Two parts are injectable, for the audit's broken controls
-only (uedp.audit.controls): a hook on the gradients before each local step, and the function that bounds the
-update (`bound_update` here). Nothing else differs, so a control is this code with one part swapped, never a
-copy of it.
+`client_update` is the instance every real run uses. A hook on the gradients before each local step is
+injectable, for the audit's broken control only (uedp.audit.controls, with the mod's `bound` replaced too);
+nothing else differs, so a control is this code with one part swapped, never a copy of it.
 """
 
 from __future__ import annotations
@@ -25,17 +26,26 @@ import numpy as np
 import torch
 
 from uedp.config import RunConfig
+from uedp.flower.selection import select_rows
 from uedp.models.base import UedpModel, get_weights, set_weights
 from uedp.owners import model_shape, owner_data
 from uedp.pipeline import UserData, load_manifest, load_user_data, new_model
-from uedp.privacy.clipping import clip_update, scale
-from uedp.privacy.selection import SelectionParams, select_sentences
-from uedp.protocol import SplitUpdate, TrainInstructions
+from uedp.protocol import RoundInstructions
 from uedp.tokenization import TextTokenizer
 from uedp.training import LocalTraining, local_train
 
-GradientHook = Callable[[TrainInstructions, Sequence[torch.nn.Parameter]], None]
-UpdateBound = Callable[[list[np.ndarray], TrainInstructions], list[np.ndarray]]
+GradientHook = Callable[[RoundInstructions, Sequence[torch.nn.Parameter]], None]
+Weights = list[np.ndarray]
+
+
+@dataclass(frozen=True)
+class SplitModels:
+    """A split update's two new models (uedp_split), each trained from the same global model: `free` on the
+    selected entity-free sentences, `entity` on the selected sentences with entities (the mod clips each to
+    its own bound, beta and gamma)."""
+
+    free: Weights
+    entity: Weights
 
 
 # Encoded user data, per process. A simulation runs every virtual client of a run in its few actor processes
@@ -56,84 +66,63 @@ def _model(cfg_key: tuple):
     return new_model(cfg, load_manifest(cfg))
 
 
-def select(data: UserData, ins: TrainInstructions) -> tuple[np.ndarray, np.ndarray]:
+def select(data: UserData, ins: RoundInstructions) -> tuple[np.ndarray, np.ndarray]:
     """Rows used this round and their weights omega(x)."""
-    if not ins.spec.keyed:  # every sentence of the sampled user, weight 1
-        n = len(data.sids)
-        return np.arange(n), np.ones(n)
-    params = SelectionParams(
-        q_e=ins.q_e, q_s=ins.q_s, k_cap=ins.k_cap or None, m_max=ins.m_max if ins.k_cap else None,
-        slot=ins.slot if ins.k_cap else None,
-    )
-    sel = select_sentences(ins.key, user=data.user, sids=data.sids.tolist(), entities=data.entities,
-                           params=params)
-    rows = np.flatnonzero(sel.mask)
-    return rows, sel.weights[rows]
-
-
-def bound_update(delta: list[np.ndarray], ins: TrainInstructions) -> list[np.ndarray]:
-    """ONE clip of the whole update to beta, then the user weight: norm <= w_u * beta exactly. beta = 0
-    (no clip) only in noiseless runs: TrainInstructions refuses it in private ones."""
-    if ins.beta > 0:
-        return clip_update(delta, ins.beta, w_u=ins.w_u)[0]
-    return scale(delta, ins.w_u)
+    return select_rows(ins, owner=data.user, entities=data.entities, sids=data.sids.tolist())
 
 
 @dataclass(frozen=True)
 class ClientRound:
     gradient_hook: GradientHook | None = None  # hook(ins, parameters with .grad) before each local step
-    bound: UpdateBound = bound_update
 
-    def __call__(self, cfg: RunConfig, partition_id: int, weights: list[np.ndarray], ins: TrainInstructions
-                 ) -> tuple[list[np.ndarray], dict[str, float]]:
-        """The update user `partition_id` of the run's corpus returns for one round, and (non-private runs
+    def __call__(self, cfg: RunConfig, partition_id: int, weights: Weights, ins: RoundInstructions,
+                 training: LocalTraining) -> tuple[Weights | SplitModels, dict[str, float]]:
+        """The new model user `partition_id` of the run's corpus trains in one round, and (non-private runs
         only) training metrics."""
         key = tuple(sorted(cfg.to_flat().items()))
-        return self.train(_user_data(key, partition_id, ins.spec.deidentify), _model(key), weights, ins)
+        return self.train(_user_data(key, partition_id, ins.spec.deidentify), _model(key), weights, ins, training)
 
-    def owner(self, cfg: RunConfig, data_path: str, tokenizer: TextTokenizer, weights: list[np.ndarray],
-              ins: TrainInstructions, *, identity: str) -> tuple[list[np.ndarray], dict[str, float]]:
+    def owner(self, cfg: RunConfig, data_path: str, tokenizer: TextTokenizer, weights: Weights,
+              ins: RoundInstructions, training: LocalTraining, *,
+              identity: str) -> tuple[Weights | SplitModels, dict[str, float]]:
         """The same for a data owner who reads only its own file (node config data-path; uedp.owners),
         encoded with the tokenizer the server shipped. `identity` is unique to this node (its Flower node
         id): it prefixes the file's own "user" name in the extended entities' identities, so two owners
         whose files name the same user never share an S-coin (docs/proofs.md section 2)."""
         data = owner_data(cfg, data_path, tokenizer, deidentified=ins.spec.deidentify)
         data = dataclasses.replace(data, user=f"node {identity}: {data.user}")
-        return self.train(data, new_model(cfg, model_shape(cfg, tokenizer)), weights, ins)
+        return self.train(data, new_model(cfg, model_shape(cfg, tokenizer)), weights, ins, training)
 
-    def train(self, data: UserData, model: UedpModel, weights: list[np.ndarray], ins: TrainInstructions
-              ) -> tuple[list[np.ndarray] | SplitUpdate, dict[str, float]]:
-        """Select, train from `weights`, bound the update (see the module docstring). A split update
-        (uedp_split) trains twice from `weights`: on the selected entity-free sentences (bounded by beta)
-        and on the selected sentences with entities (bounded by gamma), and returns both parts."""
+    def train(self, data: UserData, model: UedpModel, weights: Weights, ins: RoundInstructions,
+              training: LocalTraining) -> tuple[Weights | SplitModels, dict[str, float]]:
+        """Select, then train from `weights` (see the module docstring). A split update (uedp_split) trains
+        twice from `weights`: on the selected entity-free sentences and on the selected sentences with
+        entities, and returns both models."""
         rows, omega = select(data, ins)
         if not ins.spec.split:
-            return self._bounded_update(data, model, weights, rows, omega, ins)
+            return self._trained(data, model, weights, rows, omega, ins, training)
         has_entity = np.fromiter((len(e) > 0 for e in data.entities), dtype=bool, count=len(data.sids))[rows]
-        free = self._part(data, model, weights, rows[~has_entity], omega[~has_entity], ins)
-        entity = self._part(data, model, weights, rows[has_entity], omega[has_entity],
-                            dataclasses.replace(ins, beta=ins.gamma))
-        return SplitUpdate(free=free, entity=entity), {}
+        free = self._part(data, model, weights, rows[~has_entity], omega[~has_entity], ins, training)
+        entity = self._part(data, model, weights, rows[has_entity], omega[has_entity], ins, training)
+        return SplitModels(free=free, entity=entity), {}
 
-    def _part(self, data: UserData, model: UedpModel, weights: list[np.ndarray], rows: np.ndarray,
-              omega: np.ndarray, ins: TrainInstructions) -> list[np.ndarray]:
-        """One part of a split update; a part whose training fails (non-finite, cannot be clipped) is ZERO
-        and the other part is still sent. Failing the whole reply would make the free part's presence depend
-        on the entity sentences (docs/proofs.md section 9, F1). Nothing about the failure is logged."""
+    def _part(self, data: UserData, model: UedpModel, weights: Weights, rows: np.ndarray, omega: np.ndarray,
+              ins: RoundInstructions, training: LocalTraining) -> Weights:
+        """One part of a split update; a part whose training fails in ANY way is the global model itself (a
+        zero update) and the other part is still sent. Failing the whole reply would make the free part's
+        presence depend on the entity sentences (docs/proofs.md section 9, F1). Nothing about the failure is
+        logged."""
         try:
-            return self._bounded_update(data, model, weights, rows, omega, ins)[0]
-        except (ValueError, ArithmeticError):
-            return [np.zeros_like(w, dtype=np.float32) for w in weights]
+            return self._trained(data, model, weights, rows, omega, ins, training)[0]
+        except Exception:  # noqa: BLE001 - whatever the entity part raises, the free part stays as it is
+            return [np.array(w, copy=True) for w in weights]
 
-    def _bounded_update(self, data: UserData, model: UedpModel, weights: list[np.ndarray], rows: np.ndarray,
-                        omega: np.ndarray, ins: TrainInstructions) -> tuple[list[np.ndarray], dict[str, float]]:
-        """Train from `weights` on `rows` with weights `omega`, then bound the update (ins.beta)."""
+    def _trained(self, data: UserData, model: UedpModel, weights: Weights, rows: np.ndarray, omega: np.ndarray,
+                 ins: RoundInstructions, training: LocalTraining) -> tuple[Weights, dict[str, float]]:
+        """Train from `weights` on `rows` with weights `omega`; the new model and (non-private) metrics."""
         set_weights(model, weights)
         w = torch.zeros(len(data.sids), dtype=torch.float32)
         w[torch.as_tensor(rows, dtype=torch.long)] = torch.as_tensor(omega, dtype=torch.float32)
-        training = LocalTraining(optimizer=ins.optimizer, lr=ins.lr, momentum=ins.momentum,
-                                 local_epochs=ins.local_epochs, local_steps=ins.local_steps,
-                                 batch_size=ins.batch_size)
         generator = None
         if ins.seed >= 0:  # reproduction runs only
             torch.manual_seed(ins.seed)
@@ -141,10 +130,8 @@ class ClientRound:
         hook = None if self.gradient_hook is None else functools.partial(self.gradient_hook, ins)
         loss, steps = local_train(model, data.encoded, torch.as_tensor(rows, dtype=torch.long), w, training,
                                   generator=generator, before_step=hook)
-        delta = [new - old for new, old in zip(get_weights(model), weights)]
-        delta = self.bound(delta, ins)
         metrics = {} if ins.private else {"train_loss": loss, "sentences": float(len(rows)), "steps": float(steps)}
-        return [np.asarray(d, dtype=np.float32) for d in delta], metrics
+        return get_weights(model), metrics
 
 
 client_update = ClientRound()

@@ -5,8 +5,9 @@ process id when the run ends, fails or is interrupted.
     python -m experiments.federation --nodes 3 [--tls | --auth] [--out outputs/federation] \\
         [-c federation.rounds=2 -c privacy.target_epsilon=4 ...] [--kill-node-after-round 1]
 
-`-c KEY=VALUE` overrides the run config (the keys of [tool.flwr.app.config] in pyproject.toml; values are
-TOML, so strings need quotes: -c 'dataset.options="{\\"num_users\\": 3}"'). `federation.num_nodes` is set to
+`-c KEY=VALUE` overrides the run config (RunConfig's keys, group.option, written under the project's namespace
+as [tool.flwr.app.config] in pyproject.toml lists them: uedp.group.option; values are TOML, so strings need
+quotes: -c 'dataset.options="{\\"num_users\\": 3}"'). `federation.num_nodes` is set to
 --nodes, so node i trains as the corpus's i-th user. `--tls` makes a self-signed CA and a server certificate
 for 127.0.0.1 (runtime/tls.py) and runs every link over TLS; without it the processes run with --insecure,
 which is only for loopback. `--auth` (implies --tls) admits only invited SuperNodes: one OpenSSH ECDSA key
@@ -26,6 +27,15 @@ SuperLink was SIGKILLed and after `stop()` had returned; Flower's own parent-pro
 later). Under auth a SIGKILLed SuperNode stays "online" in the SuperLink for up to 2 x 30 s (Flower's
 heartbeat patience), and until then a restarted one is refused ("[code: 2004] Failed to activate SuperNode",
 exit 305): `restart_node` starts it again until it is activated.
+
+`flwr run . --stream` ends when the SuperLink marks the run finished, and exits 0 however it finished (Flower
+1.42: flwr/cli/run/run.py returns after flwr/cli/log.py's `start_stream`, whose stream the SuperLink ends at
+any "finished" status, flwr/superlink/servicer/control/control_handlers.py `_stream_logs`): a SIGKILLed
+ServerApp's run is marked "finished:failed" ("No heartbeat received from the task") once its heartbeat
+expires, and the stream then ends with status 0. So `Federation.run` asks the SuperLink for the run's status
+after the stream ends (`flwr ls CONNECTION --run-id N --format json`, the run id from flwr run's "Successfully
+started run N") and returns `RUN_NOT_COMPLETED` unless it is "finished:completed" (`Federation.last_run`
+holds what it said).
 
 `flwr run` is given a copy of the app's source (HOME/app-src: the tree less .git and the directories
 .gitignore names, .venv and outputs/ among them), made once per federation: Flower 1.42 builds the FAB by
@@ -68,6 +78,65 @@ REFUSED_ACTIVATION = "[code: 2004]"  # ... and what it logs when the SuperLink r
 SERVERAPP = "flwr-serverapp"  # the ServerApp's executable: one process per run
 SLEEP_CAP = 0.1  # runtime/supernode_launcher.py --sleep-cap (1 node: 5.4 -> 2.5-3.0 s a round, issue 25's note)
 TELEMETRY_OFF = {"FLWR_TELEMETRY_ENABLED": "0"}  # every process started here (Flower reads it at import)
+# what `flwr run` prints once the SuperLink has accepted the run (Flower 1.42: flwr/cli/run/run.py)
+STARTED_RUN = re.compile(r"Successfully started run (\d+)")
+# `flwr ls`'s status of a run whose ServerApp returned (status:sub-status, flwr/cli/run_utils.py format_runs;
+# the others: finished:failed, finished:stopped, and pending, starting, running before the end)
+COMPLETED = "finished:completed"
+UNKNOWN = "unknown"  # RunStatus.status when the SuperLink could not be asked, or did not answer
+# Federation.run's return value when `flwr run` exited 0 but the run did not complete (or its status is unknown)
+RUN_NOT_COMPLETED = 3
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """What the SuperLink says of a run after its log stream ended (`flwr ls --run-id N --format json`)."""
+
+    run_id: int | None
+    status: str  # COMPLETED, "finished:failed", "finished:stopped", ... or UNKNOWN
+    details: str = ""  # Flower's status details ("No heartbeat received from the task"), or why UNKNOWN
+
+    @property
+    def completed(self) -> bool:
+        return self.status == COMPLETED
+
+    def __str__(self) -> str:
+        return f"run {self.run_id}: {self.status}" + (f" ({self.details})" if self.details else "")
+
+
+def parse_run_status(stdout: str, run_id: int) -> RunStatus:
+    """Run `run_id`'s status from the output of `flwr ls ... --run-id N --format json` (Flower 1.42:
+    flwr/cli/ls.py `_to_json`, {"success": true, "runs": [{"run-id": "N", "status": ..., "status-details": ...}]};
+    on an error {"success": false, "error-message": ...}, flwr/supercore/logger.py `print_json_error`, often
+    with exit status 0). ValueError if it holds no status of that run."""
+    start = stdout.find("{")
+    if start < 0:
+        raise ValueError(f"no JSON in flwr ls's output: {stdout[-500:]!r}")
+    doc, _ = json.JSONDecoder().raw_decode(stdout[start:])
+    if not isinstance(doc, dict) or doc.get("success") is not True:
+        why = doc.get("error-message") if isinstance(doc, dict) else doc
+        raise ValueError(f"flwr ls failed: {str(why).strip()[-500:]}")
+    runs = [r for r in doc.get("runs") or [] if isinstance(r, dict) and str(r.get("run-id")) == str(run_id)]
+    if len(runs) != 1 or not isinstance(runs[0].get("status"), str):
+        raise ValueError(f"flwr ls listed no status of run {run_id}: {json.dumps(doc)[:500]}")
+    details = str(runs[0].get("status-details") or "")
+    return RunStatus(run_id, runs[0]["status"], "" if details == "N/A" else details)
+
+
+def _namespaced(key: str, root: Path) -> str:
+    """A RunConfig key ("privacy.q_u") as the app at `root` lists it in its run config: under the project's
+    namespace ("uedp.privacy.q_u"), unless that app's pyproject.toml lists its keys without one (the code of
+    an earlier revision, which a benchmark runs side by side: studies/scaling.py --baseline-rev)."""
+    import tomllib
+
+    from uedp.config import NAMESPACE
+
+    if key.startswith(f"{NAMESPACE}."):
+        return key
+    project = root / "pyproject.toml"
+    listed = (tomllib.loads(project.read_text()).get("tool", {}).get("flwr", {}).get("app", {}).get("config", {})
+              if project.is_file() else {NAMESPACE: {}})
+    return f"{NAMESPACE}.{key}" if NAMESPACE in listed else key
 
 
 def free_port() -> int:
@@ -120,6 +189,9 @@ class Federation:
     _logs: list[IO[bytes]] = field(default_factory=list)
     _log_start: dict[str, int] = field(default_factory=dict)  # where each process's current start begins in its log
     _app_src: Path | None = None
+    # the SuperLink's status of the run the last `run` submitted, asked when its `flwr run` exited 0 (None: not
+    # asked, `flwr run` failed itself or was killed)
+    last_run: RunStatus | None = None
 
     def __post_init__(self) -> None:
         if self.auth:
@@ -363,13 +435,39 @@ class Federation:
         return self._app_src
 
     # -- running the app ----------------------------------------------------------------------------------
+    def places_file(self) -> Path:
+        """The public place map of the invited nodes (with --auth): place i is node i's registered key
+        (uedp.flower.places), written to HOME/places.txt."""
+        from uedp.flower.places import write_places
+
+        if not self.keys:
+            raise ConfigError("a place map needs SuperNode authentication (--auth): without it a node's key is "
+                              "its own fresh choice at every start")
+        order = sorted(self.keys)
+        return write_places(self.home / "places.txt", [self.keys[i].public.read_bytes() for i in order],
+                            [self.keys[i].name for i in order])
+
+    def with_places(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """Owners mode under --auth: the run config gets the invited nodes' place map (federation.places), unless
+        it names one. Without --auth a private owners-mode run has no map: its ServerApp refuses to start."""
+        owners = overrides.get("federation.data") == DataSource.OWNERS.value
+        if not owners or overrides.get("federation.places") or not self.auth:
+            return overrides
+        return {**overrides, "federation.places": str(self.places_file())}
+
     def run(self, overrides: dict[str, Any], *, timeout: float = 900.0, on_round=None,
             echo: Callable[[str], None] | None = None) -> int:
-        """`flwr run . --stream` with `overrides` as the run config; returns flwr's exit status. `on_round`
-        is called with each round number the ServerApp logs; each line of the stream goes to `echo` (default:
-        printed) and to logs/flwr-run.log."""
-        path = self.home / "run-config.toml"
-        path.write_text("".join(f"{k} = {_toml(v)}\n" for k, v in overrides.items()))
+        """`flwr run . --stream` with `overrides` as the run config; returns 0 only if the run completed:
+        flwr's exit status when it is not 0, else `RUN_NOT_COMPLETED` unless the SuperLink says the run is
+        "finished:completed" (`run_status`; flwr exits 0 also when the ServerApp failed or was killed: see the
+        module docstring). `self.last_run` keeps the status, and a run that did not complete adds a line saying
+        so to the stream. `on_round` is called with each round number the ServerApp logs; each line of the
+        stream goes to `echo` (default: printed) and to logs/flwr-run.log."""
+        self.last_run = None
+        run_id: int | None = None
+        overrides = self.with_places(overrides)
+        path = self.home / "run-config.toml"  # the project's keys live under its namespace (uedp.privacy.q_u)
+        path.write_text("".join(f"{_namespaced(k, self.root)} = {_toml(v)}\n" for k, v in overrides.items()))
         log = (self.home / "logs" / "flwr-run.log").open("w")
         app = self.app_source()
         proc = subprocess.Popen([executable("flwr"), "run", "." if app == self.root else str(app), CONNECTION,
@@ -392,10 +490,53 @@ class Federation:
                 m = ROUND_LINE.search(line)
                 if m and on_round is not None:
                     on_round(int(m.group(1)))
-            return proc.wait()
+                if run_id is None and (started := STARTED_RUN.search(line)):
+                    run_id = int(started.group(1))
+            rc = proc.wait()
+            timer.cancel()
+            if rc != 0:  # flwr's own failure (or killed): nothing more to ask
+                return rc
+            if run_id is None:
+                status = RunStatus(None, UNKNOWN, "flwr run exited 0 without printing \"Successfully started run "
+                                                  f"N\"; see {self.home / 'logs' / 'flwr-run.log'}")
+            else:
+                status = self.run_status(run_id)
+            self.last_run = status
+            line = f"flwr run exited 0; the SuperLink's status of {status}"
+            if not status.completed:
+                line = f"FAILED: {line}, not {COMPLETED}"
+            log.write(line + "\n")
+            if not status.completed:
+                if echo is None:
+                    print(line, flush=True)
+                else:
+                    echo(line)
+            return 0 if status.completed else RUN_NOT_COMPLETED
         finally:
             timer.cancel()
             log.close()
+
+    def run_status(self, run_id: int, *, timeout: float = 60.0, tries: int = 3) -> RunStatus:
+        """The SuperLink's status of run `run_id`: `flwr ls CONNECTION --run-id N --format json` (asked up to
+        `tries` times, a second apart, while it fails); status UNKNOWN, with why, if it never answers.
+        Asking Flower, not reading the ServerApp's own files (summary.json), also catches a run whose files
+        are those of an earlier run in the same folder."""
+        argv = [executable("flwr"), "ls", CONNECTION, "--run-id", str(run_id), "--format", "json"]
+        why = ""
+        for attempt in range(tries):
+            if attempt:
+                time.sleep(1.0)
+            try:
+                proc = subprocess.run(argv, cwd=self.root, env=self._env(), capture_output=True, text=True,
+                                      timeout=timeout)
+            except subprocess.TimeoutExpired:
+                why = f"flwr ls --run-id {run_id} timed out after {timeout:.0f} s"
+                continue
+            try:
+                return parse_run_status(proc.stdout, run_id)
+            except ValueError as exc:
+                why = f"flwr ls --run-id {run_id} exited {proc.returncode}: {exc} {proc.stderr.strip()[-500:]}".strip()
+        return RunStatus(run_id, UNKNOWN, why)
 
 
 def kill_process(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:

@@ -6,8 +6,16 @@ Flower simulation, to measure Flower's round overhead (studies/benchmark.py).
 
 Node ids are partition ids (node config partition-id), or with federation.data = owners index the owners'
 files (node config data-path). Each training message's client round is `client_fn` (default: the real one,
-client.update.client_update; the audit passes a broken control), injected into the handler. A node listed
-in `failing` raises (like a crashing client) and comes back as an error reply; so does any exception the
+client.update.client_update; the audit passes a broken control), injected into the handler, and runs inside
+the client mod every ClientApp has (`mod`, default uedp.flower.mod.uedp_mod; the audit's per-step control
+passes one with its broken bound).
+
+Places. Like a SuperLink, the grid reports each node with a public key (`get_nodes`): node i's is a fixed
+EC key derived from i, the stand-in for an owner's registered SuperNode key. The in-process grid is joined
+by no one but the nodes it is built with, so its owners' place map is built from those keys by the runner
+(`owner_places`: place i is owner file i); a test adds an intruder by giving the grid more files than places.
+
+A node listed in `failing` raises (like a crashing client) and comes back as an error reply; so does any exception the
 client code raises (as in Flower, where a raising ClientApp yields an error reply and the round goes on).
 Only the exception's type is kept: its message could hold data. Every reply is a flwr Message built with
 `reply_to` the message it answers (as a SuperLink ties a reply to its message: source node, reply-to id,
@@ -17,6 +25,8 @@ its round's messages (uedp.privacy.replies).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +38,34 @@ from client.app import ClientFn, QueryHandler, TrainHandler
 from client.update import client_update
 from server.setup import Components
 from uedp.config import RunConfig
+from uedp.flower.mod import UeDPMod, uedp_mod
+from uedp.flower.places import KeyedPlaces, key_fingerprint
+
+
+@dataclass(frozen=True)
+class LocalNode:
+    """What Flower's NodeInfo says of a node, for the place map: its id and registered public key (PEM)."""
+
+    node_id: int
+    public_key: bytes
+    status: str = "online"
+    last_activated_at: str = ""
+
+
+@functools.lru_cache(maxsize=4096)
+def node_key(node: int) -> bytes:
+    """Node `node`'s stand-in public key (PEM): P-256, private scalar node + 1 (public by construction: the
+    in-process grid authenticates nothing, it is simply not reachable by anyone else)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    public = ec.derive_private_key(node + 1, ec.SECP256R1()).public_key()
+    return public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def owner_places(num_owners: int) -> KeyedPlaces:
+    """The in-process owners' place map: place i is node i's key (the first `num_owners` files)."""
+    return KeyedPlaces(tuple(key_fingerprint(node_key(i)) for i in range(num_owners)), source="in-process grid")
 
 
 @dataclass
@@ -37,6 +75,7 @@ class LocalGrid:
     failing: frozenset[int] = frozenset()
     client_fn: ClientFn = client_update
     data_paths: Sequence[str] = ()  # federation.data = owners: node i reads only data_paths[i]
+    mod: UeDPMod = uedp_mod  # the client mod around every training message (the ClientApp's)
     calls: int = 0
     client_seconds: list[float] = field(default_factory=list)  # per answered training message, in this process
     # per answered training message: the ClientApp's laps {"round", "decode", "compute", "encode", "cpu"}
@@ -44,11 +83,14 @@ class LocalGrid:
     client_laps: list[dict[str, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._train = TrainHandler(self.cfg, update=self.client_fn, lap_sink=self.client_laps.append)
+        self._train = TrainHandler(self.cfg, update=self.client_fn, lap_sink=self.client_laps.append, mod=self.mod)
         self._query = QueryHandler(self.cfg)
 
     def get_node_ids(self) -> Iterable[int]:
         return range(len(self.data_paths) if self.data_paths else self.num_nodes)
+
+    def get_nodes(self) -> Iterable[LocalNode]:
+        return [LocalNode(i, node_key(i)) for i in self.get_node_ids()]
 
     def context(self, node: int) -> Context:
         """The Context a SuperNode gives its ClientApp: this node's id and node config."""
@@ -70,6 +112,9 @@ class LocalGrid:
                 reply = handler(msg, self.context(node))
             except Exception as exc:  # as in Flower: a raising ClientApp is an error reply, the round goes on
                 replies.append(_error_reply(msg, f"client raised {type(exc).__name__}"))
+                continue
+            if reply.has_error():  # the client mod's own error reply (its reason names no data)
+                replies.append(_error_reply(msg, reply.error.reason))
                 continue
             replies.append(Message(reply.content, reply_to=msg))
             if handler is self._train:
@@ -100,8 +145,16 @@ def run_local(cfg: RunConfig, *, components: Components | None = None, **grid_op
     from uedp.pipeline import prepare
 
     set_local_task_identity()
+    import logging
+
     import torch
 
     torch.set_num_threads(1)  # small per-client models: threads only contend (as in the Flower client)
+    # Flower's loop (Strategy.start) logs every round's metrics at INFO; an in-process run prints its own
+    # progress lines, as a simulation does (runtime/simulate.py)
+    logging.getLogger("flwr").setLevel(logging.WARNING)
     nodes = cfg.federation.num_nodes if cfg.owners else len(prepare(cfg).users)
+    components = components or Components()
+    if cfg.owners and components.places is None and not cfg.federation.places:
+        components = dataclasses.replace(components, places=owner_places(nodes))
     return run_server(LocalGrid(cfg, nodes, **grid_options), cfg, components=components)

@@ -40,7 +40,8 @@ class _DropRunSimulationDeprecation(logging.Filter):
     run"). Every other Flower warning passes."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.args and str(record.args[0]).startswith("The `run_simulation` function is deprecated"))
+        args = record.args if isinstance(record.args, tuple) else ()  # a single mapping argument is a dict
+        return not (args and str(args[0]).startswith("The `run_simulation` function is deprecated"))
 
 
 def _quiet_libraries() -> None:

@@ -1,10 +1,14 @@
-"""The ServerApp: set-up (server/setup.py), the rounds (server/round.py), then the summary.
+"""The ServerApp: set-up (server/setup.py), the rounds (Flower's own `Strategy.start` around UeDP's wrapper,
+uedp.flower.UserEntityDP, with server/round.py's `RoundLog` as its evaluate_fn), then the summary.
 
     run_server(grid, cfg, components=Components(...), stream=...) -> summary dict
 
-At the end: summary.json and model.pt, both after the ledger (which each round saves before its model
-exists). `make_server_app(cfg)` binds a RunConfig (tests, the Hydra entry point, the simulation); the
-module-level `app` reads its RunConfig from `context.run_config` (`flwr run`).
+A budget stop is Flower's `PrivacyBudgetExhausted`, raised by the wrapper before a round that would pass the
+target: caught here around `start` (uncaught, Flower would end the ServerApp as failed and the run would lose
+its summary), and the run ends normally. At the end: summary.json and model.pt, both after the ledger (which
+each round saves before its model exists). `make_server_app(cfg)` binds a RunConfig (tests, the Hydra entry
+point, the simulation); the module-level `app` reads its RunConfig from the `uedp.*` keys of
+`context.run_config` (`flwr run`).
 """
 
 from __future__ import annotations
@@ -15,17 +19,19 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 import torch
-from flwr.app import Context
+from flwr.app import ConfigRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
 from server.metrics import OPERATOR_LOGS
 from server.polling import fast_polling
-from server.round import run_round
+from server.round import RoundLog
 from server.setup import Components, RunContext, RunState, evaluate, setup
 from uedp.config import RunConfig
 from uedp.entities.public import policy_record
 from uedp.errors import ConfigError
 from uedp.files import atomic_path
+from uedp.flower.places import Places
+from uedp.flower.strategy import PrivacyBudgetExhausted
 from uedp.models.base import get_weights
 from uedp.privacy.mechanisms import spec_for
 from uedp.summary import write_summary
@@ -38,13 +44,29 @@ OUTSIDE_GUARANTEE = {
                "population (the corpus's number of users, treated as the public number of places)"),
     "owners": "seconds (the run's wall time depends on the sampled owners' data)",
 }
+# An owners-mode run without a public round schedule (federation.round_period = 0): what the owners' nodes see
+# of the rounds' timing is outside the guarantee (docs/proofs.md section 1, "Timing").
+UNSCHEDULED = ("; the rounds' timing (federation.round_period = 0: when each round's messages are sent and when "
+               "the run started depend on who took part and on the sampled owners' data, and a node sees them)")
+LATE_ROUNDS = "; the timing of {n} round(s) that started after their scheduled time (round_period too short)"
 
 
-def wait_for_nodes(grid: Grid, expected: int, timeout: float, stream: TextIO, *, strict: bool = True) -> int:
-    """Wait until `expected` nodes have registered. At the deadline (`timeout`) a strict wait fails; a
-    lenient one (invited owners: federation.data = owners) starts with those connected."""
+def wait_for_nodes(grid: Grid, places: Places, timeout: float, stream: TextIO, *, strict: bool = True,
+                   full: bool = False) -> int:
+    """Wait until every one of the N places has its node connected (a node that stands in no place does not
+    count: it must not shorten the wait). At the deadline (`timeout`) a strict wait fails; a lenient one
+    (invited owners: federation.data = owners) starts with those connected. `full`: wait until the deadline
+    whoever is connected (a public start time: with a round schedule, whether an owner is there must not
+    change when the run starts)."""
+    expected = places.size
     t0 = time.monotonic()
-    seen = len(list(grid.get_node_ids()))
+    seen = places.assign(grid).connected
+    if full:
+        time.sleep(max(0.0, timeout - (time.monotonic() - t0)))
+        seen = places.assign(grid).connected
+        print(f"the public start: {seen} of {expected} invited owners connected after {timeout:.0f} s (the others "
+              "are sampled as usual and contribute zero)", file=stream, flush=True)
+        return seen
     while seen < expected:
         if time.monotonic() - t0 > timeout:
             if not strict:
@@ -54,25 +76,39 @@ def wait_for_nodes(grid: Grid, expected: int, timeout: float, stream: TextIO, *,
             raise ConfigError(f"only {seen} of {expected} nodes registered within {timeout:.0f} s "
                               "(federation.wait_timeout)")
         time.sleep(0.2)
-        seen = len(list(grid.get_node_ids()))
+        seen = places.assign(grid).connected
     print(f"{seen} nodes registered ({time.monotonic() - t0:.1f} s)", file=stream, flush=True)
     return seen
 
 
+def outside_guarantee(ctx: RunContext) -> str:
+    """What a private run's summary.json lists as outside the guarantee (docs/proofs.md section 1)."""
+    fed, dp = ctx.cfg.federation, ctx.strategy
+    text = OUTSIDE_GUARANTEE[fed.data]
+    if ctx.cfg.owners and fed.round_period <= 0:
+        text += UNSCHEDULED
+    if dp.schedule_overruns:
+        text += LATE_ROUNDS.format(n=dp.schedule_overruns)
+    return text
+
+
 def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, Any]:
     """Write summary.json and model.pt (the ledger is already saved) and return the summary."""
-    final = evaluate(state.model, ctx.test) if state.stopped_by_budget else state.last_eval
-    eps = state.eps
-    if ctx.spec.private and len(state.ledger) and "eps_rdp_bound" not in eps:  # not yet all four
-        eps = state.ledger.epsilons()
+    lost = len(ctx.strategy.ledger) - ctx.strategy.model_round
+    final = evaluate(state.model, ctx.test) if state.stopped_by_budget or lost else state.last_eval
+    if lost:  # a resumed run whose checkpoint is older than its ledger, with no round left to run
+        print(f"WARNING: model.pt is the model of round {ctx.strategy.model_round} (its checkpoint); the "
+              f"models of the {lost} round(s) charged after it were lost in a crash and stay charged "
+              "(summary.json: model_round)", file=ctx.stream, flush=True)
     strategy = ctx.strategy
+    eps = strategy.epsilons()
     summary = {
-        "strategy": ctx.cfg.strategy.name, "method": ctx.spec.method, "estimator": ctx.spec.estimator,
-        "rounds": len(state.ledger), "noise_multiplier": ctx.z, "sigma": strategy.sigma, "Z": strategy.Z,
+        "strategy": ctx.cfg.strategy.name, "method": ctx.spec.summary_method, "estimator": ctx.spec.estimator,
+        "rounds": len(strategy.ledger), "noise_multiplier": ctx.z, "sigma": strategy.sigma, "Z": strategy.denominator,
         "delta": ctx.cfg.privacy.delta, "population": ctx.population, "stopped_by_budget": state.stopped_by_budget,
         **{k: eps.get(k, float("inf")) for k in ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound")},
-        "claims": [f"eps_{k}" for k in ctx.spec.claims_for(ctx.cfg.privacy)], "m_max": strategy.m_max,
-        "noise": strategy.round_record(0).noise,
+        "claims": [f"eps_{k}" for k in ctx.spec.claims_for(ctx.cfg.privacy)], "m_max": strategy.settings.m_max,
+        "noise": strategy.settings.noise,
         "undetected_rule": eps.get("undetected_rule"), "delta_trunc": eps.get("delta_trunc"),
         "metric": ctx.metric_name, "initial": state.initial, "final": final,
         "private": ctx.private, "warning": ctx.warning, "tokenizer": ctx.tokenizer,
@@ -80,7 +116,8 @@ def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, 
         "detector": ctx.cfg.detector(), "metrics_note": OPERATOR_LOGS if ctx.spec.private else None,
         "public_entities": (policy_record(ctx.cfg.entities.public) if ctx.cfg.entities.public != "none"
                             else None),
-        "outside_guarantee": OUTSIDE_GUARANTEE[ctx.cfg.federation.data] if ctx.spec.private else None,
+        "outside_guarantee": outside_guarantee(ctx) if ctx.spec.private else None,
+        "model_round": strategy.model_round,
         "seconds": round(seconds, 1),
     }
     write_summary(ctx.out, summary, kind="federated")
@@ -98,11 +135,15 @@ def run_server(grid: Grid, cfg: RunConfig, *, components: Components | None = No
         return run_local_dp(grid, cfg, stream=stream)
     t_start = time.monotonic()
     ctx, state = setup(cfg, components=components or Components(), stream=stream)
-    wait_for_nodes(grid, ctx.population, cfg.federation.wait_timeout, stream,
-                   strict=not cfg.owners)
-    for rnd in range(state.first_round, cfg.federation.rounds + 1):
-        if not run_round(ctx, state, grid, rnd):
-            break
+    wait_for_nodes(grid, ctx.strategy.places, cfg.federation.wait_timeout, stream, strict=not cfg.owners,
+                   full=cfg.owners and cfg.federation.round_period > 0)
+    dp = ctx.strategy
+    try:
+        dp.start(grid, state.arrays, dp.rounds_left, timeout=cfg.federation.round_timeout,
+                 train_config=ConfigRecord(ctx.train_config()), evaluate_fn=RoundLog(ctx, state))
+    except PrivacyBudgetExhausted as stop:  # before the round: nothing of it was sampled, sent or charged
+        state.stopped_by_budget = True
+        print(f"budget stop: {stop}", file=stream, flush=True)
     return summarize(ctx, state, seconds=time.monotonic() - t_start)
 
 
@@ -115,7 +156,7 @@ def make_server_app(cfg: RunConfig | None = None, *, pull_interval: float | None
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        run_cfg = cfg if cfg is not None else RunConfig.from_flat(dict(context.run_config))
+        run_cfg = cfg if cfg is not None else RunConfig.from_run_config(context.run_config)
         if pull_interval is not None and hasattr(grid, "pull_interval"):  # flwr's InMemoryGrid
             grid.pull_interval = pull_interval
         grid = fast_polling(grid, run_cfg.federation.poll_interval)

@@ -40,6 +40,7 @@ from uedp.pipeline import EncodedSentences, encode_sentences
 from uedp.privacy.mechanisms import spec_for
 from uedp.privacy.noise import FIXED_SEED_WARNING
 from uedp.protocol import REWRITE_RECORD, REWRITES_RECORD
+from uedp.rewriting.public_text import check_rewriter_sources
 from uedp.rewriting.rewrite import guarantee, mechanism_for, rewriter_corpus, rewriter_digest, rewriter_for
 from uedp.server_data import server_data
 from uedp.summary import write_summary
@@ -80,6 +81,7 @@ def all_cores() -> Iterator[None]:
 
 def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any]:
     t_start = time.monotonic()
+    check_rewriter_sources(cfg)  # the rewriter's public text is not the users' own (before anything is written)
     out = Path(cfg.federation.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(cfg.to_nested(), indent=1))
@@ -152,7 +154,7 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
                              metric=(metric, final[metric]) if metric in final else None, extra=f"steps={steps}")
     spec = spec_for(cfg.strategy.name, cfg.strategy.estimator)  # local (dp_bart): summary method "local_dp"
     summary = {
-        "strategy": spec.strategy, "method": spec.method, "estimator": None, "rounds": cfg.rewrite.epochs,
+        "strategy": spec.strategy, "method": spec.summary_method, "estimator": None, "rounds": cfg.rewrite.epochs,
         "noise_multiplier": None, "sigma": local["sigma"], "Z": None, "delta": settings.delta,
         "population": data.population, "stopped_by_budget": False,
         "eps_uedp": float("inf"), "eps_user": float("inf"), "eps_undetected": float("inf"),

@@ -1,79 +1,53 @@
-"""One server round (contract steps 1-2 and 7-9).
+"""What the project's ServerApp does at the end of each round, as the `evaluate_fn` of Flower's `start`.
 
-budget check (never run a round that would take a claimed epsilon past the target: UeDP claims eps_uedp and
-eps_undetected unless privacy.target_on names one) -> configure_train
--> send_and_receive -> aggregate_train (noisy mean update) -> record the round in the privacy ledger and
-save the ledger -> THEN apply the update with the server optimizer (the new model exists only after its
-round is accounted for) -> central evaluation every `eval_every` rounds -> metrics row and progress line
--> a checkpoint every `checkpoint_every` rounds (model, optimizer, a copy of the ledger, z and the ledger's
-head). Every metrics row carries the ledger's head hash after its round (`ledger_hash`).
+The rounds themselves are Flower's own loop (`Strategy.start`) around UeDP's wrapper (uedp.flower.strategy),
+which, per round: budget check -> plan, messages -> replies -> re-check, sum, noise, divide by Z -> record the
+round in the ledger and SAVE it -> apply the update (the new model exists only after its round is accounted
+for) -> a checkpoint every `checkpoint_every` rounds. Flower then calls `evaluate_fn(round, arrays)`, and
+`RoundLog` here: central evaluation every `eval_every` rounds (and at the last), the round's metrics row
+(counts, claimed epsilons, all four at evaluations, the test metric, the ledger's head hash after the round,
+`ledger_hash`) and the progress line. Round 0 (before any round) returns the initial evaluation.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from flwr.app import ArrayRecord, ConfigRecord
-from flwr.serverapp import Grid
+from flwr.app import ArrayRecord, MetricRecord
 
-from server.checkpoint import Checkpoint, save_checkpoint
-from server.resume import CHECKPOINT_HEAD, LEDGER, ROW_HASH
 from server.setup import RunContext, RunState, evaluate
-from uedp.models.base import get_weights
-from uedp.privacy.accounting import epsilon
+from uedp.flower.resume import ROW_HASH
 
 EPSILON_KEYS = ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound")
 
 
-def run_round(ctx: RunContext, state: RunState, grid: Grid, rnd: int) -> bool:
-    """Run round `rnd`; False (and nothing run) if the budget stops it."""
-    cfg, spec, ledger = ctx.cfg, ctx.spec, state.ledger
-    p, fed = cfg.privacy, cfg.federation
-    record = ctx.strategy.round_record(rnd)  # built once: budget-checked here, then noised with and charged
-    claims = spec.claims_for(p)
-    eps_after: dict[str, float] | None = None
-    if spec.private and p.target_epsilon > 0:
-        check = ledger.check_budget(record, target_epsilon=p.target_epsilon, adjacency=claims)
-        eps_after = check.epsilons_after
-        if not check.allowed:
-            state.stopped_by_budget = True
-            over = ", ".join(f"eps_{k} to {check.epsilons_after[k]:.4f}" for k in check.exceeded)
-            print(f"budget stop: round {rnd} would take {over} > target {p.target_epsilon}", file=ctx.stream,
-                  flush=True)
-            return False
-    t_round = time.monotonic()
-    arrays = ArrayRecord(list(get_weights(state.model)))
-    plan = ctx.strategy.configure_train(rnd, arrays, ConfigRecord(), grid, record=record)
-    replies = grid.send_and_receive(plan.messages, timeout=fed.round_timeout)
-    agg, round_metrics = ctx.strategy.aggregate_train(rnd, replies)  # takes the round's plan back
-    # Account for the round BEFORE the new model exists anywhere.
-    ledger.append(plan.record)
-    ledger.save(ctx.out / LEDGER)
-    state.optimizer.apply(agg.to_numpy_ndarrays())
-    # The ledger's chain head after this round: resume checks every metrics row and checkpoint against it.
-    row: dict[str, Any] = {"round": rnd, "seconds": round(time.monotonic() - t_round, 3),
-                           **dict(round_metrics or {}), ROW_HASH: ledger.head.hash}
-    evaluate_now = rnd % fed.eval_every == 0 or rnd == fed.rounds
-    if spec.private:
-        # The claimed epsilons every round (the budget check already computed them); all four at evaluations.
+class RoundLog:
+    """`evaluate_fn` for `Strategy.start` (module docstring)."""
+
+    def __init__(self, ctx: RunContext, state: RunState) -> None:
+        self.ctx, self.state = ctx, state
+
+    def __call__(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+        ctx, state = self.ctx, self.state
+        report = ctx.strategy.last_round
+        if server_round == 0 or report is None:
+            return MetricRecord(dict(state.initial)) if state.initial else None
+        fed, rnd = ctx.cfg.federation, report.round
+        row: dict[str, Any] = {"round": rnd, "seconds": round(report.seconds, 3), **report.metrics,
+                               ROW_HASH: report.ledger_hash}
+        evaluate_now = rnd % fed.eval_every == 0 or rnd == fed.rounds
+        if ctx.spec.private:
+            # The claimed epsilons every round (the budget check computed them); all four at evaluations.
+            eps = ctx.strategy.epsilons() if evaluate_now else report.epsilons
+            row.update({k: eps[k] for k in EPSILON_KEYS} if evaluate_now else eps)
         if evaluate_now:
-            state.eps = ledger.epsilons()
-            row.update({k: state.eps[k] for k in EPSILON_KEYS})
-        else:
-            state.eps = {f"eps_{k}": eps_after[k] if eps_after is not None
-                         else epsilon(k, ledger.groups(), delta=p.delta, num_users=ctx.population) for k in claims}
-            row.update(state.eps)
-    if evaluate_now:
-        state.last_eval = evaluate(state.model, ctx.test)
-        row.update({f"test_{k}": v for k, v in state.last_eval.items()})
-    ctx.metrics.write(row)
-    shown = row.get(f"test_{ctx.metric_name}")
-    ctx.metrics.progress(round=rnd, rounds=fed.rounds,
-                         eps=max(state.eps[f"eps_{k}"] for k in claims) if spec.private else None,
-                         metric=(ctx.metric_name, shown) if shown is not None else None,
-                         extra=f"replies={int(row['replies'])}/{int(row['sampled'])}")
-    if rnd % fed.checkpoint_every == 0 or rnd == fed.rounds:
-        save_checkpoint(ctx.out, Checkpoint(rnd, state.model.state_dict(), state.optimizer.state_dict(),
-                                            ledger.to_dict(), {"z": ctx.z, CHECKPOINT_HEAD: ledger.head.to_dict()}))
-    return True
+            state.last_eval = evaluate(state.model, ctx.test)
+            row.update({f"test_{k}": v for k, v in state.last_eval.items()})
+        ctx.metrics.write(row)
+        shown = row.get(f"test_{ctx.metric_name}")
+        claims = ctx.spec.claims_for(ctx.cfg.privacy)
+        ctx.metrics.progress(round=rnd, rounds=fed.rounds,
+                             eps=max(report.epsilons[f"eps_{k}"] for k in claims) if ctx.spec.private else None,
+                             metric=(ctx.metric_name, shown) if shown is not None else None,
+                             extra=f"replies={int(row['replies'])}/{int(row['sampled'])}")
+        return MetricRecord({k: v for k, v in state.last_eval.items()}) if evaluate_now and state.last_eval else None

@@ -2,45 +2,50 @@
 
 `setup` prepares the data, picks the mechanism spec the config names (uedp.privacy.mechanisms), fixes the
 cohort cap (privacy.m_max = 0: the smallest whose truncation charge is at most 1% of delta for this N,
-uedp.privacy.accounting.safe_m_max) and the noise multiplier (given, or calibrated so that every claimed
-epsilon, privacy.target_on, reaches privacy.target_epsilon over federation.rounds), builds the strategy,
-model, server optimizer and ledger, and, with federation.resume, continues the saved ledger from the last
-checkpoint, fail-closed (server/resume.py).
+uedp.privacy.accounting.safe_m_max), builds the model (or a public start) and wraps the project's server
+optimizer (strategies.ModelOptimizer) in UeDP's Flower component, `uedp.flower.UserEntityDP`, which holds
+the noise multiplier (given, or calibrated so that every claimed epsilon reaches privacy.target_epsilon
+over federation.rounds), the ledger and the checkpoints, and with federation.resume continues the saved
+ledger from the last checkpoint, fail-closed (uedp.flower.resume).
 
-`Components` are the seams: the noise source, the aggregation function and the noise multiplier may be
-passed in instead of being built from the config. Real runs pass none. The audit's broken controls pass a
-noise source that draws too little noise or an aggregator without the norm re-check, and say so in
-`broken`, which every output of the run then carries as its warning (such a run is never private).
+The places (uedp.flower.places): in corpus mode the corpus's users, filled by the connected nodes in id
+order; in owners mode the invited owners, by the public place map federation.places (a file of their
+registered public keys' fingerprints, needed by every private owners-mode run: without SuperNode
+authentication there is no such map, so the run is refused).
+
+`Components` are the seams: the noise source, the aggregation function, the noise multiplier and the place
+map may be passed in instead of being built from the config. Real runs pass none. The audit's broken controls
+pass a noise source that draws too little noise or an aggregator without the norm re-check, and say so in
+`broken`, which every output of the run then carries as its warning (such a run is never private); the
+in-process runner passes the place map of its own owners (runtime/local_grid.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import random
-import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from flwr.app import ArrayRecord
+
 from server.metrics import MetricsWriter
-from server.optimizer import ServerOptimizer
-from server.resume import ResumeError, resume_state
-from strategies import MechanismStrategy
+from strategies import ModelOptimizer
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
-from uedp.models.base import UedpModel, get_weights
+from uedp.flower.places import Places, SortedNodes, read_places
+from uedp.flower.strategy import UserEntityDP
+from uedp.models.base import UedpModel, get_weights, set_weights
 from uedp.models.public_start import load_public_start
 from uedp.pipeline import EncodedSentences
 from uedp.privacy.accounting import safe_m_max
-from uedp.privacy.aggregation import Aggregator, aggregate
-from uedp.privacy.calibration import calibrate_claims
-from uedp.privacy.ledger import Ledger
+from uedp.privacy.aggregation import Aggregator, aggregate, denominator
 from uedp.privacy.mechanisms import MechanismSpec, spec_for
-from uedp.privacy.noise import FIXED_SEED_WARNING, NoiseSource, noise_source
-from uedp.server_data import server_data
+from uedp.privacy.noise import FIXED_SEED_WARNING, NoiseSource
+from uedp.server_data import ServerData, server_data
 from uedp.tasks import get_task
-from uedp.training import evaluate_encoded
+from uedp.training import LocalTraining, evaluate_encoded
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class Components:
     aggregator: Aggregator = aggregate
     noise_multiplier: float | None = None  # None: privacy.noise_multiplier or calibrated to the target
     broken: str | None = None  # why an injected component voids the guarantee (audit controls only)
+    places: Places | None = None  # None: from the config (module docstring)
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ class RunContext:
     spec: MechanismSpec
     out: Path
     population: int
-    strategy: MechanismStrategy  # holds the run's noise multiplier (`z`, read below)
+    strategy: UserEntityDP  # holds the run's noise multiplier, ledger and checkpoints
     test: EncodedSentences | None  # the evaluation set (None: no central evaluation)
     metric_name: str
     warning: str | None  # fixed seed, broken component or private-split tokenizer: the run is not private
@@ -77,18 +83,19 @@ class RunContext:
         """The run's noise multiplier, as the strategy holds it (its one holder)."""
         return self.strategy.z
 
+    def train_config(self) -> dict[str, Any]:
+        """The nodes' local training settings (each training message's "config" record)."""
+        return LocalTraining.from_config(self.cfg.train).to_record()
+
 
 @dataclass
 class RunState:
-    """What the rounds change."""
+    """What the rounds change (the ledger and epsilons live in the strategy)."""
 
     model: UedpModel
-    optimizer: ServerOptimizer
-    ledger: Ledger
-    first_round: int
+    arrays: ArrayRecord  # the global arrays the rounds start from (a resumed run's checkpoint)
     initial: dict[str, float]
     last_eval: dict[str, float]
-    eps: dict[str, float] = field(default_factory=dict)
     stopped_by_budget: bool = False
 
 
@@ -106,23 +113,35 @@ def resolve_m_max(cfg: RunConfig, spec: MechanismSpec, *, population: int) -> Ru
     return dataclasses.replace(cfg, privacy=dataclasses.replace(p, m_max=m_max))
 
 
-def noise_multiplier(cfg: RunConfig, spec: MechanismSpec, *, population: int) -> float:
-    """privacy.noise_multiplier, or the smallest z with which every claimed epsilon (privacy.target_on;
-    UeDP: eps_uedp and eps_undetected) reaches privacy.target_epsilon in federation.rounds rounds; 0 for a
-    noiseless mechanism."""
+def run_places(cfg: RunConfig, spec: MechanismSpec, population: int) -> Places:
+    """The run's place map (module docstring): ConfigError for a private owners-mode run without one, or one
+    whose size is not federation.num_nodes."""
+    fed = cfg.federation
+    if not cfg.owners:
+        return SortedNodes(population)
+    if not fed.places:
+        if spec.private:
+            raise ConfigError(
+                "federation.data = owners: a private run needs federation.places, the public place map (a file of "
+                "the invited owners' registered public-key fingerprints, one per line: `uedp fingerprint "
+                "KEY.pub ...`), and SuperNode authentication (flower-superlink --enable-supernode-auth); without "
+                "them any node could take an owner's place or push one out (docs/proofs.md section 1)")
+        return SortedNodes(population)
+    places = read_places(fed.places)
+    if places.size != population:
+        raise ConfigError(f"federation.places {fed.places} lists {places.size} places, federation.num_nodes is "
+                          f"{population}: they must agree (N is public)")
+    return places
+
+
+def paper_denominator(cfg: RunConfig, spec: MechanismSpec, data: ServerData, population: int) -> float | None:
+    """The paper's Z = q_u N (q_e W_e + q_s W_s) with privacy.paper_z (labelled not private), else None."""
     p = cfg.privacy
-    if not spec.private:
-        return 0.0
-    if p.target_epsilon <= 0:
-        if p.noise_multiplier <= 0:
-            raise ConfigError("privacy.noise_multiplier must be > 0 when privacy.target_epsilon is 0")
-        return p.noise_multiplier
+    if not (spec.private and p.paper_z and spec.keyed):
+        return None
     q_e, q_s = spec.rates(p)
-    return calibrate_claims(
-        p.target_epsilon, spec.claims_for(p), method=spec.accounting, q_u=p.q_u, q_e=q_e, q_s=q_s,
-        m_max=spec.m_max(p), k_cap=spec.k_cap(p), rounds=cfg.federation.rounds, delta=p.delta,
-        num_users=population, tol=1e-3, gamma=spec.gamma(p) / p.beta,
-    )
+    return denominator(spec.accounting, q_u=p.q_u, num_users=population, paper_z=True, q_e=q_e,
+                       W_e=float(data.num_entities), q_s=q_s, W_s=float(data.num_extended))
 
 
 def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[RunContext, RunState]:
@@ -132,54 +151,31 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
     population = data.population
     spec = spec_for(cfg.strategy.name, cfg.strategy.estimator)
     cfg = resolve_m_max(cfg, spec, population=population)
+    places = components.places or run_places(cfg, spec, population)
     (out / "config.json").write_text(json.dumps(cfg.to_nested(), indent=1))
     p = cfg.privacy
     fixed = p.seed >= 0
-    if fixed:
-        print(f"WARNING: {FIXED_SEED_WARNING} (privacy.seed={p.seed}); this run is for reproduction only",
-              file=stream, flush=True)
-    noise = components.noise or noise_source(seed=p.seed if fixed else None, kind=p.noise)
     if components.broken:
         print(f"WARNING: {components.broken}; this run is NOT private", file=stream, flush=True)
-    rng: random.Random = random.Random(p.seed) if fixed else secrets.SystemRandom()
-    resumed = resume_state(out, delta=p.delta, num_users=population) if cfg.federation.resume else None
-    if resumed is not None and len(resumed.ledger) and resumed.ledger.records[-1].method != spec.accounting:
-        raise ResumeError(f"cannot resume in {out}: its ledger records {resumed.ledger.records[-1].method!r} "
-                          f"rounds, this run is {spec.name!r} ({spec.accounting!r})")
-    z = components.noise_multiplier
-    if z is None:  # a resumed run keeps its recorded z; a new one calibrates (or takes the configured z)
-        z = resumed.z if resumed is not None and resumed.z is not None else noise_multiplier(
-            cfg, spec, population=population)
-    strategy = MechanismStrategy(
-        spec, privacy=p, train=cfg.train, noise_multiplier=z, population=population, noise=noise, rng=rng,
-        num_entities=data.num_entities, num_extended=data.num_extended, aggregator=components.aggregator,
-        shipped=data.shipped(),
-    )
-    if resumed is not None:  # the saved state's z must be the z this run continues with
-        resumed.check_z(strategy.z)
     model = data.new_model(cfg, seed=p.seed if fixed else None)
     initial_model: dict[str, Any] = {"source": "random"}
     if cfg.model.init:  # a public start: weights trained on public text only (uedp.models.public_start)
         initial_model = {"source": "public", **load_public_start(
             cfg.model.init, model, model_name=cfg.model.name, model_options=cfg.model.option_dict(),
-            tokenizer=data.tokenizer)}
+            tokenizer=data.tokenizer, run=cfg)}
         print(f"public start: {cfg.model.init} (trained on {initial_model['corpus']})", file=stream, flush=True)
-    optimizer = ServerOptimizer(model, name=cfg.server.optimizer, lr=cfg.server.lr, momentum=cfg.server.momentum)
-    strategy.set_template(get_weights(model))
-    ledger = Ledger(delta=p.delta, num_users=population)
-    first_round = 1
-    if resumed is not None:
-        ledger, ckpt, first_round = resumed.ledger, resumed.checkpoint, resumed.next_round
-        if ckpt is not None:
-            model.load_state_dict(ckpt.model_state)
-            optimizer.load_state_dict(ckpt.optimizer_state)
-        lost = (ledger.last_round or 0) - (ckpt.round if ckpt else 0)
-        print(f"resuming after round {ledger.last_round or 0} (checkpoint of round "
-              f"{ckpt.round if ckpt else 0}; {lost} round(s) after it stay charged; z from the ledger)",
-              file=stream, flush=True)
-    strategy.summary()
-    print(f"{cfg.strategy.name} ({spec.accounting}): z={strategy.z:.4f} sigma={strategy.sigma:.4g} Z={strategy.Z:.4g} "
-          f"population={population} rounds={cfg.federation.rounds}", file=stream, flush=True)
+    shipped = data.shipped()
+    strategy = UserEntityDP(
+        ModelOptimizer(model, name=cfg.server.optimizer, lr=cfg.server.lr, momentum=cfg.server.momentum),
+        places=places, num_rounds=cfg.federation.rounds, mechanism=spec.name, privacy=p, out_dir=out,
+        checkpoint_every=cfg.federation.checkpoint_every, resume=cfg.federation.resume,
+        noise_multiplier=components.noise_multiplier, noise=components.noise, aggregator=components.aggregator,
+        denominator=paper_denominator(cfg, spec, data, population),
+        extra_records={"tokenizer": shipped} if shipped is not None else None, stream=stream,
+        round_period=cfg.federation.round_period,
+    )
+    arrays = strategy.initial_arrays(ArrayRecord(get_weights(model)))
+    set_weights(model, arrays.to_numpy_ndarrays())  # a resumed run continues from its checkpoint's model
     initial = evaluate(model, data.test)
     warning = components.broken or (FIXED_SEED_WARNING if fixed else None)
     labels = [data.tokenizer_warning,  # tokenizer.source=private_split: refused nowhere, labelled
@@ -193,9 +189,7 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
         metrics=MetricsWriter(out, stream=stream), stream=stream, tokenizer=data.tokenizer_info,
         initial_model=initial_model,
     )
-    eps = ledger.epsilons() if len(ledger) and spec.private else {}
-    state = RunState(model=model, optimizer=optimizer, ledger=ledger, first_round=first_round, initial=initial,
-                     last_eval=initial, eps=eps)
+    state = RunState(model=model, arrays=arrays, initial=initial, last_eval=initial)
     return ctx, state
 
 

@@ -1,11 +1,9 @@
-"""The Flower strategy of the project: one Message-API Strategy driven by a mechanism spec.
-
-    MechanismStrategy(spec_for("uedp", "f_E+"), privacy=..., train=..., noise_multiplier=..., ...)
-
-The mechanisms (UeDP f_E+ / f_E, user-level DP, noiseless FedAvg, de-identification) are entries of the
-registry in uedp.privacy.mechanisms, not subclasses.
+"""The project's own strategy: its server optimizer (torch SGD or Adam on the server's model), which
+server/setup.py wraps in UeDP's Flower component, uedp.flower.UserEntityDP. Every mechanism (UeDP f_E+ / f_E,
+split, user-level DP, noiseless FedAvg, de-identification) is that wrapper with a spec of the registry in
+uedp.privacy.mechanisms.
 """
 
-from strategies.strategy import MechanismStrategy, RoundPlan
+from strategies.model_optimizer import ModelOptimizer, ServerOptimizer
 
-__all__ = ["MechanismStrategy", "RoundPlan"]
+__all__ = ["ModelOptimizer", "ServerOptimizer"]

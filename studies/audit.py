@@ -47,6 +47,7 @@ from uedp.commands.options import parse_options  # noqa: E402
 from uedp.config import RunConfig  # noqa: E402
 from uedp.data.store import load_corpus_dir  # noqa: E402
 from uedp.errors import ConfigError  # noqa: E402
+from uedp.flower.mod import UeDPMod, uedp_mod  # noqa: E402
 from uedp.pipeline import load_manifest, prepare  # noqa: E402
 from uedp.privacy.noise import GaussianNoise  # noqa: E402
 
@@ -56,16 +57,16 @@ def train(variant: Variant, cfg: RunConfig, log: TextIO) -> dict[str, Any]:
     set_local_task_identity()
     manifest = prepare(cfg)  # the pipeline as is: the private_tokenizer control differs only by its config
     seed = cfg.privacy.seed if cfg.privacy.seed >= 0 else None
-    components, client_fn, extra = Components(), ClientRound(), {}
+    components, client_fn, mod, extra = Components(), ClientRound(), uedp_mod, {}
     if variant.defect == TOO_LITTLE_NOISE:
         noise = ReducedNoise(GaussianNoise(seed=seed))
         components = Components(noise=noise, broken=noise.warning)
     elif variant.defect == PER_STEP_CLIPPING:
         bound = UnclippedUpdate()
         components = Components(aggregator=unchecked_aggregate, broken=PER_STEP_CLIPPING_WARNING)
-        client_fn = ClientRound(gradient_hook=clip_each_step, bound=bound)
-    summary = run_server(LocalGrid(cfg, len(manifest.users), client_fn=client_fn), cfg, components=components,
-                         stream=log)
+        client_fn, mod = ClientRound(gradient_hook=clip_each_step), UeDPMod(bound=bound)
+    summary = run_server(LocalGrid(cfg, len(manifest.users), client_fn=client_fn, mod=mod), cfg,
+                         components=components, stream=log)
     if variant.defect == TOO_LITTLE_NOISE:
         extra = {"sigma_claimed": sorted(noise.asked), "sigma_used": sorted(noise.drawn)}
     elif variant.defect == PER_STEP_CLIPPING:

@@ -178,7 +178,7 @@ def audit_row(sc: Scenario, control: str | None, *, trials: int, real_trials: in
     row: dict[str, Any] = {
         "setting": s.name, "method": sc.method, "adjacency": sc.adjacency, "design": sc.design,
         "control": control or "sound", "probe": control in PROBES, "warning": mech.warning, "z": mech.z,
-        "sigma_reported": mech.sigma, "sigma_drawn": mech.actual_sigma, "Z": mech.Z, "unit": s.unit,
+        "sigma_reported": mech.sigma, "sigma_drawn": mech.actual_sigma, "Z": mech.denominator, "unit": s.unit,
         "places": s.places, "claimed_epsilon": mech.claimed_epsilon, "claimed_rule": mech.claimed_rule,
         "delta_trunc": mech.delta_trunc,
         "claimed_max_shift": mech.claimed.max_shift if mech.claimed is not None else math.nan,

@@ -12,9 +12,10 @@
    `timings_dir`; in-process: LocalGrid.client_laps), Ray transfer / Flower overhead (what send_and_receive
    took beyond the busiest worker's time in the ClientApp), and CPU seconds per round of each process.
    Both runs use privacy.seed, so they draw the same cohort sizes round by round.
-3. Noise calibration for the main job's setting (q_u 0.25, q_e 0.2, q_s 0.2, m_max 80, k_cap 1, target
-   epsilon 8, delta 1e-5) at T = 30, 60, 100: `uedp.privacy.calibration.calibrate_noise_multiplier` versus
-   the reference search it replaced (same guarantee), each from cold accounting caches; z of both and seconds.
+3. Noise calibration for the main job's setting (q_u 0.25, q_e 0.2, q_s 0.2, k_cap 1, N = 200 places, m_max
+   automatic as privacy.m_max = 0 picks it: safe_m_max, 89 at T = 30; target epsilon 8, delta 1e-5) at T = 30,
+   60, 100: `uedp.privacy.calibration.calibrate_noise_multiplier` versus the reference search it replaced
+   (same guarantee), each from cold accounting caches (`clear_caches`); z of both and seconds.
 
 4. Caches and the corpus generator (what the tests check by behaviour, measured here): the entity-detection
    cache (spacy+rules on the synthetic corpus: first run, detect and write, versus the cached run), the
@@ -45,17 +46,20 @@ from unittest import mock
 
 import numpy as np
 import torch
+from flwr.app import ArrayRecord
 
 from client.update import client_update
 from runtime.local_grid import LocalGrid, set_local_task_identity
 from uedp.config import RunConfig
+from uedp.flower.mod import bound_update, model_update
 from uedp.markdown import table
 from uedp.models.base import get_weights, set_weights
 from uedp.pipeline import load_manifest, load_tokenizer, new_model, prepare
 from uedp.privacy.clipping import clip_update
-from uedp.protocol import TrainInstructions
+from uedp.protocol import RoundInstructions
 from uedp.tasks import per_sentence_loss
 from uedp.tokenization import pad_sequences
+from uedp.training import LocalTraining
 
 
 def plain_pytorch_update(cfg: RunConfig, model: torch.nn.Module, texts: list[str], weights: list[np.ndarray], *,
@@ -86,17 +90,24 @@ def bench_client(cfg: RunConfig, repeats: int) -> dict:
     user = 0
     texts = read_user_rows(manifest.corpus_dir, manifest.users[user], split="train").column("text").to_pylist()
     weights = get_weights(new_model(cfg, manifest, seed=0))
-    ins = TrainInstructions(round=1, mechanism="user_dp", q_e=1.0, q_s=1.0, k_cap=0, m_max=1, slot=-1,
-                            beta=cfg.privacy.beta, w_u=1.0, private=True, optimizer="sgd", lr=cfg.train.lr,
-                            momentum=0.0, local_epochs=1, local_steps=0, batch_size=cfg.train.batch_size)
+    ins = RoundInstructions(round=1, mechanism="user_dp", q_e=1.0, q_s=1.0, k_cap=0, m_max=1, slot=-1,
+                            beta=cfg.privacy.beta, w_u=1.0, private=True)
+    training = LocalTraining(optimizer="sgd", lr=cfg.train.lr, momentum=0.0, local_epochs=1, local_steps=0,
+                             batch_size=cfg.train.batch_size)
+    keys = [str(i) for i in range(len(weights))]
+
+    def ours_update() -> None:  # the client round, then what the client mod does: the update, clipped once
+        new, _ = client_update(cfg, user, weights, ins, training)
+        bound_update(model_update(ArrayRecord(new), keys, weights), ins)
+
     steps = -(-len(texts) // cfg.train.batch_size)
-    client_update(cfg, user, weights, ins)  # warm-up (loads and encodes the user's data once)
+    ours_update()  # warm-up (loads and encodes the user's data once)
     plain_model = new_model(cfg, manifest)
     plain_pytorch_update(cfg, plain_model, texts, weights, steps_per_epoch=steps)
     ours, plain = [], []
     for _ in range(repeats):  # interleaved, so both see the same machine load
         t = time.perf_counter()
-        client_update(cfg, user, weights, ins)
+        ours_update()
         ours.append(time.perf_counter() - t)
         t = time.perf_counter()
         plain_pytorch_update(cfg, plain_model, texts, weights, steps_per_epoch=steps)
@@ -111,9 +122,10 @@ def _round_seconds(out: Path) -> list[float]:
 
 
 class ServerClock:
-    """Benchmark-only instrumentation of the server loop (server/round.py), in this process: seconds per round
-    in configure_train, send_and_receive and aggregate_train. `patched()` wraps MechanismStrategy's two methods
-    for its duration (the ServerApp of a simulation runs in this process too); `grid(g)` wraps a grid."""
+    """Benchmark-only instrumentation of the server's rounds (Flower's start around uedp.flower.UserEntityDP),
+    in this process: seconds per round in configure_train, send_and_receive and aggregate_train. `patched()`
+    wraps UserEntityDP's two methods for its duration (the ServerApp of a simulation runs in this process too);
+    `grid(g)` wraps a grid (the round's training send_and_receive; the empty evaluation one is not timed)."""
 
     def __init__(self) -> None:
         self.rounds: dict[int, dict[str, float]] = {}
@@ -124,9 +136,9 @@ class ServerClock:
 
     @contextlib.contextmanager
     def patched(self):
-        from strategies.strategy import MechanismStrategy
+        from uedp.flower.strategy import UserEntityDP
 
-        configure, aggregate = MechanismStrategy.configure_train, MechanismStrategy.aggregate_train
+        configure, aggregate = UserEntityDP.configure_train, UserEntityDP.aggregate_train
         clock = self
 
         def timed_configure(self, server_round, *args, **kwargs):
@@ -143,8 +155,8 @@ class ServerClock:
             clock._add("aggregate", time.perf_counter() - t)
             return out
 
-        with mock.patch.object(MechanismStrategy, "configure_train", timed_configure), \
-                mock.patch.object(MechanismStrategy, "aggregate_train", timed_aggregate):
+        with mock.patch.object(UserEntityDP, "configure_train", timed_configure), \
+                mock.patch.object(UserEntityDP, "aggregate_train", timed_aggregate):
             yield self
 
     def grid(self, grid):
@@ -155,9 +167,11 @@ class ServerClock:
                 return getattr(grid, name)
 
             def send_and_receive(self, messages, *, timeout=None):
+                messages = list(messages)
                 t = time.perf_counter()
                 out = grid.send_and_receive(messages, timeout=timeout)
-                clock._add("send_and_receive", time.perf_counter() - t)
+                if messages:  # not the empty evaluation step of Flower's loop
+                    clock._add("send_and_receive", time.perf_counter() - t)
                 return out
 
         return TimedGrid()
@@ -254,37 +268,38 @@ def bench_rounds(cfg: RunConfig, out: Path) -> dict:
                                           serialize_s=payload["to_record_s"])}
 
 
-CALIBRATION_SETTING = dict(q_u=0.25, q_e=0.2, q_s=0.2, m_max=80, k_cap=1)  # the main job's
+CALIBRATION_SETTING = dict(q_u=0.25, q_e=0.2, q_s=0.2, k_cap=1, num_users=200)  # the main job's (m_max: auto)
 CALIBRATION_TARGET = 8.0
 
 
-def _clear_accounting_caches() -> None:
-    from uedp.privacy import accounting
-
-    for cached in (accounting._pld_epsilon, accounting._mixture_pld, accounting._rdp_epsilon):
-        cached.cache_clear()
-
-
 def bench_calibration(rounds: list[int]) -> list[dict]:
-    """For each T: the reference and the fast calibration, each timed from cold accounting caches."""
-    from uedp.privacy.calibration import calibrate_noise_multiplier, calibrate_noise_multiplier_reference
+    """For each T: the reference and the fast calibration, each timed from cold accounting caches
+    (uedp.privacy.calibration.clear_caches: every in-memory cache; these functions use no disk cache)."""
+    from uedp.privacy.accounting import DEFAULT_DELTA, safe_m_max
+    from uedp.privacy.calibration import (
+        calibrate_noise_multiplier,
+        calibrate_noise_multiplier_reference,
+        clear_caches,
+    )
 
     rows = []
     for t in rounds:
-        row: dict = {"rounds": t}
+        # privacy.m_max = 0 (the main job's): the cap server/setup.py picks for these N, q_u, T and delta
+        m_max = safe_m_max(CALIBRATION_SETTING["num_users"], CALIBRATION_SETTING["q_u"], t, DEFAULT_DELTA)
+        row: dict = {"rounds": t, "m_max": m_max}
         for name, calibrate in (("reference", calibrate_noise_multiplier_reference),
                                 ("new", calibrate_noise_multiplier)):  # fmt: skip
-            _clear_accounting_caches()
+            clear_caches()
             start = time.perf_counter()
-            row[f"z_{name}"] = calibrate(CALIBRATION_TARGET, **CALIBRATION_SETTING, rounds=t)
+            row[f"z_{name}"] = calibrate(CALIBRATION_TARGET, **CALIBRATION_SETTING, m_max=m_max, rounds=t)
             row[f"{name}_s"] = time.perf_counter() - start
         rows.append(row)
     return rows
 
 
 def calibration_table(rows: list[dict]) -> str:
-    return table(["T", "z reference", "z new", "abs dz", "seconds reference", "seconds new", "ratio"],
-                 [[r["rounds"], f"{r['z_reference']:.6f}", f"{r['z_new']:.6f}",
+    return table(["T", "m_max", "z reference", "z new", "abs dz", "seconds reference", "seconds new", "ratio"],
+                 [[r["rounds"], r["m_max"], f"{r['z_reference']:.6f}", f"{r['z_new']:.6f}",
                    f"{abs(r['z_new'] - r['z_reference']):.1e}", f"{r['reference_s']:.2f}", f"{r['new_s']:.2f}",
                    f"{r['reference_s'] / r['new_s']:.1f}x"] for r in rows], fmt=str)
 
@@ -405,7 +420,7 @@ def run_caches(repeats: int, out: Path) -> dict:
 
 
 BREAKDOWN = [  # (key, row label, what it is); client rows are sums over the round's clients
-    ("round", "round (wall)", "server/round.py's round: model to ArrayRecord, configure_train, send_and_receive, "
+    ("round", "round (wall)", "a round of Flower's loop: configure_train, send_and_receive, "
      "aggregate_train, ledger, optimizer step"),
     ("serialize", "server: model serialization", "ArrayRecord(model weights), once a round: every message shares "
      "it (same model, measured apart)"),

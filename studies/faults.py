@@ -24,9 +24,11 @@ parameters of each round: a resumed run neither repeats, skips nor changes a rou
 the reference's rounds that are missing or recorded differently); summary.json, checkpoint.pt, model.pt,
 metrics.jsonl and metrics.csv parse, the checkpoint is of a charged round, metrics rows are of charged
 rounds only, in order; no temporary file of an atomic write (`.*.tmp`) is left anywhere in the run's
-folder; and no process of the federation is left running after it stops. A ServerApp killed after a
+folder; no process of the federation is left running after it stops; and the last `flwr run` ends with the
+SuperLink's status "finished:completed" for its run (`last_run_problem`: `flwr run --stream` exits 0 also when
+the ServerApp died, so Federation.run asks the SuperLink). A ServerApp killed after a
 round's ledger save and before that round's checkpoint leaves the round charged while its update is lost:
-the resumed run continues from the last checkpoint (server/resume.py), and "updates lost" sums what its
+the resumed run continues from the last checkpoint (uedp/flower/resume.py), and "updates lost" sums what its
 "resuming after round R (checkpoint of round C; N round(s) after it stay charged" lines report (N); a round
 lost that way has no metrics row, and if it was the last one, the run's final checkpoint and model are of
 round C. The fault-free reference runs first, the same federation size and settings, either in this
@@ -60,20 +62,20 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from runtime.federation import TASK_POLL, Federation, Owners, federation, kill_process
+from runtime.federation import COMPLETED, TASK_POLL, Federation, Owners, federation, kill_process
 from runtime.processes import descendants, kill_all, running
-from server.checkpoint import CHECKPOINT, load_checkpoint
-from server.resume import LEDGER, METRICS
 from studies.scaling import tree_memory
 from uedp.errors import ConfigError
+from uedp.flower.checkpoint import CHECKPOINT, load_checkpoint
+from uedp.flower.resume import LEDGER, METRICS
 from uedp.markdown import dict_table
 from uedp.privacy.ledger import Ledger, RoundRecord
 from uedp.summary import SUMMARY
 
 SUPERNODE_KILL, SUPERNODE_RESTART = "supernode_kill", "supernode_restart"
 SUPERLINK_KILL, SERVERAPP_KILL = "superlink_kill", "serverapp_kill"
-KINDS = (SUPERNODE_KILL, SUPERNODE_RESTART, SUPERLINK_KILL, SERVERAPP_KILL)
-SERVER_KINDS = (SUPERLINK_KILL, SERVERAPP_KILL)
+FAULT_KINDS = (SUPERNODE_KILL, SUPERNODE_RESTART, SUPERLINK_KILL, SERVERAPP_KILL)
+SERVER_FAULT_KINDS = (SUPERLINK_KILL, SERVERAPP_KILL)
 # Flower 1.42: a node is "online" until 2 (HEARTBEAT_PATIENCE) x 30 s (its heartbeat interval) after its last
 # heartbeat; a restart before then is refused, and restart_node starts it again every few seconds.
 RESTART_AFTER = 60.0
@@ -87,7 +89,7 @@ MODEL = "model.pt"
 # -- the schedule -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Fault:
-    kind: str  # one of KINDS
+    kind: str  # one of FAULT_KINDS
     after_round: int  # armed when this round's progress line is seen (restarts: when their node is killed); 0:
     # when the run is first submitted (make_schedule never uses 0: its faults come during rounds)
     delay: float  # seconds after that line (restarts: after the line too, RESTART_AFTER past their kill)
@@ -139,7 +141,7 @@ def make_schedule(seed: int, *, nodes: int, rounds: int, node_kills: int | None 
         if i < restarts:
             faults.append(replace(kill, kind=SUPERNODE_RESTART,
                                   delay=kill.delay + restart_after + rng.uniform(0, max_delay)))
-    faults.sort(key=lambda f: (f.after_round, f.delay, KINDS.index(f.kind)))
+    faults.sort(key=lambda f: (f.after_round, f.delay, FAULT_KINDS.index(f.kind)))
     return Schedule(seed, nodes, rounds, tuple(faults))
 
 
@@ -229,7 +231,7 @@ class Injector:
         with self._lock:
             if self._closed:
                 return
-            if fault.kind in SERVER_KINDS:
+            if fault.kind in SERVER_FAULT_KINDS:
                 if attempt != self._attempt or self._server_fault is not None:
                     self._waiting.append(replace(fault, after_round=0))  # at the next round line
                     return
@@ -243,7 +245,7 @@ class Injector:
         t = time.monotonic() - self._t0
         event: dict[str, Any] = {"kind": fault.kind, "node": fault.node, "after_round": self._last_round,
                                  "t_s": round(t, 1)}
-        if fault.kind in SERVER_KINDS:
+        if fault.kind in SERVER_FAULT_KINDS:
             try:
                 if fault.kind == SUPERLINK_KILL:
                     self.fed.kill("superlink")  # its SuperExec and ServerApp with it
@@ -264,7 +266,7 @@ class Injector:
             t_start = time.monotonic()
             event["starts"] = self.fed.restart_node(fault.node)
             event["activated_after_s"] = round(time.monotonic() - t_start, 1)
-        else:  # pragma: no cover - make_schedule makes only KINDS
+        else:  # pragma: no cover - make_schedule makes only FAULT_KINDS
             raise ValueError(f"unknown fault kind {fault.kind!r}")
         self.events.append(event)
         self.log(f"*** {fault.kind}{'' if fault.node is None else f' node {fault.node}'} at {t:.1f} s (after "
@@ -283,7 +285,7 @@ class Injector:
             timer.join(timeout=max(0.1, deadline - time.monotonic()))
 
     def counts(self) -> dict[str, int]:
-        return {k: sum(e["kind"] == k for e in self.events) for k in KINDS}
+        return {k: sum(e["kind"] == k for e in self.events) for k in FAULT_KINDS}
 
 
 def _extra(event: dict[str, Any]) -> str:
@@ -587,19 +589,21 @@ def run_one(work: Path, settings: Settings, owners_dir: Path, evaluation: Path, 
         finally:
             sampler.stop()
     wall = time.perf_counter() - t0
+    if attempts:  # the SuperLink's status of the last attempt's run (None: not asked, its flwr run failed)
+        attempts[-1]["run_status"] = None if fed.last_run is None else asdict(fed.last_run)
     leftovers = [str(pid) for pid in sampler.leftovers()] + fed.alive()
     check = check_outputs(out, reference, rounds=settings.rounds)
     records = list(Ledger.load(out / LEDGER).records) if (out / LEDGER).is_file() and check.ledger_intact else []
-    counts = injector.counts() if injector is not None else dict.fromkeys(KINDS, 0)
+    counts = injector.counts() if injector is not None else dict.fromkeys(FAULT_KINDS, 0)
     problems = ([error] if error else []) + check.problems
     if injector is not None:
         problems += injector.errors
         # a restart that was not due yet when the run ended is cancelled: every other fault must have happened
         cancelled = sum(c["kind"] == SUPERNODE_RESTART for c in injector.cancelled)
-        problems += [f"{k}: {counts[k]} injected, {schedule.count(k)} scheduled" for k in KINDS
+        problems += [f"{k}: {counts[k]} injected, {schedule.count(k)} scheduled" for k in FAULT_KINDS
                      if counts[k] + (cancelled if k == SUPERNODE_RESTART else 0) != schedule.count(k)]
-    if not attempts or attempts[-1]["rc"] != 0:
-        problems.append(f"the last flwr run exited {attempts[-1]['rc'] if attempts else 'never ran'}")
+    if (ended := last_run_problem(attempts)) is not None:
+        problems.append(ended)
     if leftovers:
         problems.append(f"processes left running after stop: {leftovers}")
     row.update({**counts, "flwr_runs": len(attempts), "rounds_completed": check.rounds,
@@ -621,6 +625,24 @@ def run_one(work: Path, settings: Settings, owners_dir: Path, evaluation: Path, 
     return row, records
 
 
+def last_run_problem(attempts: Sequence[dict[str, Any]]) -> str | None:
+    """Why the run's last `flwr run` did not end well (None: it did): `flwr run --stream` exits 0 when the
+    ServerApp died or failed (its run ends "finished:failed"), so its exit status alone says nothing;
+    Federation.run then returns RUN_NOT_COMPLETED and the last attempt's "run_status" is what the SuperLink
+    said of the run (runtime/federation.py)."""
+    if not attempts:
+        return "the last flwr run exited never ran"
+    last = attempts[-1]
+    status = last.get("run_status")
+    if status is not None and status.get("status") != COMPLETED:
+        details = f" ({status['details']})" if status.get("details") else ""
+        return (f"the last flwr run exited 0 but the SuperLink's status of its run {status.get('run_id')} is "
+                f"{status.get('status')}{details}, not {COMPLETED}")
+    if last["rc"] != 0:
+        return f"the last flwr run exited {last['rc']}"
+    return None
+
+
 def reference_in_process(work: Path, settings: Settings, owners_dir: Path, evaluation: Path,
                          log: Callable[[str], None] = print) -> tuple[dict[str, Any], list[RoundRecord]]:
     """The fault-free reference in this process (runtime.local_grid: the server loop and the client handlers
@@ -636,7 +658,7 @@ def reference_in_process(work: Path, settings: Settings, owners_dir: Path, evalu
     run_local(cfg, data_paths=[str(f) for f in owners.files])
     records = list(Ledger.load(base / "run" / LEDGER).records)
     row = {"run": "fault-free (in-process)", "seed": None, "nodes": settings.nodes, "rounds": settings.rounds,
-           "q_u": settings.sampling, **dict.fromkeys(KINDS, 0), "flwr_runs": 0, "rounds_completed": len(records),
+           "q_u": settings.sampling, **dict.fromkeys(FAULT_KINDS, 0), "flwr_runs": 0, "rounds_completed": len(records),
            "records_lost": None, "ledger_intact": True, "wall_s": time.perf_counter() - t0,
            "status": "ok" if len(records) == settings.rounds else "FAILED"}
     log(f"[reference] in-process: {len(records)} rounds in {row['wall_s']:.0f} s")
@@ -668,7 +690,7 @@ def study(work: Path, settings: Settings, *, runs: int, seed: int, reference: st
 
 
 # -- the table ----------------------------------------------------------------------------------------------
-COLUMNS = ("run", "seed", "nodes", "rounds", "q_u", *KINDS, "flwr_runs", "rounds_completed", "records_lost",
+COLUMNS = ("run", "seed", "nodes", "rounds", "q_u", *FAULT_KINDS, "flwr_runs", "rounds_completed", "records_lost",
            "updates_lost", "ledger_intact", "outputs_intact", "temporaries_left", "leftover_processes", "wall_s",
            "pss_node_max_mib", "pss_node_mean_mib", "pss_total_peak_gib", "status")
 
@@ -689,7 +711,7 @@ def totals(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The runs with faults together."""
     faulty = [r for r in rows if r.get("seed") is not None]
     return {"runs": len(faulty), "ok": sum(r["status"] == "ok" for r in faulty),
-            **{k: sum(r.get(k, 0) for r in faulty) for k in KINDS},
+            **{k: sum(r.get(k, 0) for r in faulty) for k in FAULT_KINDS},
             "rounds_completed": sum(r.get("rounds_completed", 0) for r in faulty),
             "records_lost": sum(r.get("records_lost") or 0 for r in faulty),
             "wall_s": sum(r.get("wall_s", 0.0) for r in rows)}

@@ -42,3 +42,11 @@ def one_torch_thread():
     yield
     torch.set_num_threads(threads)
 
+
+
+@pytest.fixture(scope="session")
+def uedp_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A wheel of this checkout's installed package, built once per session (tests/installed.py)."""
+    from tests.installed import build_wheel
+
+    return build_wheel(tmp_path_factory.mktemp("wheel-src"), tmp_path_factory.mktemp("dist"))

@@ -61,3 +61,54 @@ def compose_run_config(overrides: list[str]) -> RunConfig:
     with initialize_config_dir(config_dir=conf, version_base="1.3"):
         cfg = compose(config_name="config", overrides=["federation.out_dir=x", *overrides])
     return to_run_config(cfg)[0]
+
+
+class ZeroNoise:
+    """A noise source that draws nothing (tests of the aggregation's arithmetic; never a real run)."""
+
+    reproducible = True
+    warning = "not private: no noise (a test)"
+    mode = "none"
+
+    def normal(self, shape: tuple[int, ...], std: float) -> Any:
+        import numpy as np
+
+        return np.zeros(shape, dtype=np.float64)
+
+
+def dp_strategy(cfg: RunConfig, out_dir: Path, *, mechanism: str = "uedp", places: int = 8, seed: int = 3,
+                z: float = 1.0, inner: Any = None, noise: Any = None, **privacy: Any):
+    """UeDP's Flower wrapper (uedp.flower.UserEntityDP) around Flower's FedAvg for `cfg`'s privacy settings
+    with `privacy` overrides, a fixed seed (reproduction: keys, cohorts and noise from `seed`) and noise
+    multiplier `z` (no calibration), writing its ledger into `out_dir`."""
+    import dataclasses
+
+    from flwr.serverapp.strategy import FedAvg
+
+    from uedp.flower.strategy import UserEntityDP
+
+    settings = dataclasses.replace(cfg.privacy, seed=seed, **privacy)
+    return UserEntityDP(inner if inner is not None else FedAvg(), places=places, num_rounds=cfg.federation.rounds,
+                        mechanism=mechanism, privacy=settings, out_dir=out_dir, noise_multiplier=z, noise=noise)
+
+
+TRAINING_FIELDS = ("optimizer", "lr", "momentum", "local_epochs", "local_steps", "batch_size")
+
+
+def instructions(**kw: Any) -> tuple[Any, Any]:
+    """(RoundInstructions, LocalTraining) from one set of keyword options (those of uedp.training.LocalTraining
+    go to the second): a training message's "uedp" and "config" records."""
+    from uedp.protocol import RoundInstructions
+    from uedp.training import LocalTraining
+
+    training = dict(optimizer="sgd", lr=0.5, momentum=0.0, local_epochs=1, local_steps=0, batch_size=8)
+    training.update({k: kw.pop(k) for k in list(kw) if k in TRAINING_FIELDS})
+    return RoundInstructions(**kw), LocalTraining(**training)
+
+
+def train_message(arrays: list[Any], ins: Any, training: Any, *, node: int = 1) -> Any:
+    """A training message as the wrapper sends it (global arrays, the app's config, the round's instructions)."""
+    from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
+
+    return Message(RecordDict({"arrays": ArrayRecord(arrays), "config": ConfigRecord(training.to_record()),
+                               "uedp": ins.to_record()}), dst_node_id=node, message_type="train")

@@ -102,7 +102,7 @@ def test_no_server_recheck_lets_an_oversized_update_through():
 
     tmpl = [np.zeros(4, dtype=np.float32)]
     big = [np.full(4, 10.0, dtype=np.float32)]  # norm 20 >> beta
-    kw = {"template": tmpl, "w_max": 1.0, "beta": 0.5, "sigma": 0.0, "Z": 1.0, "noise": GaussianNoise(seed=1)}
+    kw = {"template": tmpl, "w_max": 1.0, "beta": 0.5, "sigma": 0.0, "denominator": 1.0, "noise": GaussianNoise(seed=1)}
     checked, _ = aggregate([big], **kw)
     assert np.linalg.norm(checked[0]) == pytest.approx(0.5, rel=1e-5)
     unchecked, _ = unchecked_aggregate([big], **kw)
@@ -112,23 +112,30 @@ def test_no_server_recheck_lets_an_oversized_update_through():
 def test_control_b_client_update_exceeds_beta(tmp_path):
     """The per-step-clip control (the real client round with the gradient hook and the unclipped bound
     injected) returns updates above beta (the audit's sensitivity is broken); the real client never does."""
+    from flwr.app import ArrayRecord
+
     from client.update import ClientRound, client_update
     from runtime.local_grid import set_local_task_identity
-    from tests.helpers import tiny_config
+    from tests.helpers import instructions, tiny_config
+    from uedp.flower.mod import UeDPMod, bound_update, model_update
+    from uedp.flower.mod import uedp_mod as _sound
     from uedp.models.base import get_weights
     from uedp.pipeline import new_model, prepare
     from uedp.privacy.clipping import update_norm
-    from uedp.protocol import TrainInstructions
 
     set_local_task_identity()
     cfg = tiny_config(tmp_path, train={"lr": 2.0, "local_epochs": 3}, strategy={"name": "user_dp"})
     weights = get_weights(new_model(cfg, prepare(cfg), seed=0))
-    ins = TrainInstructions(round=1, mechanism="user_dp", q_e=1.0, q_s=1.0, k_cap=0, m_max=6, slot=-1,
-                            beta=0.1, w_u=1.0, private=True, optimizer="sgd", lr=2.0, momentum=0.0,
-                            local_epochs=3, local_steps=0, batch_size=8, key=None, seed=-1)
+    ins, training = instructions(round=1, mechanism="user_dp", q_e=1.0, q_s=1.0, k_cap=0, m_max=6, slot=-1,
+                                 beta=0.1, w_u=1.0, private=True, optimizer="sgd", lr=2.0, momentum=0.0,
+                                 local_epochs=3, local_steps=0, batch_size=8, key=None, seed=-1)
     bound = UnclippedUpdate()
-    broken, metrics = ClientRound(gradient_hook=clip_each_step, bound=bound)(cfg, 0, weights, ins)
-    good, _ = client_update(cfg, 0, weights, ins)
+    keys = [str(i) for i in range(len(weights))]
+    new, metrics = ClientRound(gradient_hook=clip_each_step)(cfg, 0, weights, ins, training)
+    broken = UeDPMod(bound=bound)._bounded(ArrayRecord(new), keys, weights, ins)  # the control's mod
+    good_new, _ = client_update(cfg, 0, weights, ins, training)
+    good = bound_update(model_update(ArrayRecord(good_new), keys, weights), ins)
+    assert _sound.bound is bound_update
     assert update_norm(good) <= 0.1 * (1 + 1e-5)
     assert update_norm(broken) > 3 * 0.1 and metrics == {}  # private: the norm stays in the audit process
     assert bound.norms == [pytest.approx(update_norm(broken), rel=1e-4)]

@@ -9,24 +9,24 @@ import pickle
 
 import numpy as np
 import pytest
-from flwr.app import ArrayRecord, Context, Message, RecordDict
+from flwr.app import Context, Message, RecordDict
 
 from client import update as client_update_module
 from client.app import make_client_app
 from client.update import client_update
 from runtime.local_grid import LocalGrid, set_local_task_identity
-from tests.helpers import tiny_config
+from tests.helpers import instructions, tiny_config, train_message
+from uedp.flower.mod import bound_update
 from uedp.models.base import get_weights
 from uedp.pipeline import load_manifest, new_model, prepare
-from uedp.protocol import TrainInstructions
 
 
-def _ins(**kw) -> TrainInstructions:
+def _ins(**kw):
+    """(RoundInstructions, LocalTraining) of a user-level DP round."""
     base = dict(round=1, mechanism="user_dp", q_e=0.5, q_s=0.5, k_cap=0, m_max=6, slot=-1, beta=0.5, w_u=1.0,
-                private=True, optimizer="sgd", lr=0.5, momentum=0.0, local_epochs=1, local_steps=0, batch_size=8,
-                seed=7)
+                private=True, seed=7)
     base.update(kw)
-    return TrainInstructions(**base)
+    return instructions(**base)
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # as the ClientApp and the in-process runner
@@ -39,11 +39,10 @@ def tiny(tmp_path_factory):
     return cfg
 
 
-def _message(cfg, node: int, ins: TrainInstructions) -> Message:
+def _message(cfg, node: int, ins) -> Message:
     set_local_task_identity()
     weights = get_weights(new_model(cfg, load_manifest(cfg), seed=0))
-    msg = Message(RecordDict({"arrays": ArrayRecord(weights), "config": ins.to_record()}), dst_node_id=node,
-                  message_type="train")
+    msg = train_message(weights, *ins, node=node)
     msg.metadata.__dict__["_message_id"] = f"m{node}"  # as the grid sets it when pushing
     return msg
 
@@ -62,10 +61,10 @@ def test_a_process_keeps_every_user_of_a_population_over_the_old_64(tmp_path):
     cache = client_update_module._user_data
     cache.cache_clear()
     for pid in range(80):
-        client_update(cfg, pid, weights, _ins())
+        client_update(cfg, pid, weights, *_ins())
     assert cache.cache_info().misses == 80
     for pid in range(80):
-        client_update(cfg, pid, weights, _ins())
+        client_update(cfg, pid, weights, *_ins())
     assert cache.cache_info().misses == 80 and cache.cache_info().hits == 80
     assert cache.cache_info().maxsize >= 2500  # an actor's share of the largest population run (5,000 users)
 
@@ -73,8 +72,8 @@ def test_a_process_keeps_every_user_of_a_population_over_the_old_64(tmp_path):
 def test_a_cached_user_trains_exactly_like_a_fresh_read(tiny):
     weights = get_weights(new_model(tiny, load_manifest(tiny), seed=0))
     client_update_module._user_data.cache_clear()
-    fresh, _ = client_update(tiny, 3, weights, _ins())
-    cached, _ = client_update(tiny, 3, weights, _ins())
+    fresh, _ = client_update(tiny, 3, weights, *_ins())
+    cached, _ = client_update(tiny, 3, weights, *_ins())
     assert client_update_module._user_data.cache_info().hits >= 1
     assert all(np.array_equal(a, b) for a, b in zip(fresh, cached))
 
@@ -86,7 +85,9 @@ def test_the_client_app_pickles_without_by_value_code_and_still_trains(tiny):
     restored = pickle.loads(pickle.dumps(app))
     ins = _ins()
     reply = restored(_message(tiny, 2, ins), _context(2))
-    direct, _ = client_update(tiny, 2, get_weights(new_model(tiny, load_manifest(tiny), seed=0)), ins)
+    weights = get_weights(new_model(tiny, load_manifest(tiny), seed=0))
+    new, _ = client_update(tiny, 2, weights, *ins)
+    direct = bound_update([n - w for n, w in zip(new, weights)], ins[0])  # what the app's client mod does
     got = reply.content["update"].to_numpy_ndarrays()
     assert set(reply.content.keys()) == {"update"}  # private: the update only
     assert all(np.array_equal(a, b) for a, b in zip(got, direct))

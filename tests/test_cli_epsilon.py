@@ -34,11 +34,14 @@ def test_json_output(capsys) -> None:
         assert key in data
     expected = epsilons(mechanism("uedp", z=2.0, q_u=0.05, q_e=0.5, q_s=0.1, m_max=20, k_cap=3), rounds=50,
                         num_users=20)
-    assert data["eps_uedp"] == pytest.approx(expected.eps_uedp, rel=1e-12)
-    assert data["eps_user"] == pytest.approx(expected.eps_user, rel=1e-12)
+    # The very same computation: the command calls `epsilons` on this Mechanism (beta and w_max only scale
+    # sigma, outside the units the accountant works in), and JSON writes a float's repr, which reads back
+    # exactly. So the values are equal, not close.
+    assert data["eps_uedp"] == expected.eps_uedp
+    assert data["eps_user"] == expected.eps_user
     assert data["noise_multiplier"] == 2.0 and data["delta"] == 1e-5 and data["k_cap"] == 3
     assert data["sigma"] == pytest.approx(2.0 * (1 + 6) * 0.5)  # s_u = beta (docs/proofs.md Theorem 1)
-    assert data["eps_undetected"] == pytest.approx(expected.eps_undetected, rel=1e-12)
+    assert data["eps_undetected"] == expected.eps_undetected  # the same computation (above)
     assert data["undetected_rule"] == expected.undetected_rule and data["undetected_rule"]
     assert data["claims"] == ["eps_uedp", "eps_undetected"] and data["delta_trunc"] == 0.0
     assert data["eps_user"] <= data["eps_uedp"] <= data["eps_rdp_bound"]

@@ -1,9 +1,9 @@
-"""The client's update bound and selection, and the strategy's sampling, entity cap and server re-check."""
+"""The client's update bound (the client mod) and selection, and the wrapper's sampling, entity cap and server
+re-check."""
 
 from __future__ import annotations
 
 import itertools
-import random
 from collections import Counter
 
 import numpy as np
@@ -12,14 +12,13 @@ from flwr.app import ArrayRecord, Error, Message, RecordDict
 
 from client.update import client_update, select
 from runtime.local_grid import LocalGrid, set_local_task_identity
-from strategies import MechanismStrategy
-from tests.helpers import tiny_config
+from tests.helpers import ZeroNoise, dp_strategy, tiny_config
+from uedp.flower.mod import bound_update, model_update
 from uedp.models.base import get_weights
 from uedp.pipeline import load_manifest, load_user_data, new_model, prepare
-from uedp.privacy import mechanisms
 from uedp.privacy.clipping import update_norm
-from uedp.privacy.noise import GaussianNoise
-from uedp.protocol import TrainInstructions
+from uedp.protocol import RoundInstructions
+from uedp.training import LocalTraining
 
 
 @pytest.fixture(scope="module")
@@ -29,11 +28,23 @@ def tiny(tmp_path_factory):
     return cfg
 
 
-def _ins(**kw) -> TrainInstructions:
+TRAINING = dict(optimizer="sgd", lr=0.5, momentum=0.0, local_epochs=1, local_steps=0, batch_size=8)
+
+
+def _ins(**kw) -> tuple[RoundInstructions, LocalTraining]:
     base = dict(round=1, mechanism="user_dp", q_e=0.5, q_s=0.5, k_cap=0, m_max=6, slot=-1, beta=0.5, w_u=1.0,
-                private=True, optimizer="sgd", lr=0.5, momentum=0.0, local_epochs=1, local_steps=0, batch_size=8)
+                private=True)
+    training = {k: kw.pop(k) for k in list(kw) if k in TRAINING}
     base.update(kw)
-    return TrainInstructions(**base)
+    return RoundInstructions(**base), LocalTraining(**{**TRAINING, **training})
+
+
+def _update(cfg, user: int, weights, ins_training):
+    """The client round, then what the client mod makes of its new model: the update, clipped once."""
+    ins, training = ins_training
+    new, metrics = client_update(cfg, user, weights, ins, training)
+    keys = [str(i) for i in range(len(weights))]
+    return bound_update(model_update(ArrayRecord(new), keys, weights), ins), metrics
 
 
 @pytest.mark.parametrize(
@@ -43,8 +54,8 @@ def _ins(**kw) -> TrainInstructions:
 )
 def test_every_update_leaving_a_client_is_bounded(tiny, optimizer, lr, epochs, beta, w_u):
     weights = get_weights(new_model(tiny, load_manifest(tiny), seed=0))
-    update, metrics = client_update(tiny, 2, weights, _ins(optimizer=optimizer, lr=lr, local_epochs=epochs,
-                                                          beta=beta, w_u=w_u))
+    update, metrics = _update(tiny, 2, weights, _ins(optimizer=optimizer, lr=lr, local_epochs=epochs, beta=beta,
+                                                     w_u=w_u))
     assert update_norm(update) <= w_u * beta * (1 + 1e-6)
     assert metrics == {}  # private: nothing but the update leaves the client
     assert [u.shape for u in update] == [w.shape for w in weights]
@@ -52,23 +63,19 @@ def test_every_update_leaving_a_client_is_bounded(tiny, optimizer, lr, epochs, b
 
 def test_large_steps_are_clipped_to_exactly_beta(tiny):
     weights = get_weights(new_model(tiny, load_manifest(tiny), seed=0))
-    update, _ = client_update(tiny, 1, weights, _ins(lr=50.0, beta=0.5))
+    update, _ = _update(tiny, 1, weights, _ins(lr=50.0, beta=0.5))
     assert update_norm(update) == pytest.approx(0.5, rel=1e-5)
 
 
 def test_non_private_reply_carries_metrics(tiny):
     weights = get_weights(new_model(tiny, load_manifest(tiny), seed=0))
-    _, metrics = client_update(tiny, 0, weights, _ins(mechanism="fedavg", private=False, beta=0.0))
+    _, metrics = _update(tiny, 0, weights, _ins(mechanism="fedavg", private=False, beta=0.0))
     assert set(metrics) == {"train_loss", "sentences", "steps"} and metrics["sentences"] > 0
 
 
 def _strategy(cfg, *, k_cap, q_u=1.0, m_max=8, seed=3, z=1.0):
-    from dataclasses import replace
-
-    privacy = replace(cfg.privacy, q_u=q_u, m_max=m_max, k_cap=k_cap, q_e=1.0, q_s=0.0)
-    s = MechanismStrategy(mechanisms.get("uedp"), privacy=privacy, train=cfg.train, noise_multiplier=z,
-                          population=8, noise=GaussianNoise(seed=1), rng=random.Random(seed))
-    return s
+    return dp_strategy(cfg, cfg.federation.out_dir, seed=seed, z=z, q_u=q_u, m_max=m_max, k_cap=k_cap, q_e=1.0,
+                       q_s=0.0)
 
 
 def _entity_use(cfg, strategy, grid) -> Counter:
@@ -77,7 +84,7 @@ def _entity_use(cfg, strategy, grid) -> Counter:
     weights = get_weights(new_model(cfg, load_manifest(cfg), seed=0))
     use: Counter = Counter()
     for msg in strategy.configure_train(1, ArrayRecord(weights), None, grid):
-        ins = TrainInstructions.from_record(msg.content["config"])
+        ins = RoundInstructions.of(msg)
         data = load_user_data(cfg, msg.metadata.dst_node_id)
         rows, _ = select(data, ins)
         use.update(set(itertools.chain.from_iterable(data.entities[i] for i in rows)))
@@ -108,9 +115,8 @@ def test_cohort_is_poisson_and_truncated(tiny):
 
 def test_server_rechecks_every_reply(tiny):
     set_local_task_identity()
-    s = _strategy(tiny, k_cap=2, z=1e-12)  # (almost) no noise: check the arithmetic of the sum
+    s = dp_strategy(tiny, tiny.federation.out_dir, noise=ZeroNoise(), q_u=1.0, m_max=8, k_cap=2, q_e=1.0, q_s=0.0)
     template = [np.zeros((3, 2), np.float32), np.zeros(4, np.float32)]
-    s.set_template(template)
     sent = list(s.configure_train(1, ArrayRecord(template), None, LocalGrid(tiny, 8)))
     beta = tiny.privacy.beta
 
@@ -125,10 +131,10 @@ def test_server_rechecks_every_reply(tiny):
     agg, metrics = s.aggregate_train(1, [*replies, failed])
     m = dict(metrics)
     assert (m["ok"], m["reclipped"], m["dropped_nonfinite"], m["dropped_shape"], m["failed"]) == (1, 1, 1, 1, 1)
-    total = agg.to_numpy_ndarrays()
+    total = agg.to_numpy_ndarrays()  # FedAvg applies the released update to the zero model: the update
     # sum = ok + huge clipped to beta, divided by Z
     huge_norm = np.sqrt(sum(float((a.astype(np.float64) ** 2).sum()) for a in huge))
-    expected = [(o + h * beta / huge_norm) / s.Z for o, h in zip(ok, huge)]
+    expected = [(o + h * beta / huge_norm) / s.denominator for o, h in zip(ok, huge)]
     for got, want in zip(total, expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
@@ -148,14 +154,13 @@ def _zero_replies(plan, template):
 
 def test_no_plan_outlives_its_round(tiny):
     """A round is aggregated with the plan its own configure_train returned, once: a round without a plan,
-    a second aggregation of it and a second configure_train of it are refused, and two rounds configured
-    before either is aggregated keep their own cohorts."""
+    a second aggregation of it, a second configure_train of it and a round aggregated before the one before
+    it are refused, and two rounds configured before either is aggregated keep their own cohorts."""
     import dataclasses
 
     set_local_task_identity()
     template = [np.zeros(3, np.float32)]
     s = _strategy(tiny, k_cap=2, q_u=0.5, seed=0)
-    s.set_template(template)
     with pytest.raises(RuntimeError, match="round 1 has no plan"):
         s.aggregate_train(1, [])
     arrays = ArrayRecord(template)
@@ -166,12 +171,14 @@ def test_no_plan_outlives_its_round(tiny):
     assert first.cohort.size != second.cohort.size  # (seed 0) so a mixed-up cohort would show in the counts
     assert list(first) == list(first.messages) and len(first) == first.cohort.size  # all 8 places connected
     for plan in (first, second):
-        assert [TrainInstructions.from_record(m.content["config"]).round for m in plan] == [plan.round] * len(plan)
-        assert plan.instructions == tuple(TrainInstructions.from_record(m.content["config"]) for m in plan)
+        assert [RoundInstructions.of(m).round for m in plan] == [plan.round] * len(plan)
+        assert plan.instructions == tuple(RoundInstructions.of(m) for m in plan)
         assert "cohort" not in repr(plan) and "RoundKey" not in repr(plan)  # never the sample or the key
     with pytest.raises(dataclasses.FrozenInstanceError):
         first.cohort = second.cohort
-    for plan in (second, first):  # aggregated in the other order than configured
+    with pytest.raises(RuntimeError, match="round 2 cannot be aggregated before round 1"):  # the ledger's order
+        s.aggregate_train(2, _zero_replies(second, template))
+    for plan in (first, second):  # each with its own plan, though both were configured before either
         _, metrics = s.aggregate_train(plan.round, _zero_replies(plan, template))
         assert (metrics["sampled"], metrics["drawn"], metrics["missing"]) == (plan.cohort.size, plan.cohort.drawn, 0)
     with pytest.raises(RuntimeError, match="round 1 has no plan"):
@@ -179,16 +186,15 @@ def test_no_plan_outlives_its_round(tiny):
 
 
 def test_the_round_record_is_built_once_and_noises_its_round(tiny, monkeypatch):
-    """configure_train builds the round's record (or takes the caller's, which the server loop budget-checked)
-    and aggregate_train noises with that record's sigma: no second build of it."""
-    import dataclasses
-
+    """configure_train builds the round's record once: the budget check is on it, the plan carries it,
+    aggregate_train noises with its sigma and the ledger records it: no second build of it."""
     from uedp.privacy.aggregation import aggregate
+    from uedp.privacy.ledger import Ledger
 
     set_local_task_identity()
     template = [np.zeros(3, np.float32)]
-    s = _strategy(tiny, k_cap=2, q_u=0.5)
-    s.set_template(template)
+    s = dp_strategy(tiny, tiny.federation.out_dir, mechanism="user_dp", z=1.0, q_u=0.5, m_max=8, k_cap=2,
+                    target_epsilon=50.0)
     sigmas = []
 
     def spy(updates, *, sigma, **kwargs):
@@ -197,19 +203,17 @@ def test_the_round_record_is_built_once_and_noises_its_round(tiny, monkeypatch):
 
     s.aggregator = spy
     real = s.round_record
-    built = []
+    built, checked = [], []
     monkeypatch.setattr(s, "round_record", lambda rnd: built.append(real(rnd)) or built[-1])
+    real_check = Ledger.check_budget
+    monkeypatch.setattr(Ledger, "check_budget", lambda self, record, **kw: checked.append(record)
+                        or real_check(self, record, **kw))
     arrays = ArrayRecord(template)
-    plan = s.configure_train(1, arrays, None, _Nodes())
-    s.aggregate_train(1, _zero_replies(plan, template))
-    assert [r.round for r in built] == [1] and plan.record is built[0] and sigmas == [plan.record.sigma]
-    record = real(2)  # the server loop's, built for its budget check
-    plan = s.configure_train(2, arrays, None, _Nodes(), record=record)
-    s.aggregate_train(2, _zero_replies(plan, template))
-    assert plan.record is record and len(built) == 1 and sigmas[-1] == record.sigma
-    with pytest.raises(ValueError, match="not this strategy's round 3"):
-        s.configure_train(3, arrays, None, _Nodes(), record=real(4))
-    with pytest.raises(ValueError, match="not this strategy's round 3"):
-        s.configure_train(3, arrays, None, _Nodes(), record=dataclasses.replace(real(3), z=2 * s.z))
-    with pytest.raises(RuntimeError, match="round 3 has no plan"):  # a refused configure leaves nothing behind
+    for rnd in (1, 2):
+        plan = s.configure_train(rnd, arrays, None, _Nodes())
+        s.aggregate_train(rnd, _zero_replies(plan, template))
+        assert [r.round for r in built] == list(range(1, rnd + 1)) and plan.record is built[-1]
+        assert checked[-1] is plan.record and sigmas[-1] == plan.record.sigma
+        assert s.ledger.records[-1] == plan.record
+    with pytest.raises(RuntimeError, match="round 3 has no plan"):  # nothing configured, nothing to aggregate
         s.aggregate_train(3, [])

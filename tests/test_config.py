@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from uedp.config import RunConfig
+from uedp.config import NAMESPACE, RunConfig
 from uedp.errors import ConfigError
 
 
@@ -41,10 +41,12 @@ def test_int_is_accepted_for_float():
 
 
 def test_pyproject_app_config_lists_every_key():
-    """`flwr run --run-config` can only override keys present in [tool.flwr.app.config]."""
+    """`flwr run --run-config` can only override keys present in [tool.flwr.app.config]; the project's keys
+    live under its namespace (`uedp.`), where an app's own keys would sit beside them."""
     data = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     app_cfg = data["tool"]["flwr"]["app"]["config"]
-    flat = {f"{g}.{k}": v for g, values in app_cfg.items() for k, v in values.items()}
+    assert set(app_cfg) == {NAMESPACE}
+    flat = {f"{g}.{k}": v for g, values in app_cfg[NAMESPACE].items() for k, v in values.items()}
     defaults = RunConfig().to_flat()
     assert set(flat) - set(defaults) == set(), "keys RunConfig does not have"
     assert set(defaults) - set(flat) == set(), "RunConfig keys missing (flwr run --run-config could not set them)"
@@ -65,3 +67,21 @@ def test_local_training_has_no_defaults_of_its_own():
     fields = dataclasses.fields(LocalTraining)
     assert [f.name for f in fields] == [f.name for f in dataclasses.fields(ClientTrainConfig)]
     assert all(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING for f in fields)
+
+
+def test_a_flower_run_config_passes_an_apps_own_keys_and_refuses_unknown_ones_of_ours():
+    """RunConfig.from_run_config reads the `uedp.` keys of a Flower run config: the app's own keys (another
+    prefix, or none) pass through; an unknown key or group inside the namespace is refused, naming it as the
+    run config spells it."""
+    run_config = {"num-server-rounds": 3, "myapp.lr": 0.1, "myapp.model": "gpt2", "uedp.privacy.q_u": 0.5,
+                  "uedp.federation.rounds": 7}
+    cfg = RunConfig.from_run_config(run_config)
+    assert (cfg.privacy.q_u, cfg.federation.rounds) == (0.5, 7) and cfg.dataset == RunConfig().dataset
+    assert RunConfig.from_run_config(cfg.to_run_config()) == cfg
+    assert all(k.startswith("uedp.") for k in cfg.to_run_config())
+    with pytest.raises(ConfigError, match=r"unknown config key uedp\.privacy\.qu;"):
+        RunConfig.from_run_config({**run_config, "uedp.privacy.qu": 1.0})
+    with pytest.raises(ConfigError, match=r"unknown config group 'uedp\.myapp'"):
+        RunConfig.from_run_config({**run_config, "uedp.myapp.lr": 1.0})
+    with pytest.raises(ConfigError, match=r"config key uedp\.privacy\.q_u must be of type float"):
+        RunConfig.from_run_config({"uedp.privacy.q_u": "half"})

@@ -69,7 +69,7 @@ from opacus.accountants.analysis import rdp as opacus_rdp
 from scipy import integrate
 
 from tests.helpers import eps_rdp_bound, eps_user
-from uedp.privacy.accounting import _rdp_epsilon, auto_discretization, epsilon, mechanism
+from uedp.privacy.accounting import auto_discretization, epsilon, mechanism, pairs_rdp_epsilon
 
 DELTA = 1e-5
 POPULATION = 1000
@@ -210,7 +210,8 @@ def test_our_rdp_bound_is_infinite_for_user_dp_so_user_adjacency_uses_the_user_m
 MAIN = mechanism("uedp", z=1.0, q_u=0.25, q_e=0.2, q_s=0.1, m_max=80, k_cap=1)  # the main job's, q_s lowered
 NO_CAP = mechanism("uedp", z=2.0, q_u=0.05, q_e=0.5, q_s=0.1, m_max=100)
 CAP_4 = mechanism("uedp", z=1.0, q_u=0.25, q_e=0.2, q_s=0.1, m_max=80, k_cap=4)
-EVENT_CASES = [  # (mechanism, kind, expected event type); "four_point_S": a bound of eps_undetected
+EVENT_CASES = [  # (mechanism, pair_name, expected event type): an adjacency's pair_name, or "four_point_S", a bound
+    # of eps_undetected
     (MAIN, "uedp", "MixtureOfGaussiansDpEvent"),
     (NO_CAP, "uedp", "MixtureOfGaussiansDpEvent"),
     (MAIN, "user", "PoissonSampledDpEvent"),
@@ -225,17 +226,17 @@ def _pld_accountant(event, rounds: int, vdi: float) -> float:
     return accountant.get_epsilon(DELTA)
 
 
-@pytest.mark.parametrize("mech, kind, event_type", EVENT_CASES)
-def test_dp_accountings_pld_accountant_on_our_events_gives_our_epsilon(mech, kind, event_type):
-    mixture = mech.undetected(kind) if kind == "four_point_S" else mech.mixture(kind)
+@pytest.mark.parametrize("mech, pair_name, event_type", EVENT_CASES)
+def test_dp_accountings_pld_accountant_on_our_events_gives_our_epsilon(mech, pair_name, event_type):
+    mixture = mech.undetected(pair_name) if pair_name == "four_point_S" else mech.mixture(pair_name)
     event = mixture.dp_event()
     assert type(event).__name__ == event_type
     vdi = 2.0**-8
     for rounds in (1, 10, 100):
-        if kind == "four_point_S":
+        if pair_name == "four_point_S":
             ours = mixture.pld(vdi).self_compose(rounds).get_epsilon_for_delta(DELTA)
         else:
-            ours = epsilon(kind, [(mech, rounds)], delta=DELTA, value_discretization_interval=vdi,
+            ours = epsilon(pair_name, [(mech, rounds)], delta=DELTA, value_discretization_interval=vdi,
                            num_users=mech.m_max)
         assert 0.1 < ours < 50.0
         assert ours == pytest.approx(_pld_accountant(event, rounds, vdi), rel=1e-9), rounds
@@ -243,7 +244,7 @@ def test_dp_accountings_pld_accountant_on_our_events_gives_our_epsilon(mech, kin
 
 def test_dp_event_on_the_auto_grid_and_the_edge_cases():
     rounds = 30  # the ledger's own grid (auto-discretized)
-    vdi = auto_discretization(_rdp_epsilon(((MAIN.mixture("uedp"), rounds),), DELTA))
+    vdi = auto_discretization(pairs_rdp_epsilon(((MAIN.mixture("uedp"), rounds),), delta=DELTA))
     ours = epsilon("uedp", [(MAIN, rounds)], delta=DELTA, num_users=80)
     assert ours == pytest.approx(_pld_accountant(MAIN.mixture("uedp").dp_event(), rounds, vdi), rel=1e-9)
     full = mechanism("user_dp", z=3.0, q_u=1.0, m_max=None).mixture("user")  # {s_u: 1}: a plain Gaussian

@@ -14,10 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from server.checkpoint import Checkpoint, save_checkpoint
-from server.resume import LEDGER, METRICS
 from studies.faults import (
-    KINDS,
+    FAULT_KINDS,
     SERVERAPP_KILL,
     SUPERLINK_KILL,
     SUPERNODE_KILL,
@@ -33,6 +31,8 @@ from studies.faults import (
     totals,
 )
 from uedp.config import RunConfig
+from uedp.flower.checkpoint import Checkpoint, save_checkpoint
+from uedp.flower.resume import LEDGER, METRICS
 from uedp.privacy.ledger import Ledger, RoundRecord
 from uedp.privacy.mechanisms import spec_for
 from uedp.summary import SUMMARY
@@ -54,7 +54,7 @@ def test_schedule_shape(seed):
         kill = kills[r.node]
         assert r.after_round == kill.after_round <= 3 and r.delay >= kill.delay + 60.0
     assert all(0 <= f.delay <= 3.0 for f in s.faults if f.kind != SUPERNODE_RESTART)
-    assert list(s.faults) == sorted(s.faults, key=lambda f: (f.after_round, f.delay, KINDS.index(f.kind)))
+    assert list(s.faults) == sorted(s.faults, key=lambda f: (f.after_round, f.delay, FAULT_KINDS.index(f.kind)))
 
 
 def test_schedules_differ_by_seed_and_options_are_checked():
@@ -65,7 +65,7 @@ def test_schedules_differ_by_seed_and_options_are_checked():
     for bad in ({"rounds": 2}, {"node_kills": 4}, {"node_kills": 1, "restarts": 2}, {"max_delay": -1.0}):
         with pytest.raises(ValueError):
             make_schedule(0, **{"nodes": 4, "rounds": 3, **bad})
-    assert json.loads(json.dumps(small.to_dict()))["faults"][0]["kind"] in KINDS
+    assert json.loads(json.dumps(small.to_dict()))["faults"][0]["kind"] in FAULT_KINDS
 
 
 # -- the injector -------------------------------------------------------------------------------------------
@@ -137,7 +137,7 @@ def test_injector_runs_a_schedule_to_the_end(no_cli_kill):
     assert ("restart_superlink",) in fed.calls and ("kill", "supernode-2") in fed.calls
     assert ("restart_node", 2) in fed.calls and fed.calls.index(("kill", "supernode-2")) < fed.calls.index(
         ("restart_node", 2))
-    assert injector.counts() == dict.fromkeys(KINDS, 1) and not injector.errors and not injector.cancelled
+    assert injector.counts() == dict.fromkeys(FAULT_KINDS, 1) and not injector.errors and not injector.cancelled
     restart = next(e for e in injector.events if e["kind"] == SUPERNODE_RESTART)
     assert restart["starts"] == 2
 
@@ -190,7 +190,7 @@ def _records(n: int, *, z: float = 0.8) -> list[RoundRecord]:
     spec = spec_for(cfg.strategy.name, cfg.strategy.estimator)
     q_e, q_s = spec.rates(p)
     return [RoundRecord(round=r, method=spec.accounting, q_u=0.25, q_e=q_e, q_s=q_s, m_max=4, k_cap=1,
-                        beta=p.beta, w_max=p.w_max, z=z, Z=2.0, noise="secure") for r in range(1, n + 1)]
+                        beta=p.beta, w_max=p.w_max, z=z, denominator=2.0, noise="secure") for r in range(1, n + 1)]
 
 
 def _finished_run(out: Path, records: list[RoundRecord], *, rows: list[int] | None = None,
@@ -250,7 +250,7 @@ def test_a_finished_run_passes_and_each_kind_of_damage_is_found(tmp_path):
 def test_table_totals_the_runs_with_faults():
     rows = [{"run": "fault-free", "seed": None, "status": "ok", "wall_s": 10.0, "rounds_completed": 5},
             *({"run": f"run-{k}", "seed": k, "status": "ok", "wall_s": 100.0, "rounds_completed": 5,
-               "records_lost": 0, **dict.fromkeys(KINDS, 1), "ledger_intact": True} for k in (1, 2))]
+               "records_lost": 0, **dict.fromkeys(FAULT_KINDS, 1), "ledger_intact": True} for k in (1, 2))]
     t = totals(rows)
     assert t["runs"] == 2 and t["ok"] == 2 and t[SUPERNODE_KILL] == 2 and t["rounds_completed"] == 10
     assert t["records_lost"] == 0 and t["wall_s"] == 210.0

@@ -20,7 +20,7 @@ import pytest
 
 from runtime.federation import federation
 from runtime.tls import make_certificates
-from server.resume import ROW_HASH
+from uedp.flower.resume import ROW_HASH
 
 pytestmark = pytest.mark.skipif(
     shutil.which("flower-superlink", path=str(Path(sys.executable).parent)) is None
@@ -293,7 +293,7 @@ def test_server_killed_mid_run_and_resumed(tmp_path):
     """SIGKILL the SuperLink (and the ServerApp process it runs) after round 2 of 4, start it again and
     submit the run with federation.resume: it continues from the last checkpoint with the same ledger, no
     round is charged twice, and no model newer than the ledger ever existed on disk."""
-    from server.checkpoint import load_checkpoint
+    from uedp.flower.checkpoint import load_checkpoint
 
     out = tmp_path / "run"
     cfg = _overrides(out, 3, **{"federation.rounds": 4, "federation.checkpoint_every": 1})

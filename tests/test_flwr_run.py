@@ -31,11 +31,12 @@ def _superlinks(flwr_home: Path) -> list[int]:
 def test_flwr_run_local_simulation(tmp_path):
     home, out = tmp_path / "flwr-home", tmp_path / "run"
     overrides = tmp_path / "overrides.toml"
-    overrides.write_text(
-        "dataset.options = '{\"num_users\": 6, \"min_sentences\": 20, \"max_sentences\": 25}'\n"
-        "tokenizer.vocab_size = 300\nmodel.options = '{\"emb_dim\": 16, \"hidden_dim\": 16}'\n"
-        "privacy.q_u = 0.5\nprivacy.m_max = 6\nprivacy.delta = 1e-3\nprivacy.target_epsilon = 6.0\n"
-        f"federation.rounds = 2\nfederation.eval_every = 2\nfederation.out_dir = \"{out}\"\n"
+    overrides.write_text(  # the project's keys, under its namespace in the run config
+        "uedp.dataset.options = '{\"num_users\": 6, \"min_sentences\": 20, \"max_sentences\": 25}'\n"
+        "uedp.tokenizer.vocab_size = 300\nuedp.model.options = '{\"emb_dim\": 16, \"hidden_dim\": 16}'\n"
+        "uedp.privacy.q_u = 0.5\nuedp.privacy.m_max = 6\nuedp.privacy.delta = 1e-3\n"
+        "uedp.privacy.target_epsilon = 6.0\n"
+        f"uedp.federation.rounds = 2\nuedp.federation.eval_every = 2\nuedp.federation.out_dir = \"{out}\"\n"
     )
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
            "FLWR_HOME": str(home), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",

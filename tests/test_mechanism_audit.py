@@ -12,10 +12,10 @@ import random
 import numpy as np
 import pytest
 from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
+from flwr.serverapp.strategy import FedAvg
 from scipy.stats import binom, ks_2samp, norm
 
 from runtime.local_grid import set_local_task_identity
-from strategies.strategy import MechanismStrategy
 from studies.audit_mechanism import SETTINGS, rows_to_run, run_study
 from uedp.audit.bounds import _bounds_vector, epsilon_lower_bound, log_likelihood_ratio, resolution_limit
 from uedp.audit.controls import (
@@ -47,13 +47,13 @@ from uedp.audit.mechanism import (
     template,
 )
 from uedp.audit.membership import Confusion, cp_epsilon_lower_bound
-from uedp.config import ClientTrainConfig, PrivacyConfig
-from uedp.privacy.accounting import Mechanism, Mixture, truncation_delta, undetected_epsilon
-from uedp.privacy.mechanisms import get
+from uedp.config import PrivacyConfig
+from uedp.flower.strategy import UserEntityDP
+from uedp.privacy.accounting import Mechanism, Mixture, pairs_epsilon, truncation_delta, undetected_epsilon
 from uedp.privacy.noise import GaussianNoise
 from uedp.privacy.sampling import RoundKey, entity_sampled, extended_entity, extended_sampled, permitted_slots
 from uedp.privacy.sensitivity import sensitivities
-from uedp.protocol import TrainInstructions
+from uedp.protocol import RoundInstructions
 
 MAIN = SETTINGS["main"]
 QS1 = SETTINGS["main_qs1"]
@@ -79,6 +79,8 @@ def test_bound_vector_matches_scalar_bound_and_perfect_separation_hits_the_limit
         fp, tp = int(rng.integers(0, n0 + 1)), int(rng.integers(0, n1 + 1))
         want = cp_epsilon_lower_bound(Confusion(tp=tp, fn=n1 - tp, fp=fp, tn=n0 - fp), delta=1e-5)
         got = _bounds_vector(np.array([fp]), n0, np.array([tp]), n1, delta=1e-5, level=0.975)[0]
+        # The same formula on the same scipy beta.ppf values, vectorized: only numpy's log and array
+        # arithmetic may round differently from math.log (<= 1 ulp of a bound below 10: ~2e-15); measured 0.
         assert got == pytest.approx(want, abs=1e-12)
     lb = epsilon_lower_bound(np.zeros(2000), np.ones(2000), delta=1e-5)
     assert lb.eps_lb == pytest.approx(resolution_limit(1000, 1000, delta=1e-5))
@@ -106,7 +108,12 @@ def test_general_log_likelihood_ratio_is_the_density_ratio_and_reduces_to_the_po
 
     want = np.log(dens(s1, p1) / dens(s0, p0)).sum(axis=1)
     got = log_likelihood_ratio(y, sigma=sig, shifts=s1, probs=p1, shifts0=s0, probs0=p0)
-    assert got == pytest.approx(want, rel=1e-10)
+    # Two float paths (logsumexp of log-weights minus squared distances; the log of a ratio of sums of scipy
+    # densities). Here |y - m| / sig <= 2.8 (|y| <= 2.7, means in [-1, 2]), so every Gaussian exponent is
+    # below 4 and each density is exact to ~5 ulp, each round's log ratio to ~10 ulp (~2e-15 absolute), the
+    # sum over 6 rounds to ~1.3e-14: an absolute tolerance (a sum near 0 makes a relative one meaningless) of
+    # 1e-12, ~75x that bound; measured 3e-16.
+    assert got == pytest.approx(want, rel=0, abs=1e-12)
     old = log_likelihood_ratio(y, sigma=sig, shifts=s1, probs=p1)
     assert log_likelihood_ratio(y, sigma=sig, shifts=s1, probs=p1, shifts0=[0.0], probs0=[1.0]) == pytest.approx(old)
     # a point world 0 at c: the old score of y - c with shifts s - c
@@ -164,14 +171,32 @@ def test_accounted_mixture_is_the_accountants(method, adjacency):
 
 
 def test_accounted_undetected_epsilon_is_the_accountants():
-    """With the real sensitivities the audit's re-implementation (used for broken ones) gives the
-    accountant's eps_undetected and rule."""
+    """With the real sensitivities the audit's accountant (used for broken ones) gives the accountant's
+    eps_undetected and rule: both run uedp.privacy.accounting.undetected_bound, on pairs built from these
+    sensitivities and sigma."""
     mech = Mechanism(method="uedp", z=0.5, q_u=0.25, q_e=0.2, q_s=1.0, m_max=89, k_cap=1)
     want, rule = undetected_epsilon([(mech, 10)], delta=1e-5, num_users=201)
+    trunc = truncation_delta([(mech, 10)], 201)
+    # In units of w_max * beta = 1 the audit's pairs are the accountant's, bit for bit (sens / 1.0): one
+    # computation on the same inputs, so the values are equal.
+    unit = sensitivities(beta=1.0, w_max=1.0, m_max=89, k_cap=1)
+    got, pair, got_rule = accounted_epsilon("undetected", unit, sigma=mech.sigma, q_u=0.25, q_e=0.2, q_s=1.0,
+                                            rounds=10, delta=1e-5, delta_trunc=trunc)
+    assert got_rule == rule and got == want and pair == mech.undetected(rule)
+    # At beta = 0.2 the audit converts to units ((sigma * 0.2) / 0.2, s / 0.2): sigma and the shifts differ
+    # from the accountant's by an ulp or two, and the same code then runs on other floats. The PLD of each
+    # part, its mixture and the 10-fold composition are re-rounded (FFT: ~1e-14 on a delta summed over the
+    # grid, plus dp-accounting's tail truncation of 1e-15 per composition): a BUDGET of 2e-14 on delta(eps)
+    # per composition, 10 compositions counted, moves eps by BUDGET / |d delta / d eps|, measured on the
+    # deciding pair's own curve. Measured: 1.4e-12 relative at most (17.826009397844043 vs
+    # 17.826009397819952 on one machine, 4e-13 on another).
     sens = sensitivities(beta=0.2, w_max=1.0, m_max=89, k_cap=1)
-    got, _, got_rule = accounted_epsilon("undetected", sens, sigma=mech.sigma * 0.2, q_u=0.25, q_e=0.2, q_s=1.0,
-                                         rounds=10, delta=1e-5, delta_trunc=truncation_delta([(mech, 10)], 201))
-    assert got_rule == rule and got == pytest.approx(want, rel=1e-12)
+    got, pair, got_rule = accounted_epsilon("undetected", sens, sigma=mech.sigma * 0.2, q_u=0.25, q_e=0.2,
+                                            q_s=1.0, rounds=10, delta=1e-5, delta_trunc=trunc)
+    d = 1e-5 - trunc
+    slope = 0.1 / (pairs_epsilon([(pair, 10)], delta=d * math.exp(-0.1)) - got)  # -d ln(delta) / d eps
+    assert slope > 0.1
+    assert got_rule == rule and got == pytest.approx(want, rel=0, abs=10 * 2e-14 / d / slope)
 
 
 def test_realizable_laws_main_and_entity_exact():
@@ -267,23 +292,23 @@ def test_crafted_clients_answer_from_their_instructions():
 # -- path A: the real round -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("setting,adjacency,design", [(MAIN, "uedp", "zero"), (TINY, "undetected", "flip"),
                                                       (TINY, "uedp", "full")])
-def test_real_round_is_the_strategys_round(setting, adjacency, design):
-    """real_round makes the same calls as MechanismStrategy, in the same order on the same rng, in both
-    worlds (world 0: the canary's place is an invited owner who is not connected): with the same seeds the
-    released aggregates are equal (the strategy's are float32). TINY truncates and has k_cap = 2."""
+def test_real_round_is_the_strategys_round(setting, adjacency, design, tmp_path):
+    """real_round plans with the strategy's own plan_round (the same draws, in the same order on the same rng)
+    and aggregates as the strategy (uedp.flower.UserEntityDP) does, in both worlds (world 0: the canary's
+    place is an invited owner who is not connected): with the same seeds the released aggregates are equal
+    (the strategy's are float32). TINY truncates and has k_cap = 2."""
     set_local_task_identity()  # flwr Messages outside a running app
     sc = Scenario(setting, "uedp", adjacency, design)
     law = realizable_law(sc)
     z = 0.92
-    privacy = PrivacyConfig(seed=0, q_u=setting.q_u, q_e=setting.q_e, q_s=setting.q_s, m_max=setting.m_max,
-                            k_cap=setting.k_cap)
+    privacy = PrivacyConfig(seed=11, q_u=setting.q_u, q_e=setting.q_e, q_s=setting.q_s, m_max=setting.m_max,
+                            k_cap=setting.k_cap, target_epsilon=0.0, delta=setting.delta)
     clients = CraftedClients(sc)
     for world in (0, 1):
-        strategy = MechanismStrategy(get("uedp"), privacy=privacy, train=ClientTrainConfig(), noise_multiplier=z,
-                                     population=setting.places, noise=GaussianNoise(seed=7), rng=random.Random(11))
-        strategy.set_template(template())
+        strategy = UserEntityDP(FedAvg(), places=setting.places, num_rounds=4, privacy=privacy,
+                                out_dir=tmp_path / str(world), noise_multiplier=z, noise=GaussianNoise(seed=7))
         mech = build_mechanism(sc, z=z, noise=GaussianNoise(seed=7))
-        assert mech.sigma == pytest.approx(strategy.sigma) and pytest.approx(mech.Z) == strategy.Z
+        assert mech.sigma == pytest.approx(strategy.sigma) and pytest.approx(mech.denominator) == strategy.denominator
         rng = random.Random(11)
 
         class Grid:
@@ -298,13 +323,13 @@ def test_real_round_is_the_strategys_round(setting, adjacency, design):
             messages = list(strategy.configure_train(rnd, ArrayRecord(template()), ConfigRecord({}), grid))
             replies = []
             for msg in messages:
-                ins = TrainInstructions.from_record(msg.content["config"])
+                ins = RoundInstructions.of(msg)
                 update = clients.update(msg.metadata.dst_node_id, ins.slot, ins.key, world=world)
                 replies.append(Message(RecordDict({"update": ArrayRecord(update)}), reply_to=msg))
-            released, _ = strategy.aggregate_train(rnd, replies)
+            released, _ = strategy.aggregate_train(rnd, replies)  # FedAvg on the zero model: the release
             y, _, _ = real_round(mech, world, rng, clients, offset=law.offset)
             got = released.to_numpy_ndarrays()[0].flat[0]
-            assert got == pytest.approx((y + law.offset * setting.unit) / mech.Z, rel=1e-5, abs=1e-7)
+            assert got == pytest.approx((y + law.offset * setting.unit) / mech.denominator, rel=1e-5, abs=1e-7)
 
 
 def test_vectorized_path_matches_the_real_path():

@@ -44,20 +44,20 @@ def test_every_summary_method_is_a_registered_specs():
     assert summary_methods() == ("uedp", "uedp_naive", "uedp_split", "user_dp", "noiseless", "local_dp")
     for spec in mechanisms.specs():
         # a central mechanism's summary says its accounting (the ledger's method), a local one its own name
-        assert spec.method == (spec.accounting if not spec.local else "local_dp")
-        assert (spec.method in ACCOUNTING) != spec.local
+        assert spec.summary_method == (spec.accounting if not spec.local else "local_dp")
+        assert (spec.summary_method in ACCOUNTING) != spec.local
 
 
 def test_a_local_mechanism_must_register_its_summary_method():
     dp_bart = get("dp_bart")
     with pytest.raises(ValueError, match="summary method"):
-        dataclasses.replace(dp_bart, method="")  # would say "noiseless": a central method
+        dataclasses.replace(dp_bart, summary_method="")  # would say "noiseless": a central method
     with pytest.raises(ValueError, match="summary method"):
-        dataclasses.replace(get("uedp"), method="local_dp")  # a central one says its accounting
+        dataclasses.replace(get("uedp"), summary_method="local_dp")  # a central one says its accounting
 
 
 def test_summary_writers_take_the_method_from_the_spec():
-    """No writer spells a method: every "method" summary.json carries is a spec's `method`."""
+    """No writer spells a method: every "method" summary.json carries is a spec's `summary_method`."""
     literal = re.compile(r"""["']method["']\s*:\s*["']""")
     for folder in ("server", "runtime", "studies", "experiments", "strategies", "client"):
         for path in (ROOT / folder).rglob("*.py"):
@@ -117,7 +117,7 @@ def test_the_audit_reads_the_spec_not_the_name(registry):
             Scenario(SMALL, "uedp", adjacency))
     a, b = (build_mechanism(Scenario(SMALL, n, "uedp"), z=1.0, noise=GaussianNoise(seed=0)) for n in
             ("uedp", "uedp_twin"))
-    assert (a.sigma, a.Z, a.claimed_epsilon) == (b.sigma, b.Z, b.claimed_epsilon)
+    assert (a.sigma, a.denominator, a.claimed_epsilon) == (b.sigma, b.denominator, b.claimed_epsilon)
     # the same spec without truncation, cap and keying: audited as user-level DP is (no m_max, no slots)
     flat = registry(dataclasses.replace(get("user_dp"), name="user_twin", strategy="user_twin"))
     sc = Scenario(SMALL, flat.name, "user")
@@ -135,5 +135,5 @@ def test_the_configs_local_check_follows_the_spec(registry):
     registry(dataclasses.replace(get("dp_bart"), name="local_twin", strategy="local_twin"))
     with pytest.raises(ConfigError, match="rewrite variant"):
         RunConfig.from_nested({"strategy": {"name": "local_twin"}, **bad})
-    registry(dataclasses.replace(get("dp_bart"), local=False, method=""), replace=True)
+    registry(dataclasses.replace(get("dp_bart"), local=False, summary_method=""), replace=True)
     RunConfig.from_nested({"strategy": {"name": "dp_bart"}, **bad})

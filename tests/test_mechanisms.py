@@ -9,10 +9,10 @@ from uedp.errors import ConfigError
 from uedp.privacy import mechanisms
 from uedp.privacy.accounting import Mechanism, mechanism
 from uedp.privacy.mechanisms import MechanismSpec, sampling_rates, spec_for
-from uedp.protocol import TrainInstructions
+from uedp.protocol import RoundInstructions
 
 
-@pytest.mark.parametrize("strategy, estimator, name, accounting, claim", [
+@pytest.mark.parametrize("strategy, estimator, name, accounting, adjacency", [
     ("uedp", "f_E+", "uedp", "uedp", "uedp"),
     ("uedp", "f_E", "uedp_naive", "uedp_naive", "uedp"),
     ("user_dp", "f_E+", "user_dp", "user_dp", "user"),
@@ -20,9 +20,10 @@ from uedp.protocol import TrainInstructions
     ("fedavg", "f_E+", "fedavg", "noiseless", None),
     ("deid", "f_E+", "deid", "noiseless", None),
 ])
-def test_the_config_selects_one_spec(strategy, estimator, name, accounting, claim):
+def test_the_config_selects_one_spec(strategy, estimator, name, accounting, adjacency):
     spec = spec_for(strategy, estimator)
-    assert (spec.name, spec.accounting, spec.claim, spec.private) == (name, accounting, claim, claim is not None)
+    assert (spec.name, spec.accounting, spec.adjacency, spec.private) == (name, accounting, adjacency,
+                                                                          adjacency is not None)
     assert mechanisms.get(name) is spec
 
 
@@ -34,9 +35,8 @@ def test_unknown_names_are_refused_everywhere():
     with pytest.raises(ConfigError, match="strategy.name"):
         RunConfig.from_nested({"strategy": {"name": "udp"}})
     with pytest.raises(ConfigError, match="unknown mechanism"):
-        TrainInstructions(round=1, mechanism="all", q_e=1, q_s=1, k_cap=0, m_max=1, slot=-1, beta=0.0, w_u=1,
-                          private=False, optimizer="sgd", lr=1, momentum=0, local_epochs=1, local_steps=0,
-                          batch_size=1)
+        RoundInstructions(round=1, mechanism="all", q_e=1, q_s=1, k_cap=0, m_max=1, slot=-1, beta=0.0, w_u=1,
+                          private=False)
 
 
 def test_the_sampling_rate_rule_is_shared_by_spec_and_accountant():
@@ -68,10 +68,10 @@ def test_cap_and_truncation_follow_the_spec():
 
 
 def test_a_spec_must_be_consistent():
-    base = dict(name="x", strategy="x", estimator=None, accounting="uedp", claim="uedp", keyed=True, truncate=True,
-                entity_cap=True)
+    base = dict(name="x", strategy="x", estimator=None, accounting="uedp", adjacency="uedp", keyed=True,
+                truncate=True, entity_cap=True)
     MechanismSpec(**base)
-    for bad in ({"accounting": "dp"}, {"claim": "entity"}, {"claim": None}, {"keyed": False},
+    for bad in ({"accounting": "dp"}, {"adjacency": "entity"}, {"adjacency": None}, {"keyed": False},
                 {"accounting": "noiseless"}, {"estimator": "f_X"}):
         with pytest.raises(ValueError):
             MechanismSpec(**{**base, **bad})

@@ -66,12 +66,12 @@ def test_keys_shapes_and_zero_std() -> None:
 
 def test_which_source_a_run_uses() -> None:
     assert noise_source(seed=None).mode == "secure"  # the default of private runs
-    assert noise_source(seed=None, kind="philox").mode == "philox"
-    fixed = noise_source(seed=3, kind="secure")  # a fixed seed is reproduction: Philox, said loudly
+    assert noise_source(seed=None, choice="philox").mode == "philox"
+    fixed = noise_source(seed=3, choice="secure")  # a fixed seed is reproduction: Philox, said loudly
     assert isinstance(fixed, GaussianNoise) and fixed.mode == "philox_fixed_seed"
     assert fixed.warning == FIXED_SEED_WARNING
     with pytest.raises(ValueError, match="privacy.noise"):
-        noise_source(seed=None, kind="laplace")
+        noise_source(seed=None, choice="laplace")
     assert RunConfig().privacy.noise == "secure"
     with pytest.raises(ConfigError, match="privacy.noise must be one of secure, philox"):
         RunConfig.from_flat({"privacy.noise": "fast"})

@@ -143,7 +143,7 @@ def test_beta_and_w_max_cancel() -> None:
     assert values[1] == pytest.approx(values[0], rel=1e-6) and values[2] == pytest.approx(values[0], rel=1e-6)
     records = [
         RoundRecord(round=1, method="uedp", q_u=0.1, q_e=0.3, q_s=0.1, m_max=20, k_cap=None, beta=beta,
-                    w_max=w_max, z=1.5, Z=2.0)
+                    w_max=w_max, z=1.5, denominator=2.0)
         for beta, w_max in ((1.0, 1.0), (0.01, 0.3))
     ]  # fmt: skip
     assert records[0].mechanism == records[1].mechanism
@@ -181,9 +181,9 @@ def test_mixture_epsilon_is_the_ledgers_epsilon_for_a_ledgers_mixture():
     from uedp.privacy.accounting import mixture_epsilon
 
     m = mechanism("uedp", z=1.0, q_u=0.25, q_e=0.2, q_s=0.2, m_max=80, k_cap=1)
-    for kind in ("uedp", "user"):
-        assert mixture_epsilon(m.mixture(kind), 30, 1e-5) == pytest.approx(
-            epsilon(kind, [(m, 30)], delta=1e-5, num_users=80), rel=1e-9)
+    for adjacency in ("uedp", "user"):
+        assert mixture_epsilon(m.mixture(adjacency), 30, 1e-5) == pytest.approx(
+            epsilon(adjacency, [(m, 30)], delta=1e-5, num_users=80), rel=1e-9)
     value, rule = undetected_epsilon([(m, 30)], delta=1e-5, num_users=80)
     assert mixture_epsilon(m.undetected(rule), 30, 1e-5) == pytest.approx(value, rel=1e-9)
     with pytest.raises(ValueError, match="rounds"):

@@ -106,7 +106,7 @@ def test_released_noise_has_std_sigma_over_z_and_mean_zero() -> None:
     zeros = [[torch.zeros(20, 15), torch.zeros(300)] for _ in range(3)]
     samples = []
     for _ in range(rounds):
-        mean, stats = aggregate(zeros, template=template, w_max=1.0, beta=1.0, sigma=sigma, Z=Z, noise=noise)
+        mean, stats = aggregate(zeros, template=template, w_max=1.0, beta=1.0, sigma=sigma, denominator=Z, noise=noise)
         assert stats.ok == 3 and mean[0].dtype == torch.float32 and mean[0].shape == (20, 15)
         samples.append(torch.cat([m.flatten() for m in mean]).double().numpy())
     x = np.concatenate(samples)
@@ -152,7 +152,7 @@ def test_aggregate_counts_and_value_dict_torch() -> None:
     nan = {"w": torch.full((2, 3), float("nan")), "b": torch.zeros(3)}
     wrong = {"w": torch.zeros(3, 2), "b": torch.zeros(3)}
     updates = [good, big, nan, wrong, good]
-    mean, stats = aggregate(updates, template=template, w_max=1.0, beta=1.0, sigma=0.0, Z=2.0,
+    mean, stats = aggregate(updates, template=template, w_max=1.0, beta=1.0, sigma=0.0, denominator=2.0,
                             noise=GaussianNoise())  # fmt: skip
     assert stats.as_dict() == {"received": 5, "ok": 2, "reclipped": 1, "dropped_shape": 1,
                                "dropped_nonfinite": 1}  # fmt: skip
@@ -165,14 +165,14 @@ def test_aggregate_counts_and_value_dict_torch() -> None:
 def test_aggregate_list_numpy_and_empty_round() -> None:
     template = [np.zeros((4,), dtype=np.float32)]
     mean, stats = aggregate(
-        [], template=template, w_max=1.0, beta=1.0, sigma=0.0, Z=5.0, noise=GaussianNoise()
+        [], template=template, w_max=1.0, beta=1.0, sigma=0.0, denominator=5.0, noise=GaussianNoise()
     )
     assert stats.received == 0 and mean[0].dtype == np.float32 and (mean[0] == 0).all()
     assert shapes_of(template) == [(4,)]
-    with pytest.raises(ValueError, match="Z"):
-        aggregate([], template=template, w_max=1.0, beta=1.0, sigma=0.0, Z=0.0, noise=GaussianNoise())
+    with pytest.raises(ValueError, match="denominator"):
+        aggregate([], template=template, w_max=1.0, beta=1.0, sigma=0.0, denominator=0.0, noise=GaussianNoise())
     with pytest.raises(ValueError, match="sigma"):
-        aggregate([], template=template, w_max=1.0, beta=1.0, sigma=-1.0, Z=1.0, noise=GaussianNoise())
+        aggregate([], template=template, w_max=1.0, beta=1.0, sigma=-1.0, denominator=1.0, noise=GaussianNoise())
 
 
 def test_denominator() -> None:

@@ -15,15 +15,18 @@ from uedp.privacy.ledger import Ledger, RoundRecord
 
 def record(t: int, **changes) -> RoundRecord:
     base = dict(round=t, method="uedp", q_u=0.1, q_e=0.3, q_s=0.1, m_max=40, k_cap=2, beta=0.5, w_max=1.0,
-                z=1.2, Z=4.0)  # fmt: skip
+                z=1.2, denominator=4.0)  # fmt: skip
     return RoundRecord(**{**base, **changes})
 
 
 def test_record_holds_public_parameters_only() -> None:
     r = record(1)
     names = {f.name for f in dataclasses.fields(RoundRecord)}
-    assert names == {"round", "method", "q_u", "q_e", "q_s", "m_max", "k_cap", "beta", "w_max", "z", "Z", "gamma",
-                     "noise"}
+    assert names == {"round", "method", "q_u", "q_e", "q_s", "m_max", "k_cap", "beta", "w_max", "z", "denominator",
+                     "gamma", "noise"}
+    # the file keeps its keys: the public denominator is saved as "Z" (FILE_KEYS)
+    assert list(r.to_dict()) == ["round", "method", "q_u", "q_e", "q_s", "m_max", "k_cap", "beta", "w_max", "z", "Z",
+                                 "gamma", "noise", "sigma"]
     assert r.sigma == pytest.approx(1.2 * (1 + 4) * 0.5)  # z (s_u + s_e) w_max beta, cap on
     assert RoundRecord.from_dict(r.to_dict()) == r
     with pytest.raises(ConfigError, match="sigma"):
@@ -34,8 +37,8 @@ def test_record_holds_public_parameters_only() -> None:
         record(1, q_u=2.0)
     with pytest.raises(ConfigError, match="w_max"):
         record(1, w_max=1.5)
-    with pytest.raises(ConfigError, match="Z"):
-        record(1, Z=0.0)
+    with pytest.raises(ConfigError, match="denominator"):
+        record(1, denominator=0.0)
     with pytest.raises(ConfigError, match="round"):
         record(-1)
     with pytest.raises(ConfigError, match="noise must be one of"):
@@ -234,3 +237,73 @@ def test_a_version_1_ledger_still_loads_and_is_saved_chained(tmp_path) -> None:
     _write(path, old)
     with pytest.raises(ConfigError, match="round 2 is missing"):  # contiguity holds for version 1 files too
         Ledger.load(path)
+
+
+# A ledger saved before RoundRecord's `Z` became `denominator` (written by that code, its hashes computed by it):
+# the file format and every record's hash are unchanged by the rename.
+BEFORE_THE_RENAME = """{
+ "format": "uedp-ledger",
+ "version": 2,
+ "chain": "sha256",
+ "delta": 1e-05,
+ "num_users": 200,
+ "rounds": [
+  {
+   "round": 1,
+   "method": "uedp",
+   "q_u": 0.25,
+   "q_e": 0.2,
+   "q_s": 0.2,
+   "m_max": 40,
+   "k_cap": 1,
+   "beta": 0.2,
+   "w_max": 1.0,
+   "z": 1.5,
+   "Z": 50.0,
+   "gamma": 0.0,
+   "noise": "secure",
+   "sigma": 0.9,
+   "prev": "c76970a7a1afee936942682d8c55ea9c555101faf60efdb8568449a6331e872e",
+   "hash": "ef0dd28bbd6b1bbd20a6e39a3f8720c44183990ca127f61047d9f994bc56ab0a"
+  },
+  {
+   "round": 2,
+   "method": "uedp",
+   "q_u": 0.25,
+   "q_e": 0.2,
+   "q_s": 0.2,
+   "m_max": 40,
+   "k_cap": 1,
+   "beta": 0.2,
+   "w_max": 1.0,
+   "z": 1.5,
+   "Z": 50.0,
+   "gamma": 0.0,
+   "noise": "secure",
+   "sigma": 0.9,
+   "prev": "ef0dd28bbd6b1bbd20a6e39a3f8720c44183990ca127f61047d9f994bc56ab0a",
+   "hash": "4a41a713ca698234f5972122a34c7731b6b730655a63d7cea27c41ac9906a656"
+  }
+ ],
+ "head": {
+  "round": 2,
+  "hash": "4a41a713ca698234f5972122a34c7731b6b730655a63d7cea27c41ac9906a656"
+ }
+}"""
+
+
+def test_a_ledger_saved_before_the_rename_loads_and_saves_byte_identically(tmp_path) -> None:
+    path = tmp_path / "ledger.json"
+    path.write_text(BEFORE_THE_RENAME)
+    loaded = Ledger.load(path)  # every hash and the head verified
+    assert [r.denominator for r in loaded.records] == [50.0, 50.0]
+    assert loaded.head.hash == "4a41a713ca698234f5972122a34c7731b6b730655a63d7cea27c41ac9906a656"
+    assert loaded.to_dict() == json.loads(BEFORE_THE_RENAME)
+    assert loaded.save(tmp_path / "again.json").read_text() == BEFORE_THE_RENAME
+    # built afresh with the new name, the same rounds give the same file
+    fresh = Ledger(delta=1e-5, num_users=200, records=[
+        RoundRecord(round=t, method="uedp", q_u=0.25, q_e=0.2, q_s=0.2, m_max=40, k_cap=1, beta=0.2, w_max=1.0,
+                    z=1.5, denominator=50.0, noise="secure") for t in (1, 2)])
+    assert fresh.save(tmp_path / "fresh.json").read_text() == BEFORE_THE_RENAME
+    with pytest.raises(ConfigError, match=r"unknown fields \['denominator'\], missing fields \['Z'\]"):
+        RoundRecord.from_dict({("denominator" if k == "Z" else k): v for k, v in loaded.records[0].to_dict().items()})

@@ -1,6 +1,6 @@
 """Property tests (hypothesis): the server treats client replies as hostile (issue 24, item 3).
 
-Malformed replies reach MechanismStrategy.aggregate_train: wrong shapes, wrong dtypes (int, bool, complex,
+Malformed replies reach UserEntityDP.aggregate_train: wrong shapes, wrong dtypes (int, bool, complex,
 float16, float128, big-endian, str), NaN/Inf, extra and missing arrays, crafted .npy payloads (object
 dtype, a header claiming a huge array, truncated or padded data, a torch stype, garbage), payloads far
 larger than the model, missing, extra and mistyped records, error replies, garbage metrics (non-private
@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
-import random
 import tracemalloc
 from collections import Counter
 from typing import Any
@@ -35,9 +34,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from runtime.local_grid import set_local_task_identity
-from strategies import MechanismStrategy
-from uedp.config import ClientTrainConfig, PrivacyConfig
-from uedp.privacy import mechanisms
+from tests.helpers import ZeroNoise
+from uedp.config import PrivacyConfig
+from uedp.flower.strategy import UserEntityDP
 from uedp.privacy.aggregation import STATUSES, recheck, recheck_split
 from uedp.privacy.replies import stamp
 
@@ -53,17 +52,13 @@ def _settings(case: str) -> settings:
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
+OUT: list[Any] = []  # the wrappers' ledger folder (one for the module; no run here is ever resumed)
+
+
 @pytest.fixture(autouse=True, scope="module")
-def _task_identity():
+def _task_identity(tmp_path_factory):
     set_local_task_identity()  # flwr Messages outside a running app
-
-
-class ZeroNoise:
-    reproducible = True
-    warning = "test: no noise"
-
-    def normal(self, shape: tuple[int, ...], std: float) -> np.ndarray:
-        return np.zeros(shape, dtype=np.float64)
+    OUT[:] = [tmp_path_factory.mktemp("ledgers")]
 
 
 class _Nodes:
@@ -71,16 +66,18 @@ class _Nodes:
         return range(10, 10 + NODES)  # not 1, Flower's SUPERLINK_NODE_ID (as a Flower node's random id)
 
 
-def _strategy(name: str = "user_dp") -> MechanismStrategy:
+def _strategy(name: str = "user_dp") -> UserEntityDP:
+    """The wrapper around Flower's FedAvg, applying each round's update to the zero model (so its new global
+    arrays are the released update), no noise, every node sampled."""
+    from flwr.serverapp.strategy import FedAvg
+
     privacy = PrivacyConfig(q_u=1.0, q_e=1.0, q_s=1.0, m_max=NODES, k_cap=0, beta=BETA, w_max=1.0,
-                            gamma=GAMMA if name == "uedp_split" else 0.0, seed=0)
-    s = MechanismStrategy(mechanisms.get(name), privacy=privacy, train=ClientTrainConfig(), noise_multiplier=1.0,
-                          population=NODES, noise=ZeroNoise(), rng=random.Random(0))
-    s.set_template(TEMPLATE)
-    return s
+                            gamma=GAMMA if name == "uedp_split" else 0.0, seed=0, target_epsilon=0.0)
+    return UserEntityDP(FedAvg(), places=NODES, num_rounds=10, mechanism=name, privacy=privacy,
+                        out_dir=OUT[0], noise_multiplier=1.0, noise=ZeroNoise())
 
 
-def _plan(s: MechanismStrategy, rnd: int):
+def _plan(s: UserEntityDP, rnd: int):
     plan = s.configure_train(rnd, ArrayRecord(TEMPLATE), ConfigRecord(), _Nodes())
     assert len(plan) == NODES  # q_u = 1: every node, one message each
     return plan
@@ -289,7 +286,7 @@ def _expected(sents: list[Sent], *, split: bool = False):
     return counts, total, n
 
 
-def _run(s: MechanismStrategy, sents: list[Sent], *, split: bool = False):
+def _run(s: UserEntityDP, sents: list[Sent], *, split: bool = False):
     """Aggregate round 2 (round 1 aggregated before it, round 3 open) with `sents`; check the counts, the
     released sum and the sensitivity bound. Returns the round's metrics."""
     earlier = _plan(s, 1)
@@ -303,7 +300,7 @@ def _run(s: MechanismStrategy, sents: list[Sent], *, split: bool = False):
         assert m[k] == want[k], (k, m[k], want[k])
     assert m["missing"] == NODES - want["answered"] and m["sampled"] == NODES
     assert m["replies"] + m["failed"] + m["refused"] == len(sents)  # every reply is exactly one of them
-    released = [np.asarray(a, np.float64) * s.Z for a in agg.to_numpy_ndarrays()]
+    released = [np.asarray(a, np.float64) * s.denominator for a in agg.to_numpy_ndarrays()]
     for got, exp in zip(released, total):
         np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-6)
     bound = BETA + (GAMMA if split else 0.0)  # w_max = 1
@@ -342,18 +339,21 @@ def test_only_the_first_reply_of_a_node_to_its_message_of_this_round_counts(sent
 GARBAGE_METRICS = st.sampled_from([
     MetricRecord({"train_loss": float("nan")}), MetricRecord({"train_loss": float("inf")}),
     MetricRecord({"train_loss": -float("inf")}), MetricRecord({"train_loss": [1.0, 2.0]}),
-    MetricRecord({"train_loss": [3]}), MetricRecord({"sentences": 3.0}), MetricRecord({}),
+    MetricRecord({"train_loss": [3]}), MetricRecord({"num-examples": 3, "acc": float("nan")}),
     ConfigRecord({"train_loss": "low"}), ConfigRecord({"train_loss": 1.0}), _good(),
 ])
+# An app's own metrics without a train_loss (Flower's "num-examples", say) are well formed.
+PLAIN_METRICS = st.sampled_from([MetricRecord({"sentences": 3.0}), MetricRecord({}),
+                                 MetricRecord({"num-examples": 12, "accuracy": 0.5})])
 
 
 @_settings("metrics")
-@given(st.lists(st.tuples(HONEST, st.one_of(st.none(), _floats(64, 1e300).map(float), GARBAGE_METRICS)),
-                min_size=NODES, max_size=NODES))
+@given(st.lists(st.tuples(HONEST, st.one_of(st.none(), _floats(64, 1e300).map(float), GARBAGE_METRICS,
+                                            PLAIN_METRICS)), min_size=NODES, max_size=NODES))
 def test_garbage_metrics_in_non_private_runs(replies):
-    """Noiseless FedAvg: a reply whose metrics record is not a MetricRecord with a finite train_loss is
-    malformed (zero, counted); train_loss is the mean of the finite losses; the update is the mean of the
-    valid updates."""
+    """Noiseless FedAvg: a reply whose metrics record is not a MetricRecord of finite numbers is malformed
+    (zero, counted); one without a train_loss is well formed; train_loss is the mean of the finite losses;
+    the update is the mean of the valid updates."""
     s = _strategy("fedavg")
     plan = _plan(s, 1)
     built, honest, losses = [], [], []
@@ -364,7 +364,8 @@ def test_garbage_metrics_in_non_private_runs(replies):
             losses.append(metrics)
         elif metrics is not None:
             content["metrics"] = metrics
-        if metrics is None or isinstance(metrics, float):
+        if metrics is None or isinstance(metrics, float) or (isinstance(metrics, MetricRecord) and all(
+                isinstance(v, int | float) and math.isfinite(v) for v in metrics.values())):
             honest.append(arrays)
         built.append(Message(content, reply_to=msg))
     agg, m = s.aggregate_train(1, built)
@@ -447,7 +448,7 @@ def test_the_inputs_that_crashed_or_failed_open_before():
         s = _strategy()
         _, m = s.aggregate_train(1, [Message(make(), reply_to=msg) for msg in _plan(s, 1).messages])
         assert m["failed"] + m["dropped_shape"] == NODES
-    for metrics in ({"train_loss": float("nan")}, {"sentences": 3.0}, {"train_loss": [1.0, 2.0]}):
+    for metrics in ({"train_loss": float("nan")}, {"sentences": [3.0]}, {"train_loss": [1.0, 2.0]}):
         s = _strategy("fedavg")
         replies = [Message(RecordDict({"update": ArrayRecord(TEMPLATE), "metrics": MetricRecord(metrics)}),
                            reply_to=msg) for msg in _plan(s, 1).messages]
@@ -462,4 +463,4 @@ def test_the_inputs_that_crashed_or_failed_open_before():
                for msg in [this.messages[0]] * 5 + list(earlier.messages[:3])]
     agg, m = s.aggregate_train(2, replies)
     assert (m["replies"], m["duplicate"], m["refused"], m["missing"]) == (1, 4, 7, NODES - 1)
-    assert _norm(agg.to_numpy_ndarrays()) * s.Z == pytest.approx(BETA, rel=1e-5)
+    assert _norm(agg.to_numpy_ndarrays()) * s.denominator == pytest.approx(BETA, rel=1e-5)

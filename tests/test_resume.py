@@ -1,4 +1,4 @@
-"""Resume fails closed (server/resume.py): lost or inconsistent state is refused, never guessed around."""
+"""Resume fails closed (uedp/flower/resume.py): lost or inconsistent state is refused, never guessed around."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from runtime.local_grid import run_local
-from server.checkpoint import CHECKPOINT, load_checkpoint, save_checkpoint
-from server.resume import CHECKPOINT_HEAD, LEDGER, METRICS, ROW_HASH, ResumeError, resume_state
 from tests.helpers import tiny_config
+from uedp.flower.checkpoint import CHECKPOINT, load_checkpoint, save_checkpoint
+from uedp.flower.resume import CHECKPOINT_HEAD, LEDGER, METRICS, ROW_HASH, ResumeError, resume_state
 from uedp.privacy.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[1]

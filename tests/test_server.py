@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from runtime.local_grid import run_local
-from server.checkpoint import load_checkpoint
 from server.setup import Components
 from tests.helpers import tiny_config
+from uedp.flower.checkpoint import load_checkpoint
 from uedp.privacy.ledger import Ledger
 
 
@@ -56,12 +56,12 @@ def test_calibrated_run_reaches_but_never_passes_target(tmp_path):
 
 
 def test_each_round_record_is_built_once_and_charged_as_built(tmp_path, monkeypatch):
-    """The server loop builds a round's record once: the record it budget-checks is the one the strategy
-    noises the round with (tests/test_client_strategy.py) and the one the ledger charges; z is the strategy's."""
-    from strategies import MechanismStrategy
+    """A round's record is built once: the record the wrapper budget-checks is the one it noises the round with
+    (tests/test_client_strategy.py) and the one the ledger charges; z is the wrapper's."""
+    from uedp.flower.strategy import UserEntityDP
 
     built, charged = [], []
-    real_record, real_append = MechanismStrategy.round_record, Ledger.append
+    real_record, real_append = UserEntityDP.round_record, Ledger.append
 
     def record(self, server_round):
         built.append(real_record(self, server_round))
@@ -71,7 +71,7 @@ def test_each_round_record_is_built_once_and_charged_as_built(tmp_path, monkeypa
         charged.append(rec)
         return real_append(self, rec)
 
-    monkeypatch.setattr(MechanismStrategy, "round_record", record)
+    monkeypatch.setattr(UserEntityDP, "round_record", record)
     monkeypatch.setattr(Ledger, "append", append)
     s = run_local(tiny_config(tmp_path, privacy={"target_epsilon": 3.0}))  # with the budget check
     rounds = [r for r in built if r.round > 0]  # record 0: the strategy's sigma, outside any round
@@ -95,6 +95,31 @@ def test_resume_continues_the_ledger(tmp_path):
     assert [r["round"] for r in _rows(tmp_path)] == [1, 2, 4, 5]
 
 
+def test_a_resume_with_no_round_left_flags_a_model_older_than_its_ledger(tmp_path, capsys):
+    """A ServerApp killed after the last round's ledger save (before its checkpoint) and resumed: no round is
+    left to run; summary.json says rounds = 3 (all charged) and model_round = 2 (model.pt's weights are the
+    checkpoint's), and the run says so, instead of an unflagged model of an earlier round."""
+    import io
+
+    run_local(tiny_config(tmp_path, federation={"rounds": 2}))
+    ledger = Ledger.load(tmp_path / "ledger.json")
+    from dataclasses import replace
+
+    ledger.append(replace(ledger.records[-1], round=3))  # round 3 charged, its model lost
+    ledger.save(tmp_path / "ledger.json")
+    from runtime.local_grid import LocalGrid, set_local_task_identity
+    from server.app import run_server
+
+    set_local_task_identity()
+    stream = io.StringIO()
+    cfg = tiny_config(tmp_path, federation={"rounds": 3, "resume": True})
+    s = run_server(LocalGrid(cfg, 8), cfg, stream=stream)
+    assert (s["rounds"], s["model_round"]) == (3, 2)
+    assert "model.pt is the model of round 2" in stream.getvalue()
+    assert np.isfinite(s["final"]["perplexity"])  # evaluated on the model it releases
+    assert json.loads((tmp_path / "summary.json").read_text())["model_round"] == 2
+
+
 def test_failing_clients_count_as_zero_and_round_ends(tmp_path):
     s = run_local(tiny_config(tmp_path, privacy={"q_u": 1.0, "m_max": 8}), failing=frozenset({0, 3}))
     rows = _rows(tmp_path)
@@ -107,10 +132,10 @@ def test_client_exception_is_an_error_reply_not_a_crash(tmp_path):
     clip) is an error reply; the round ends and training goes on."""
     from client.update import client_update
 
-    def sometimes_broken(cfg, node, weights, ins):
+    def sometimes_broken(cfg, node, weights, ins, training):
         if node == 2:
             raise ValueError("update has non-finite values (or overflows float64); it cannot be clipped")
-        return client_update(cfg, node, weights, ins)
+        return client_update(cfg, node, weights, ins, training)
 
     s = run_local(tiny_config(tmp_path, privacy={"q_u": 1.0, "m_max": 8}), client_fn=sometimes_broken)
     rows = _rows(tmp_path)

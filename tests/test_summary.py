@@ -10,13 +10,23 @@ import pytest
 
 import uedp.files as files
 from uedp.errors import SummaryError, UedpError
-from uedp.summary import COMMON, KEYS, KINDS, RUN, SUMMARY, has_summary, read_summary, summary_path, write_summary
+from uedp.summary import (
+    COMMON,
+    KEYS,
+    RUN,
+    SUMMARY,
+    SUMMARY_KINDS,
+    has_summary,
+    read_summary,
+    summary_path,
+    write_summary,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def federated(**changes: object) -> dict[str, object]:
-    s: dict[str, object] = {k: None for k in KINDS["federated"]}
+    s: dict[str, object] = {k: None for k in SUMMARY_KINDS["federated"]}
     s.update(strategy="fedavg", method="noiseless", rounds=2, eps_uedp=math.inf, eps_user=math.inf,
              eps_undetected=math.inf, eps_rdp_bound=math.inf, metric="perplexity", private=False,
              initial={"perplexity": 900.0}, final={"perplexity": 400.5}, claims=[], seconds=1.5)
@@ -25,9 +35,9 @@ def federated(**changes: object) -> dict[str, object]:
 
 
 def test_every_key_of_every_kind_is_documented() -> None:
-    assert set().union(*KINDS.values()) == set(KEYS)
-    assert set(COMMON) <= set(RUN) and all(set(COMMON) <= keys for keys in KINDS.values())
-    assert set(RUN) <= KINDS["federated"] and set(RUN) <= KINDS["local"]
+    assert set().union(*SUMMARY_KINDS.values()) == set(KEYS)
+    assert set(COMMON) <= set(RUN) and all(set(COMMON) <= keys for keys in SUMMARY_KINDS.values())
+    assert set(RUN) <= SUMMARY_KINDS["federated"] and set(RUN) <= SUMMARY_KINDS["local"]
 
 
 def test_round_trip_keeps_infinity(tmp_path: Path) -> None:
@@ -52,7 +62,7 @@ def test_the_writer_refuses_a_key_missing_or_unknown(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="kind"):
         write_summary(tmp_path, federated(), kind="mystery")
     assert not has_summary(tmp_path)
-    reference = {k: None for k in KINDS["reference"]}
+    reference = {k: None for k in SUMMARY_KINDS["reference"]}
     write_summary(tmp_path, reference, kind="reference")
     assert read_summary(tmp_path) == reference
 

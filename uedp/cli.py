@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from uedp.errors import UedpError
 
-COMMANDS = ("uedp.commands.corpus_stats", "uedp.commands.epsilon", "uedp.commands.rewrite")
+COMMANDS = ("uedp.commands.corpus_stats", "uedp.commands.epsilon", "uedp.commands.fingerprint", "uedp.commands.rewrite")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,14 +1,16 @@
 """The run configuration: one typed tree shared by the Flower apps, the Hydra entry point and the CLI.
 
-Flower passes configuration as a flat dict with dotted keys (`privacy.q_u = 0.1`, from
-`[tool.flwr.app.config]` in pyproject.toml and `flwr run --run-config`); Hydra composes a nested one from
-these dataclasses' defaults (registered by uedp/hydra_schema.py) and the presets in conf/. The dataclasses
-are the one source of defaults: pyproject's copy must list every key with the same value (checked by
-tests/test_config.py), and the Hydra default composition must equal RunConfig() (tests/test_hydra.py).
-`RunConfig.from_flat` and `RunConfig.from_nested` accept both, reject unknown keys and wrong types
-with a ConfigError naming the key, and `to_flat()` goes back. Options specific to one dataset or model
-travel as a JSON object string (`dataset.options = '{"num_users": 50}'`) and are checked by that
-component's registry (a misspelt option is an error there).
+Flower passes configuration as a flat dict with dotted keys, from `[tool.flwr.app.config]` in pyproject.toml
+and `flwr run --run-config`; the project's keys live under its namespace there (`uedp.privacy.q_u = 0.1`), so
+that an app's own keys (`num-server-rounds`, `myapp.lr`) sit beside them: `RunConfig.from_run_config` reads
+the `uedp.` keys, lets every other key pass, and refuses an unknown key inside the namespace, naming it.
+Hydra composes a nested config from these dataclasses' defaults (registered by uedp/hydra_schema.py) and the
+presets in conf/. The dataclasses are the one source of defaults: pyproject's copy must list every key with
+the same value (checked by tests/test_config.py), and the Hydra default composition must equal RunConfig()
+(tests/test_hydra.py). `RunConfig.from_flat` (group.option keys) and `RunConfig.from_nested` reject unknown
+keys and wrong types with a ConfigError naming the key, and `to_flat()` / `to_run_config()` go back.
+Options specific to one dataset or model travel as a JSON object string (`dataset.options =
+'{"num_users": 50}'`) and are checked by that component's registry (a misspelt option is an error there).
 
 Defaults are the main job's (docs/defaults-and-tuning.md, "Choosing the defaults", gives the measurements
 behind them).
@@ -152,6 +154,32 @@ class PrivacyConfig:
     # overrides both (fixed-seed Philox, reproduction only). Recorded in the ledger per round.
     noise: str = "secure"
 
+    def validate(self) -> None:
+        """ConfigError naming the option (privacy.NAME) for a value outside its range or of the wrong type."""
+        for name, f in self.__dataclass_fields__.items():  # types first (an int where a float is meant is fine)
+            setattr(self, name, _coerce(f"privacy.{name}", getattr(self, name), f.default))
+        for name in ("q_u", "q_e", "q_s"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"privacy.{name} must lie in [0, 1], got {getattr(self, name)}")
+        if self.m_max < 0:
+            raise ConfigError(f"privacy.m_max must be >= 1, or 0 (automatic), got {self.m_max}")
+        if self.k_cap < 0:
+            raise ConfigError(f"privacy.k_cap must be >= 0 (0 = off), got {self.k_cap}")
+        if self.beta <= 0 or not 0 < self.w_max <= 1:
+            raise ConfigError(f"privacy.beta must be > 0 and privacy.w_max in (0, 1]; got {self.beta}, {self.w_max}")
+        if self.gamma < 0:
+            raise ConfigError(f"privacy.gamma must be >= 0 (0: automatic), got {self.gamma}")
+        if self.noise_multiplier < 0 or self.target_epsilon < 0:
+            raise ConfigError("privacy.noise_multiplier and privacy.target_epsilon must be >= 0")
+        if not 0 < self.delta < 1:
+            raise ConfigError(f"privacy.delta must lie in (0, 1), got {self.delta}")
+        if self.seed < -1:
+            raise ConfigError(f"privacy.seed must be >= 0, or -1 (cryptographically seeded noise), got {self.seed}")
+        from uedp.privacy.noise import NOISE_CHOICES
+
+        if self.noise not in NOISE_CHOICES:
+            raise ConfigError(f"privacy.noise must be one of {', '.join(NOISE_CHOICES)}, got {self.noise!r}")
+
 
 @dataclass
 class ClientTrainConfig:
@@ -201,6 +229,13 @@ class FederationConfig:
     data: str = "corpus"  # a DataSource value: "corpus" | "owners" (see DataSource)
     eval_data: str = ""  # owners mode: a public or server-owned JSONL file for central evaluation ("" = none)
     poll_interval: float = 0.1  # real processes: the ServerApp pulls replies this often (0 = Flower's 3 s)
+    # owners mode: the public place map, a file of the invited owners' registered public-key fingerprints in
+    # place order (uedp.flower.places; needed by private owners-mode runs, with SuperNode authentication)
+    places: str = ""
+    # seconds between the starts of consecutive rounds (a public schedule, > round_timeout), and an owners-mode
+    # run starts after exactly wait_timeout; 0: rounds run back to back, and their timing (when messages
+    # arrive, how long a round takes) is outside the guarantee (docs/proofs.md section 1, "Timing")
+    round_period: float = 0.0
 
 
 @dataclass
@@ -297,6 +332,25 @@ class RunConfig:
     def to_nested(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def to_run_config(self) -> dict[str, Any]:
+        """The flat keys as a Flower run config holds them: under the NAMESPACE prefix ("uedp.privacy.q_u")."""
+        return {f"{NAMESPACE}.{k}": v for k, v in self.to_flat().items()}
+
+    @classmethod
+    def from_run_config(cls, run_config: Mapping[str, Any]) -> RunConfig:
+        """From a Flower run config (`context.run_config`): the keys under NAMESPACE ("uedp.group.option") are
+        this project's, every other key is the app's own and passes through untouched; an unknown key inside
+        the namespace is refused, naming it."""
+        if not isinstance(run_config, Mapping):
+            raise ConfigError(f"a run config must be a mapping, got {_show(run_config)}")
+        prefix = f"{NAMESPACE}."
+        ours = {k[len(prefix):]: v for k, v in run_config.items() if isinstance(k, str) and k.startswith(prefix)}
+        try:
+            return cls.from_flat(ours)
+        except ConfigError as exc:  # name the key as the run config spells it
+            raise ConfigError(re.sub(r"\b(config key |unknown config group |config group )'?(?=[a-z_])",
+                                     lambda m: f"{m.group(0)}{prefix}", str(exc), count=1)) from None
+
     @classmethod
     def from_flat(cls, flat: dict[str, Any]) -> RunConfig:
         if not isinstance(flat, Mapping):
@@ -341,28 +395,8 @@ class RunConfig:
 
     def validate(self) -> None:
         p = self.privacy
-        for name in ("q_u", "q_e", "q_s"):
-            if not 0.0 <= getattr(p, name) <= 1.0:
-                raise ConfigError(f"privacy.{name} must lie in [0, 1], got {getattr(p, name)}")
-        if p.m_max < 0:
-            raise ConfigError(f"privacy.m_max must be >= 1, or 0 (automatic), got {p.m_max}")
-        if p.k_cap < 0:
-            raise ConfigError(f"privacy.k_cap must be >= 0 (0 = off), got {p.k_cap}")
-        if p.beta <= 0 or not 0 < p.w_max <= 1:
-            raise ConfigError(f"privacy.beta must be > 0 and privacy.w_max in (0, 1]; got {p.beta}, {p.w_max}")
-        if p.gamma < 0:
-            raise ConfigError(f"privacy.gamma must be >= 0 (0: automatic), got {p.gamma}")
-        if p.noise_multiplier < 0 or p.target_epsilon < 0:
-            raise ConfigError("privacy.noise_multiplier and privacy.target_epsilon must be >= 0")
-        if not 0 < p.delta < 1:
-            raise ConfigError(f"privacy.delta must lie in (0, 1), got {p.delta}")
-        if p.seed < -1:
-            raise ConfigError(f"privacy.seed must be >= 0, or -1 (cryptographically seeded noise), got {p.seed}")
+        p.validate()
         self._validate_training()
-        from uedp.privacy.noise import KINDS as NOISE_KINDS
-
-        if p.noise not in NOISE_KINDS:
-            raise ConfigError(f"privacy.noise must be one of {', '.join(NOISE_KINDS)}, got {p.noise!r}")
         spec = spec_for(self.strategy.name, self.strategy.estimator)  # the registry refuses unknown names
         spec.claims_for(p)  # privacy.target_on names epsilons the mechanism claims
         from uedp.entities.public import check_policy
@@ -377,6 +411,11 @@ class RunConfig:
             raise ConfigError("federation.rounds and federation.eval_every must be >= 1")
         if self.federation.eval_sentences < 0:
             raise ConfigError("federation.eval_sentences must be >= 0 (0 = the whole test split)")
+        fed = self.federation
+        if not (fed.round_period == 0 or fed.round_period > fed.round_timeout):
+            raise ConfigError(f"federation.round_period must be 0 (no schedule) or above federation.round_timeout "
+                              f"({fed.round_timeout} s: a round must end before the next one starts), got "
+                              f"{_show(fed.round_period)}")
         if not self.federation.poll_interval >= 0:
             raise ConfigError(f"federation.poll_interval must be >= 0, got {self.federation.poll_interval}")
         self._validate_owners()
@@ -445,6 +484,7 @@ class RunConfig:
                               "set (comma-separated), so that every owner's labels map to the same classes")
 
 
+NAMESPACE = "uedp"  # the project's keys in a Flower run config: "uedp.privacy.q_u" (RunConfig.from_run_config)
 OPTIMIZERS = ("sgd", "adam")  # train.optimizer, server.optimizer
 TOKENIZER_KINDS = ("bpe", "wordpiece")  # uedp.tokenization.TokenizerConfig
 INT_RANGE = (-(2**63), 2**63 - 1)  # an integer option fits a signed 64-bit integer (TOML's, NumPy's, torch's)

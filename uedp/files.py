@@ -9,7 +9,10 @@ part of one, and an interrupted writer leaves the old file and no temporary behi
 Each write goes to a temporary file with a unique name in the target's directory (so two writers of the same
 file never share one, and the rename stays on one file system), is flushed and fsynced, then renamed onto
 the target (`os.replace`: atomic on POSIX), and the directory is fsynced so the rename survives a crash.
-On any failure, the temporary is removed and the target is left as it was.
+On any failure, the temporary is removed and the target is left as it was. A writer SIGKILLed between
+creating its temporary and the rename cannot remove it: the temporary's name, `.NAME.<16 hex digits>.tmp`
+(`temporary_name`), is matched by `TEMPORARY_NAME`, so that whoever takes the folder over (uedp/flower/resume.py,
+when a run resumes) can remove exactly those leftovers and nothing else.
 
 File modes: by default the new file gets what `open(path, "w")` would give (0666 less the umask); `mode`
 sets it exactly (the umask does not apply), e.g. `PRIVATE` (0600) for private keys and for the caches of
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,6 +32,22 @@ from typing import Any
 
 PRIVATE = 0o600  # owner read/write only
 _DEFAULT = 0o666  # less the umask, as open() creates files
+_TOKEN_BYTES = 8  # random bytes in a temporary's name (16 hex digits): two writers never share one
+# The name of every temporary an atomic write here creates (group "target": the file it will be renamed onto).
+# One pattern for the writer (temporary_name) and for the cleaner (uedp/flower/resume.py), so that the cleaner can
+# never remove a file other than a leftover temporary of an atomic write.
+TEMPORARY_NAME = re.compile(rf"\.(?P<target>.+)\.[0-9a-f]{{{2 * _TOKEN_BYTES}}}\.tmp", re.DOTALL)
+
+
+def temporary_name(target: str) -> str:
+    """A new random name for the temporary of an atomic write of the file named `target` (same directory):
+    hidden (a leading dot), and matched by `TEMPORARY_NAME` (fullmatch)."""
+    return f".{target}.{secrets.token_hex(_TOKEN_BYTES)}.tmp"
+
+
+def is_temporary(name: str) -> bool:
+    """Whether a file named `name` is (by its name) the temporary of an atomic write made here."""
+    return TEMPORARY_NAME.fullmatch(name) is not None
 
 
 def _temporary(path: Path, mode: int | None) -> tuple[int, Path]:
@@ -35,7 +55,7 @@ def _temporary(path: Path, mode: int | None) -> tuple[int, Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     while True:
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+        tmp = path.with_name(temporary_name(path.name))
         try:
             fd = os.open(tmp, flags, _DEFAULT if mode is None else mode)
         except FileExistsError:  # pragma: no cover - 64 random bits

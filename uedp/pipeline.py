@@ -36,7 +36,7 @@ from tokenizers import Tokenizer
 from uedp.categories import resolve_categories
 from uedp.config import RunConfig
 from uedp.data.corpus import Corpus
-from uedp.data.loaders import dataset_facts, materialize
+from uedp.data.loaders import materialize
 from uedp.data.store import read_user_rows
 from uedp.entities.annotations import annotate_cached, read_user_annotations, select_sids
 from uedp.entities.deid import deidentify_many
@@ -47,9 +47,10 @@ from uedp.files import atomic_write_json
 from uedp.models.base import CLASSIFICATION, UedpModel
 from uedp.models.registry import MODELS, build_model, build_tokenizer
 from uedp.paths import cache_root
-from uedp.public_corpora import is_public_corpus, public_source
+from uedp.public_corpora import independent_public_corpora, private_dataset, private_text_clash
 from uedp.tasks import get_task
 from uedp.tokenization import (
+    PublicCorpus,
     TextTokenizer,
     TokenizerConfig,
     get_public_tokenizer,
@@ -148,17 +149,25 @@ def run_tokenizer(cfg: RunConfig, corpus: Corpus | None) -> tuple[TextTokenizer,
         info = {"source": "private_split", "corpus": f"{cfg.dataset.name} training split (the users' text)"}
     else:
         name = resolve_public_corpus(cfg.tokenizer.public_corpus, cfg.dataset.name)
-        generated = public_source(name).seed if is_public_corpus(name) else None
-        if generated is not None and dataset_facts(cfg.dataset.name).public_generator == name:
-            public_seed = generated()  # the dataset's own generator drew the public text: not at the same seed
-            if cfg.dataset.option_dict().get("seed", 0) == public_seed:
-                raise ConfigError(f"dataset.options seed {public_seed} is the public tokenizer corpus's seed (its "
-                                  "personas would be the users'): choose another seed or tokenizer.public_corpus")
         source = public_corpus(name)
+        _refuse_private_tokenizer_text(cfg, source)
         MODELS.get(cfg.model.name)  # an unknown model name fails here, as in build_tokenizer
         tokenizer = get_public_tokenizer(source, tok_cfg)
         info = {"source": "public", "corpus": source.description}
     return tokenizer, {**info, "vocab_size": tokenizer.vocab_size, "kind": cfg.tokenizer.kind}
+
+
+def _refuse_private_tokenizer_text(cfg: RunConfig, source: PublicCorpus) -> None:
+    """Refuse a "public" tokenizer corpus that is the run's private text (uedp.public_corpora.private_text_clash,
+    the one rule): its vocabulary would be a function of the users' text, outside the guarantee. Refused rather
+    than labelled, since the clash is known before anything is trained."""
+    dataset, options = private_dataset(cfg)
+    why = private_text_clash(source.name, dataset, options, role="tokenizer")  # a file ("file"): its origin unknown
+    if why is not None:
+        others = ", ".join(independent_public_corpora(dataset, options))
+        raise ConfigError(f"tokenizer.public_corpus = {cfg.tokenizer.public_corpus}: {why}; a tokenizer trained on "
+                          f"it is not public. Set tokenizer.public_corpus to a public corpus independent of it "
+                          f"({others}) or to a public text file")
 
 
 def _entity_totals(corpus, annotations: pa.Table, users: list[str], cfg: RunConfig) -> tuple[int, int]:

@@ -31,7 +31,7 @@ import torch
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
 from uedp.pipeline import ModelShape, encode_sentences, new_model, run_tokenizer
-from uedp.public_corpora import is_public_corpus, public_source
+from uedp.public_corpora import is_public_corpus, public_source, recorded_public_corpus
 from uedp.tasks import get_task
 from uedp.tokenization import TextTokenizer, public_corpus
 from uedp.training import LocalTraining, evaluate_encoded, local_train
@@ -43,11 +43,16 @@ SPLIT_SEED = 0
 def public_text(name: str, *, public_users: int) -> tuple[list[str], str]:
     """(texts, description) of public corpus `name`: a registered one (uedp.public_corpora; `public_users`
     public personas where it is generated: synthetic), or a text file (uedp.tokenization.public_corpus,
-    which refuses anything else with the registered names)."""
+    which refuses anything else with the registered names). The description is what a public start records
+    (`corpus`): it starts with the corpus's name, so that model.init can tell which public corpus it learnt from
+    and refuse it for a dataset whose text that is (uedp.public_corpora.recorded_public_corpus)."""
     if is_public_corpus(name):
         source = public_source(name)
         options = {"num_users": public_users} if "num_users" in source.options else {}
-        return source.load(**options), source.pretraining_description(**options)
+        description = source.pretraining_description(**options)
+        if (recorded_public_corpus(description) or ("",))[0] != name:  # a description that does not name it first
+            description = f"{name}: {description}"
+        return source.load(**options), description
     corpus = public_corpus(name)
     return corpus.texts(), corpus.description
 

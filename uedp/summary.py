@@ -5,7 +5,7 @@
     s = read_summary(out_dir, require=RUN)               # a reader of the run's metric, noise and epsilons
     if has_summary(job_dir): ...                         # a finished job
 
-Three writers, one kind each (`KINDS`):
+Three writers, one summary kind each (`SUMMARY_KINDS`):
 - "federated": server/app.py, every run of the rounds loop (fedavg, the private strategies, deid);
 - "local": server/local_dp.py, strategy=dp_bart (local DP: one query, then central training on the rewrites);
 - "reference": studies/dp_bart.py's noiseless central training on the original text (not a run of the
@@ -41,7 +41,8 @@ KEYS: dict[str, str] = {
     "private": "whether the run's guarantee holds as configured (false with the reason in `warning`)",
     "warning": "why the run is not private, or another caveat; null when none",
     # RUN: every run of the server loop (server/app.py, server/local_dp.py)
-    "method": "MechanismSpec.method: the accounting method, or a local mechanism's own name (summary_methods())",
+    "method": "MechanismSpec.summary_method: the accounting method, or a local mechanism's own name "
+              "(summary_methods())",
     "estimator": "the UeDP estimator (f_E, f_E+), or null",
     "noise_multiplier": "z, the noise multiplier (null for strategy=dp_bart)",
     "sigma": "the absolute noise standard deviation on the sum of updates (dp_bart: the rewriter's)",
@@ -66,6 +67,8 @@ KEYS: dict[str, str] = {
     "initial_model": "where the start model came from ({source: random} or a public-start file's record)",
     "public_entities": "the public-entity policy's record (name, size, SHA-256), or null",
     "outside_guarantee": "the summary's fields the guarantee does not cover (private runs), or null",
+    "model_round": ("the round after which model.pt's weights were released: `rounds`, unless a resumed run "
+                    "lost the models of rounds charged after its last checkpoint (they stay charged)"),
     # local runs only (server/local_dp.py, strategy=dp_bart)
     "eps_local_document": "local DP epsilon per document (rewrite.epsilon)",
     "eps_local_user": "local DP epsilon per user, composed over its documents",
@@ -80,9 +83,9 @@ RUN: tuple[str, ...] = (*COMMON, "method", "estimator", "noise_multiplier", "sig
                         "stopped_by_budget", "eps_undetected", "eps_rdp_bound", "metric", "initial", "tokenizer",
                         "detector", "metrics_note", "seconds")
 # The keys each writer writes, every one of them every time (a value may be null or inf).
-KINDS: dict[str, frozenset[str]] = {
+SUMMARY_KINDS: dict[str, frozenset[str]] = {
     "federated": frozenset((*RUN, "claims", "m_max", "noise", "undetected_rule", "delta_trunc", "initial_model",
-                            "public_entities", "outside_guarantee")),
+                            "public_entities", "outside_guarantee", "model_round")),
     "local": frozenset((*RUN, "eps_local_document", "eps_local_user", "eps_local_entity", "local")),
     "reference": frozenset((*COMMON, "documents")),
 }
@@ -102,13 +105,13 @@ def has_summary(run_dir: str | os.PathLike[str]) -> bool:
 
 def write_summary(out_dir: str | os.PathLike[str], summary: Mapping[str, Any], *, kind: str) -> Path:
     """Write `summary` to OUT_DIR/summary.json atomically, after checking it holds exactly the keys of `kind`
-    (KINDS); returns the path. Values JSON cannot hold are written as their str(); infinities as Infinity."""
-    if kind not in KINDS:
-        raise ValueError(f"summary kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    missing = [k for k in KINDS[kind] if k not in summary]
-    unknown = [k for k in summary if k not in KINDS[kind]]
+    (SUMMARY_KINDS); returns the path. Values JSON cannot hold are written as their str(); infinities as Infinity."""
+    if kind not in SUMMARY_KINDS:
+        raise ValueError(f"summary kind must be one of {', '.join(SUMMARY_KINDS)}, got {kind!r}")
+    missing = [k for k in SUMMARY_KINDS[kind] if k not in summary]
+    unknown = [k for k in summary if k not in SUMMARY_KINDS[kind]]
     if missing or unknown:  # a bug in a writer, not bad input
-        raise ValueError(f"a {kind} summary must hold exactly the keys of uedp.summary.KINDS[{kind!r}]: "
+        raise ValueError(f"a {kind} summary must hold exactly the keys of uedp.summary.SUMMARY_KINDS[{kind!r}]: "
                          f"missing {sorted(missing)}, unknown {unknown} (document a new key in KEYS)")
     return atomic_write_json(Path(out_dir) / SUMMARY, dict(summary), indent=1, default=str)
 

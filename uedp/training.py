@@ -25,8 +25,9 @@ from uedp.tokenization import Batch
 
 @dataclass(frozen=True)
 class LocalTraining:
-    """One round's local training settings, from the round's TrainInstructions (the server's `train.*`
-    config, uedp.config.ClientTrainConfig, holds the defaults: none here, so they cannot drift)."""
+    """One round's local training settings, sent in the training message's "config" record (the app's own
+    settings: uedp.protocol) from the server's `train.*` config (uedp.config.ClientTrainConfig holds the
+    defaults: none here, so they cannot drift)."""
 
     optimizer: str  # sgd | adam
     lr: float
@@ -40,6 +41,23 @@ class LocalTraining:
             raise ConfigError(f"train.optimizer must be sgd or adam, got {self.optimizer!r}")
         if self.lr <= 0 or self.batch_size < 1 or self.local_epochs < 1 or self.local_steps < 0:
             raise ConfigError(f"bad local training settings: {self}")
+
+    @classmethod
+    def from_config(cls, train: Any) -> LocalTraining:
+        """From uedp.config.ClientTrainConfig (or anything with its fields)."""
+        return cls(**{name: getattr(train, name) for name in cls.__dataclass_fields__})
+
+    def to_record(self) -> dict[str, Any]:
+        """The message's "config" record (a dict of its values: flwr's ConfigRecord takes it as is)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    @classmethod
+    def from_record(cls, record: Any) -> LocalTraining:
+        """From a training message's "config" record; ValueError naming a missing field."""
+        missing = [name for name in cls.__dataclass_fields__ if name not in record]
+        if missing:
+            raise ValueError(f"training message's config record lacks {', '.join(missing)}")
+        return cls(**{name: record[name] for name in cls.__dataclass_fields__})
 
 
 class LocalOptimizer:

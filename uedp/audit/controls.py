@@ -2,16 +2,17 @@
 
 They mimic the two defects of the paper's published code (contract section 6) so that the audit can show
 it detects them. Each is an ordinary component that a run is given in place of the sound one (the server's
-`Components` and the client's `ClientRound`, wired by experiments/audit.py); nothing is patched.
+`Components`, the client's `ClientRound` and its mod, wired by studies/audit.py); nothing is patched.
 
 (a) too little noise: `ReducedNoise`, a noise source drawing with standard deviation `broken_std(sigma)`
     instead of sigma. The published code uses sigma**2 as the standard deviation; at our scales sigma is
     about 1 or below, where squaring barely changes it (sigma = 0.92 gives 0.85), so we take
     min(sigma**2, sigma / 100): at least 100 times too little noise.
 (b) per-step clipping: `clip_each_step`, a client gradient hook that clips each local step's gradient to
-    beta over all parameters together, with `UnclippedUpdate`, which returns theta_local - theta_t
-    (times w_u) without clipping it, and `unchecked_aggregate`, a server aggregation without the norm
-    re-check (the published code has none; ours would re-clip the update to beta and undo the defect).
+    beta over all parameters together, with `UnclippedUpdate`, the client mod's bound (uedp.flower.mod:
+    `UeDPMod(bound=UnclippedUpdate())`) returning theta_local - theta_t (times w_u) without clipping it, and
+    `unchecked_aggregate`, a server aggregation without the norm re-check (the published code has none;
+    ours would re-clip the update to beta and undo the defect).
 
 The controls of the crafted-update audit (uedp.audit.mechanism, docs/audit.md Findings 9-10) are below:
 `ScaledNoise` (noise std halved), `understated_sampling` (the accountant told q_u / 2), the sensitivity
@@ -36,7 +37,7 @@ from uedp.privacy.clipping import Update, scale, update_norm
 from uedp.privacy.ledger import RoundRecord
 from uedp.privacy.noise import NoiseSource
 from uedp.privacy.sensitivity import Sensitivities, sensitivities
-from uedp.protocol import TrainInstructions
+from uedp.protocol import RoundInstructions
 
 TOO_LITTLE_NOISE_WARNING = "BROKEN CONTROL: too little noise"
 PER_STEP_CLIPPING_WARNING = "BROKEN CONTROL: per-step gradient clipping, no update clip, no server re-check"
@@ -80,12 +81,13 @@ class ReducedNoise(_WrongStdNoise):
 
 
 def unchecked_aggregate(updates: Sequence[Any], *, template: Update, w_max: float, beta: float, sigma: float,
-                        Z: float, noise: NoiseSource) -> tuple[dict[str, Any] | list[Any], AggregationStats]:
+                        denominator: float, noise: NoiseSource) -> tuple[dict[str, Any] | list[Any], AggregationStats]:
     """`aggregate` with the norm re-check off (any norm passes; shape and NaN/Inf checks stay)."""
-    return aggregate(updates, template=template, w_max=1.0, beta=UNBOUNDED_NORM, sigma=sigma, Z=Z, noise=noise)
+    return aggregate(updates, template=template, w_max=1.0, beta=UNBOUNDED_NORM, sigma=sigma, denominator=denominator,
+                     noise=noise)
 
 
-def clip_each_step(ins: TrainInstructions, params: Sequence[torch.nn.Parameter]) -> None:
+def clip_each_step(ins: RoundInstructions, params: Sequence[torch.nn.Parameter]) -> None:
     """The per-STEP gradient clip of the published code: the step's gradient, over all parameters
     together, scaled to norm <= beta (by hand, with torch ops)."""
     grads = [p.grad for p in params if p.grad is not None]
@@ -104,7 +106,7 @@ class UnclippedUpdate:
 
     norms: list[float] = field(default_factory=list)
 
-    def __call__(self, delta: list[np.ndarray], ins: TrainInstructions) -> list[np.ndarray]:
+    def __call__(self, delta: list[np.ndarray], ins: RoundInstructions) -> list[np.ndarray]:
         out = scale(delta, ins.w_u)
         self.norms.append(update_norm(out))
         return out

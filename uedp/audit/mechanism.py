@@ -67,30 +67,28 @@ from scipy.stats import binom, hypergeom
 
 from uedp.audit.bounds import LowerBound, epsilon_lower_bound, log_likelihood_ratio
 from uedp.config import FederationConfig, PrivacyConfig
+from uedp.flower.places import Assignment
+from uedp.flower.plan import MechanismSettings, plan_round
 from uedp.privacy.accounting import (
-    MAX_DISCRETIZATION,
-    RANKING_FACTOR,
     UNDETECTED_FREE,
     UNDETECTED_WITH_ENTITIES,
     Mechanism,
     Mixture,
     Pair,
-    _pld_epsilon,
-    _rdp_epsilon,
     adjacency_mixture,
-    auto_discretization,
     check_delta,
-    epsilon,
+    epsilon_of,
     mixture_epsilon,
+    pairs_epsilon,
     truncation_delta,
+    undetected_bound,
     undetected_epsilon,
     undetected_pair,
 )
 from uedp.privacy.aggregation import aggregate, denominator
-from uedp.privacy.calibration import calibrate_claims
-from uedp.privacy.cohort import sample_cohort
+from uedp.privacy.calibration import calibrate_claims, calibrate_epsilon_function
 from uedp.privacy.ledger import RoundRecord
-from uedp.privacy.mechanisms import MechanismSpec, audited_spec, specs
+from uedp.privacy.mechanisms import MechanismSpec, audited_spec, get, specs
 from uedp.privacy.noise import NoiseSource
 from uedp.privacy.sampling import (
     RoundKey,
@@ -483,38 +481,23 @@ def accounted_epsilon(adjacency: str, sens: Sensitivities, *, sigma: float, q_u:
                       kinds: tuple[tuple[str, ...], ...] = (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES),
                       ) -> tuple[float, Pair | None, str]:
     """(epsilon, pair, rule) the accountant computes for these (possibly broken) sensitivities and noise std,
-    `rounds` identical rounds, at delta - delta_trunc: the mixture of adjacency uedp / user, or for
-    "undetected" the max over the two kinds of sentence of the min over their bounds (docs/proofs.md
-    Theorem 2: the code of uedp.privacy.accounting.undetected_epsilon, its grids included, for any
-    sensitivities; `kinds`: the kinds of sentence, each a tuple of rule names)."""
+    `rounds` identical rounds, at delta - delta_trunc: the mixture of adjacency uedp / user
+    (uedp.privacy.accounting.pairs_epsilon), or for "undetected" the max over the two kinds of sentence of
+    the min over their bounds (uedp.privacy.accounting.undetected_bound: the very step of
+    undetected_epsilon, grids and ranking included, given these sensitivities' pairs; `kinds`: the kinds
+    of sentence, each a tuple of rule names)."""
     d = delta - delta_trunc
     if d <= 0.0:
         return math.inf, None, "truncation"
     if adjacency != "undetected":
         pair = accounted_mixture(adjacency, sens, sigma=sigma, q_u=q_u, q_e=q_e)
-        return mixture_epsilon(pair, rounds, d), pair, adjacency
+        return pairs_epsilon(((pair, rounds),), delta=d), pair, adjacency
     scaled, sig = _in_units(sens), sigma / sens.unit
-    best = []
-    for rules in kinds:  # as undetected_epsilon: rank on a coarser grid, then the winner on the fine grid
-        pairs = {r: ((undetected_pair(r, scaled, sig, q_u=q_u, q_e=q_e, q_s=q_s), rounds),) for r in rules}
-        fine = auto_discretization(min(_rdp_epsilon(x, d) for x in pairs.values()))
-        coarse = min(MAX_DISCRETIZATION, RANKING_FACTOR * fine)
-        rule = min(rules, key=lambda r: _pld_epsilon(pairs[r], d, coarse))
-        best.append((_pld_epsilon(pairs[rule], d, fine), rule, pairs[rule][0][0]))
-    eps_, rule, pair = max(best, key=lambda t: t[0])
+    candidates = [{r: ((undetected_pair(r, scaled, sig, q_u=q_u, q_e=q_e, q_s=q_s), rounds),) for r in rules}
+                  for rules in kinds]
+    eps_, rule = undetected_bound(candidates, delta=d)
+    pair = next(bounds[rule][0][0] for bounds in candidates if rule in bounds)
     return eps_, pair, rule
-
-
-def calibrate_to(eps_of_z: Callable[[float], float], target: float, *, lo: float = 0.05, hi: float = 200.0,
-                 rel_tol: float = 1e-3) -> float:
-    """The smallest z (to rel_tol, on a log scale) with eps_of_z(z) <= target: a broken accountant's
-    calibration (the project's calibrate_noise_multiplier cannot be given other sensitivities or rules)."""
-    if eps_of_z(hi) > target:
-        raise ValueError(f"target {target} not reachable below z = {hi}")
-    while hi / lo > 1.0 + rel_tol:
-        mid = math.sqrt(lo * hi)
-        lo, hi = (lo, mid) if eps_of_z(mid) <= target else (mid, hi)
-    return hi
 
 
 def calibrate(sc: Scenario, *, q_u: float | None = None) -> float:
@@ -539,7 +522,8 @@ def _calibrated(s: AuditSetting, method: str, q_u: float) -> float:
 # -- the mechanism under audit: the real parts, one of them possibly broken ------------------------------------
 @dataclass
 class AuditedMechanism:
-    """One audited mechanism: sigma (what the aggregation is asked for and the run reports), Z, the noise
+    """One audited mechanism: sigma (what the aggregation is asked for and the run reports), the public
+    denominator (the contract's Z), the noise
     source (real, or a broken control's), and what the accountant claims for the scenario's adjacency (the
     pair, its epsilon and the rule that decided it). `control` names the one broken component (None: the
     sound mechanism)."""
@@ -547,7 +531,7 @@ class AuditedMechanism:
     scenario: Scenario
     z: float
     sigma: float
-    Z: float
+    denominator: float
     noise: NoiseSource
     claimed: Pair | None
     claimed_epsilon: float
@@ -569,15 +553,15 @@ def build_mechanism(sc: Scenario, *, z: float, noise: NoiseSource, sensitivity_f
                     control: str | None = None, warning: str | None = None) -> AuditedMechanism:
     """The mechanism as the server and the ledger build it, with the given components. With the real
     sensitivity function the round's RoundRecord gives sigma, and the claim is the real accountant's
-    (uedp.privacy.accounting.epsilon / undetected_epsilon, N + 1 places, delta_trunc charged) on the record
+    (uedp.privacy.accounting.epsilon_of / undetected_epsilon, N + 1 places, delta_trunc charged) on the record
     `accountant_record` returns (what the accountant is told). A broken sensitivity function gives sigma =
     noise_std(method, z, its sensitivities) and the claim of the accountant fed the same sensitivities;
     `undetected_rule` = (name, pair function) replaces the accountant's rule for eps_undetected."""
     s = sc.setting
     q_e, q_s = sc.rates
-    Z = denominator(sc.accounting, q_u=s.q_u, num_users=s.places)
+    public = denominator(sc.accounting, q_u=s.q_u, num_users=s.places)
     record = RoundRecord(round=1, method=sc.accounting, q_u=s.q_u, q_e=q_e, q_s=q_s, m_max=sc.m_max, k_cap=sc.k_cap,
-                         beta=s.beta, w_max=s.w_max, z=z, Z=Z)
+                         beta=s.beta, w_max=s.w_max, z=z, denominator=public)
     told = accountant_record(record)
     groups = [(told.mechanism, s.rounds)]
     delta_trunc = truncation_delta(groups, s.places)
@@ -589,18 +573,18 @@ def build_mechanism(sc: Scenario, *, z: float, noise: NoiseSource, sensitivity_f
         rule, fn = undetected_rule
         claimed = fn(_in_units(sens), sigma / s.unit, q_u=told.q_u, q_e=told.q_e, q_s=told.q_s)
         d = s.delta - delta_trunc
-        claimed_eps = mixture_epsilon(claimed, s.rounds, d) if d > 0.0 else math.inf
+        claimed_eps = pairs_epsilon(((claimed, s.rounds),), delta=d) if d > 0.0 else math.inf
     elif real and sc.adjacency == "undetected":
         claimed_eps, rule = undetected_epsilon(groups, delta=s.delta, num_users=s.places)
         claimed = told.mechanism.undetected(rule) if rule != "truncation" else None
     elif real:
-        claimed_eps = epsilon(sc.adjacency, groups, delta=s.delta, num_users=s.places)
+        claimed_eps = epsilon_of(groups, sc.adjacency, delta=s.delta, num_users=s.places)
         claimed, rule = told.mechanism.mixture(sc.adjacency), sc.adjacency
     else:
         claimed_eps, claimed, rule = accounted_epsilon(
             sc.adjacency, sens, sigma=sigma, q_u=told.q_u, q_e=told.q_e, q_s=told.q_s, rounds=s.rounds,
             delta=s.delta, delta_trunc=delta_trunc)
-    return AuditedMechanism(scenario=sc, z=z, sigma=sigma, Z=Z, noise=noise, claimed=claimed,
+    return AuditedMechanism(scenario=sc, z=z, sigma=sigma, denominator=public, noise=noise, claimed=claimed,
                             claimed_epsilon=claimed_eps, claimed_rule=rule, delta_trunc=delta_trunc, control=control,
                             warning=warning, sens=sens)
 
@@ -619,7 +603,7 @@ def sound_epsilon_at(sc: Scenario, sigma: float, z: float | None = None) -> tupl
     if sc.adjacency == "undetected":
         eps, rule = undetected_epsilon(groups, delta=s.delta, num_users=s.places)
         return eps, rule, (mech.undetected(rule) if rule != "truncation" else None)
-    return epsilon(sc.adjacency, groups, delta=s.delta, num_users=s.places), sc.adjacency, mech.mixture(sc.adjacency)
+    return epsilon_of(groups, sc.adjacency, delta=s.delta, num_users=s.places), sc.adjacency, mech.mixture(sc.adjacency)
 
 
 def entity_free_undetected(sc: Scenario, sigma: float) -> tuple[float, str]:
@@ -691,34 +675,38 @@ class RealRun:
     statuses: dict[str, int] = field(default_factory=dict)
 
 
+def mechanism_settings(mech: AuditedMechanism) -> MechanismSettings:
+    """The audited mechanism as the strategy's round plan sees it (uedp.flower.plan): its spec, rates, caps,
+    clips, z and denominator, drawn as a fixed-seed run draws (round keys and training seeds from the run's rng)."""
+    sc, s = mech.scenario, mech.scenario.setting
+    q_e, q_s = sc.rates
+    return MechanismSettings(spec=get(sc.method), places=s.places, q_u=s.q_u, q_e=q_e, q_s=q_s, m_max=sc.m_max,
+                             k_cap=sc.k_cap, m_max_sent=sc.m_max or 0, beta=s.beta, w_max=s.w_max, gamma=0.0,
+                             z=mech.z, denominator=mech.denominator, noise="philox_fixed_seed", seeded=True)
+
+
 def real_round(mech: AuditedMechanism, world: int, rng: random.Random, clients: CraftedClients | None = None,
                offset: int = 0) -> tuple[float, float, dict[str, int]]:
-    """One round of the server's real path (as strategies.strategy.MechanismStrategy.configure_train /
-    aggregate_train do it: the same calls, in the same order on `rng`) with the crafted clients, over the
-    N + 1 places of both worlds. In world 0 the canary's place is an owner who is not connected: the
-    strategy skips it before drawing its training seed. Returns (y, sum minus `offset` in units of b,
-    counts)."""
+    """One round of the server's real path with the crafted clients, over the N + 1 places of both worlds:
+    the round's plan is the strategy's own (uedp.flower.plan.plan_round: the same draws, in the same order on
+    `rng`), the aggregation its own (uedp.privacy.aggregation.aggregate). In world 0 the canary's place is an
+    owner who is not connected (an empty place: no message, no seed). Returns (y, sum minus `offset` in units
+    of b, counts)."""
     sc = mech.scenario
     s = sc.setting
     clients = clients or CraftedClients(sc)
-    population = s.places
-    connected = population if world == 1 else population - 1
-    cohort = sample_cohort(range(population), q_u=s.q_u, m_max=sc.m_max or population,
-                           use_slots=sc.k_cap is not None, rng=rng)
-    key = RoundKey(rng.randbytes(16)) if sc.keyed else None
-    updates = []
-    for i, place in enumerate(cohort.nodes):
-        if place >= connected:
-            continue  # world 0: the empty place (no message, no seed, contributes zero)
-        rng.randrange(2**31)  # the strategy draws each instruction's training seed here (seeded runs)
-        slot = cohort.slots[i] if cohort.slots is not None else -1
-        updates.append(clients.update(place, slot, key, world))
+    settings = mechanism_settings(mech)
+    connected = s.places if world == 1 else s.places - 1
+    assignment = Assignment(tuple(range(connected)) + (None,) * (s.places - connected))
+    plan = plan_round(1, settings=settings, record=settings.record(1), assignment=assignment, rng=rng)
+    updates = [clients.update(a.place, a.instructions.slot, a.instructions.key, world) for a in plan]
     tmpl = template()
-    total, _ = aggregate(updates, template=tmpl, w_max=s.w_max, beta=s.beta, sigma=0.0, Z=1.0, noise=_NoNoise())
-    out, stats = aggregate(updates, template=tmpl, w_max=s.w_max, beta=s.beta, sigma=mech.sigma, Z=mech.Z,
-                           noise=mech.noise)
+    total, _ = aggregate(updates, template=tmpl, w_max=s.w_max, beta=s.beta, sigma=0.0, denominator=1.0,
+                         noise=_NoNoise())
+    out, stats = aggregate(updates, template=tmpl, w_max=s.w_max, beta=s.beta, sigma=mech.sigma,
+                           denominator=mech.denominator, noise=mech.noise)
     off = offset * s.unit
-    y = float(out[0].flat[CANARY_COORDINATE]) * mech.Z - off
+    y = float(out[0].flat[CANARY_COORDINATE]) * mech.denominator - off
     shift = (float(total[0].flat[CANARY_COORDINATE]) - off) / s.unit
     return y, shift, stats.as_dict()
 
@@ -749,8 +737,8 @@ def run_vectorized(mech: AuditedMechanism, law: Law, world: int, trials: int,
     probs = np.array([dist[int(v)] for v in values])
     shift = values[rng.choice(values.size, size=(trials, s.rounds), p=probs / probs.sum())]
     off = law.offset * s.unit
-    released = (shift * s.unit + off + mech.noise.normal((trials, s.rounds), mech.sigma)) / mech.Z
-    return released * mech.Z - off, shift
+    released = (shift * s.unit + off + mech.noise.normal((trials, s.rounds), mech.sigma)) / mech.denominator
+    return released * mech.denominator - off, shift
 
 
 def score(mech: AuditedMechanism, law: Law, y: np.ndarray) -> np.ndarray:
@@ -812,5 +800,6 @@ def control_mechanism(sc: Scenario, control: str | None, noise: NoiseSource) -> 
         return max(build_mechanism(Scenario(s, sc.method, claim), z=z, noise=noise, **parts).claimed_epsilon
                    for claim in s.claims(sc.method))
 
-    z = calibrate_to(claimed, s.target_epsilon)
+    # the project's search for any epsilon function: eps(z*) <= target < eps(z* - 1e-3) on the broken claim
+    z = calibrate_epsilon_function(claimed, s.target_epsilon, tol=1e-3)
     return build_mechanism(sc, z=z, noise=noise, control=control, **parts)

@@ -59,7 +59,7 @@ class GroupResult:
     @property
     def group_privacy(self) -> bool:
         """The claim for this group is user-level DP's group privacy (frequency * eps_user)."""
-        return VARIANTS[self.variant].spec.claim == "user" and self.frequency > 1
+        return VARIANTS[self.variant].spec.adjacency == "user" and self.frequency > 1
 
     @property
     def leak(self) -> bool:
@@ -83,10 +83,10 @@ class Verdict:
 
 def claimed(variant: str, summary: Mapping[str, Any], frequency: int) -> float:
     """The epsilon the variant claims for a canary living in `frequency` users (one entity)."""
-    claim = VARIANTS[variant].spec.claim
-    if claim is None:
+    adjacency = VARIANTS[variant].spec.adjacency
+    if adjacency is None:
         return math.inf
-    if claim == "uedp":
+    if adjacency == "uedp":
         return summary["eps_user"] if frequency == 1 else summary["eps_uedp"]
     return frequency * summary["eps_user"]  # user-level DP: group privacy over the holders
 

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     # A record with z = 1 checks every mechanism option (and beta, w_max) before any calibration.
     RoundRecord(
         round=1, method="uedp", q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=m_max,
-        k_cap=args.k_cap, beta=args.beta, w_max=args.w_max, z=1.0, Z=1.0,
+        k_cap=args.k_cap, beta=args.beta, w_max=args.w_max, z=1.0, denominator=1.0,
     )  # fmt: skip
     z = args.noise_multiplier
     if args.target_epsilon is not None:
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     mech = mechanism("uedp", z=z, q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=m_max, k_cap=args.k_cap)
     record = RoundRecord(
         round=1, method="uedp", q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=m_max,
-        k_cap=args.k_cap, beta=args.beta, w_max=args.w_max, z=z, Z=1.0,
+        k_cap=args.k_cap, beta=args.beta, w_max=args.w_max, z=z, denominator=1.0,
     )  # fmt: skip
     start = time.perf_counter()
     eps = epsilons(mech, rounds=args.rounds, delta=args.delta, num_users=args.num_users)

@@ -69,7 +69,9 @@ def article_sentences(text: str) -> list[str]:
 POPULATIONS = ("reported", "tuning")
 
 
-@LOADERS.register("bbc_news", facts=DatasetFacts(gold_by_construction=False, public_corpus="shakespeare"))
+# its text is the public corpus bbc_news (all 2,225 articles, whatever max_users, seed or population)
+@LOADERS.register("bbc_news", facts=DatasetFacts(gold_by_construction=False, public_corpus="shakespeare",
+                                                 contains_public=("bbc_news",)))
 def load_bbc_news(
     *,
     max_users: int | None = None,

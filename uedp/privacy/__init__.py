@@ -10,11 +10,14 @@
     sensitivity  3        s_u, s_e, s_s and the noise std sigma per method
     noise        2.8      CSPRNG-seeded Gaussian noise
     aggregation  2.7-2.8  server re-check, the one noisy aggregation core, the public denominator Z
-    accounting   4        PLD accounting (eps_uedp, eps_user, eps_undetected, RDP bound)
-    calibration  4        the smallest noise multiplier z reaching a target epsilon in T rounds
+    accounting   4        PLD accounting (eps_uedp, eps_user, eps_undetected, RDP bound): epsilon_of(records,
+                          adjacency, ...), pairs_epsilon(pairs, ...) for any dominating pairs
+    calibration  4        the smallest noise multiplier z reaching a target epsilon: calibrate(records_from_z,
+                          target, adjacencies, ...), calibrate_epsilon_function(eps_of_z, target, ...)
     ledger       2.9, 4   per-round records, epsilons from the ledger, budget stop, save / resume
 
-Names are re-exported lazily here (so a client importing selection does not load dp-accounting).
+Names are re-exported lazily here (so a client importing selection does not load dp-accounting). Code
+outside this package uses only public names (no leading underscore): tests/test_public_privacy_api.py.
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ _EXPORTS = {
     "sensitivity": ("METHODS", "Sensitivities", "sensitivities", "noise_std"),
     "noise": ("GaussianNoise", "NoiseSource"),
     "aggregation": ("AggregationStats", "recheck", "aggregate", "denominator"),
-    "accounting": ("DEFAULT_DELTA", "Mechanism", "Mixture", "Epsilons", "mechanism", "epsilon",
-                   "compose_epsilons", "epsilons",
-                   "check_delta"),
-    "calibration": ("calibrate_noise_multiplier", "calibrate_noise_multiplier_reference"),
+    "accounting": ("DEFAULT_DELTA", "ADJACENCIES", "Mechanism", "Mixture", "RemoveForm", "Labelled", "Epsilons",
+                   "mechanism", "as_groups", "epsilon_of", "rdp_epsilon_of", "undetected_epsilon",
+                   "pairs_epsilon", "pairs_rdp_epsilon", "undetected_bound", "truncation_delta",
+                   "epsilon", "compose_epsilons", "epsilons", "mixture_epsilon", "check_delta"),
+    "calibration": ("calibrate", "calibrate_claims", "calibrate_epsilon_function", "calibrate_noise_multiplier",
+                    "calibrate_noise_multiplier_reference", "clear_caches", "run_noise_multiplier"),
     "ledger": ("RoundRecord", "Ledger", "BudgetCheck"),
 }  # fmt: skip
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}

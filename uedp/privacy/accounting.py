@@ -49,6 +49,23 @@ against finer grids), and about 1% beyond. Per-round PLDs and epsilons are cache
 
 Delta must lie in (0, 1) and, when the number of users N is known, below 1/N (ConfigError otherwise).
 Calibration of z to a target epsilon is in uedp.privacy.calibration.
+
+The API, in dp-accounting's shape (a round is data; epsilon is computed from the rounds, never accumulated).
+What an epsilon protects is its ADJACENCY ("uedp", "user", "undetected": `ADJACENCIES`); `records` are
+the ledger's RoundRecords or (Mechanism, count) runs (`as_groups`):
+
+  epsilon_of(records, adjacency, *, delta, num_users, value_discretization_interval=None) -> float
+  rdp_epsilon_of(records, adjacency="uedp", *, delta, num_users) -> float       the RDP cross-check
+  undetected_epsilon(records, *, delta, num_users, ...) -> (epsilon, rule)       eps_undetected and its bound
+  pairs_epsilon(pairs, *, delta, value_discretization_interval=None) -> float   any dominating pairs (PLD)
+  pairs_rdp_epsilon(pairs, *, delta) -> float                                    the same pairs by RDP
+  undetected_bound(candidates, *, delta, value_discretization_interval=None)    the max-over-kinds-of-
+                                                                                 sentence, min-over-bounds step
+The records functions are the pairs functions applied to the records' pairs with delta - delta_trunc, so
+a caller with pairs of its own (the crafted-update audit's broken rules) runs the very code of the
+accountant. `epsilon`, `compose_epsilons`, `epsilons` and `mixture_epsilon` are thin wrappers kept for
+their callers. No module outside uedp.privacy uses a name of it with a leading underscore
+(tests/test_public_privacy_api.py); `clear_caches` (uedp.privacy.calibration) empties every cache.
 """
 
 from __future__ import annotations
@@ -57,8 +74,9 @@ import contextlib
 import functools
 import logging
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 import dp_accounting
 import numpy as np
@@ -77,7 +95,7 @@ MIN_DISCRETIZATION = 1e-7
 FINE_CAP = 1e-2
 NO_PRIVACY = 1000.0  # above this RDP bound, a coarse grid (cost!) is fine: the epsilon means nothing
 MAX_DISCRETIZATION = 1.0  # coarser grids overflow in dp-accounting
-KINDS = ("uedp", "user", "undetected")
+ADJACENCIES = ("uedp", "user", "undetected")  # what an epsilon protects (module docstring)
 SAFE_TRUNCATION_FRACTION = 0.01  # safe_m_max: delta_trunc at most this fraction of delta
 RANKING_FACTOR = 32.0  # eps_undetected: its candidate bounds are ranked on a grid this much coarser
 
@@ -356,15 +374,15 @@ def undetected_pair(rule: str, sens: Sensitivities, sigma: float, *, q_u: float,
     raise ValueError(f"undetected rule must be one of {', '.join(UNDETECTED_RULES)}, got {rule!r}")
 
 
-def adjacency_mixture(kind: str, sens: Sensitivities, sigma: float, *, q_u: float, q_e: float) -> Mixture:
+def adjacency_mixture(adjacency: str, sens: Sensitivities, sigma: float, *, q_u: float, q_e: float) -> Mixture:
     """The per-round mixture of adjacency "uedp" or "user" (contract 4) for these sensitivities and noise
     std, in the units they are given in: what `Mechanism.mixture` accounts, and what the audit gives a
     broken sensitivity rule (uedp.audit.mechanism)."""
-    if kind == "uedp":
+    if adjacency == "uedp":
         return _two_way(sigma, sens.s_u, sens.s_e, q_u, q_e)
-    if kind == "user":
+    if adjacency == "user":
         return user_pair(sigma, sens.s_u, q_u)
-    raise ValueError(f"kind must be uedp or user (undetected: undetected_pair), got {kind!r}")
+    raise ValueError(f"adjacency must be uedp or user (undetected: undetected_pair), got {adjacency!r}")
 
 
 @dataclass(frozen=True)
@@ -419,9 +437,9 @@ class Mechanism:
         """Noise std in units of w_max * beta."""
         return noise_std(self.method, self.z, self.sensitivities)
 
-    def mixture(self, kind: str) -> Mixture:
+    def mixture(self, adjacency: str) -> Mixture:
         """The pair of adjacency "uedp" or "user"."""
-        return adjacency_mixture(kind, self.sensitivities, self.sigma, q_u=self.q_u, q_e=self.q_e)
+        return adjacency_mixture(adjacency, self.sensitivities, self.sigma, q_u=self.q_u, q_e=self.q_e)
 
     def undetected(self, rule: str) -> Pair:
         """The pair of one bound of eps_undetected (UNDETECTED_RULES)."""
@@ -440,13 +458,61 @@ def truncation_probability(num_users: int, q_u: float, m_max: int | None) -> flo
     return float(binom.sf(m_max - 2, num_users - 2, q_u))
 
 
+class Round(Protocol):
+    """One recorded round, as the accountant reads it: uedp.privacy.ledger.RoundRecord (the ledger imports
+    this module, so it is named by what it provides, its mechanism in units of w_max * beta)."""
+
+    @property
+    def mechanism(self) -> Mechanism: ...
+
+
 Groups = Sequence[tuple[Mechanism, int]]
+Records = Sequence[Round] | Groups  # the rounds themselves, or (mechanism, count) runs: `as_groups`
+PairCounts = Iterable[tuple[Pair, int]]  # (dominating pair, number of rounds), composed in order
 
 
-def truncation_delta(groups: Groups, num_users: int | None) -> float:
+def as_groups(records: Records) -> tuple[tuple[Mechanism, int], ...]:
+    """The (mechanism, count) runs the accountant composes, in order: what every function of this module
+    that takes `records` composes.
+
+    `records` is either the rounds themselves (`Round`s: uedp.privacy.ledger.RoundRecord; consecutive
+    records with the same mechanism form one run, exactly as Ledger.groups forms them) or (Mechanism, count)
+    runs, kept as given (zero counts dropped), never both in one sequence: whether two adjacent entries are
+    one run or two changes the floating-point path (one self-composition or two composed), so the caller
+    says which it means. TypeError for an entry that is neither; ConfigError for a count that is not a
+    non-negative int."""
+    items = tuple(records)
+    if items and not any(isinstance(item, tuple) for item in items):
+        runs: list[tuple[Mechanism, int]] = []
+        for record in items:
+            mech = getattr(record, "mechanism", None)
+            if not isinstance(mech, Mechanism):
+                raise TypeError(f"expected a RoundRecord or a (Mechanism, count) pair, got {record!r}")
+            if runs and runs[-1][0] == mech:
+                runs[-1] = (mech, runs[-1][1] + 1)
+            else:
+                runs.append((mech, 1))
+        return tuple(runs)
+    out = []
+    for item in items:
+        if not isinstance(item, tuple):
+            raise TypeError(f"records mix rounds and (Mechanism, count) runs (pass one or the other), got {item!r}")
+        if len(item) != 2:
+            raise TypeError(f"expected a RoundRecord or a (Mechanism, count) pair, got {item!r}")
+        mech, count = item
+        if not isinstance(mech, Mechanism):
+            raise TypeError(f"expected a Mechanism, got {type(mech).__name__}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ConfigError(f"a round count must be a non-negative integer, got {count!r}")
+        if count:
+            out.append((mech, count))
+    return tuple(out)
+
+
+def truncation_delta(records: Records, num_users: int | None) -> float:
     """delta_trunc = 1 - prod over rounds of (1 - truncation probability): the probability that truncation
     may act in some round, charged to every epsilon of the run (docs/proofs.md Lemma C, section 4)."""
-    groups = _check_groups(groups)
+    groups = as_groups(records)
     if all(m.m_max is None for m, _ in groups):
         return 0.0
     if num_users is None:
@@ -509,18 +575,6 @@ def _quiet_absl() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _check_groups(groups: Groups) -> tuple[tuple[Mechanism, int], ...]:
-    out = []
-    for mech, count in groups:
-        if not isinstance(mech, Mechanism):
-            raise TypeError(f"expected a Mechanism, got {type(mech).__name__}")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ConfigError(f"a round count must be a non-negative integer, got {count!r}")
-        if count:
-            out.append((mech, count))
-    return tuple(out)
-
-
 @functools.lru_cache(maxsize=256)
 def _rdp_vector(pair: Pair) -> tuple[tuple[float, ...], np.ndarray]:
     """(orders, RDP of ONE round of `pair` at each order): dp_accounting's RdpAccountant composed once."""
@@ -580,13 +634,26 @@ def _pld_epsilon(pairs: tuple[tuple[Pair, int], ...], delta: float, vdi: float |
     return float(total.get_epsilon_for_delta(delta))
 
 
-def mixture_epsilon(mixture: Pair, rounds: int, delta: float) -> float:
-    """Epsilon at `delta` of `mixture` self-composed over `rounds` rounds (PLD, the automatic grid, no
-    truncation charge): the accountant's computation for a pair that is not a ledger's, e.g. the audit's
-    realizable worst case."""
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
-    return _pld_epsilon(((mixture, rounds),), check_delta(delta), None)
+def _check_pairs(pairs: PairCounts) -> tuple[tuple[Pair, int], ...]:
+    """(pair, count) entries as a tuple (the caches' key), zero counts dropped."""
+    out = []
+    for item in pairs:
+        if not (isinstance(item, tuple) and len(item) == 2):
+            raise TypeError(f"expected a (pair, count) tuple, got {item!r}")
+        pair, count = item
+        if not isinstance(pair, Mixture | RemoveForm | Labelled):
+            raise TypeError(f"expected a Mixture, RemoveForm or Labelled pair, got {type(pair).__name__}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ConfigError(f"a round count must be a non-negative integer, got {count!r}")
+        if count:
+            out.append((pair, count))
+    return tuple(out)
+
+
+def _check_adjacency(adjacency: str, allowed: tuple[str, ...]) -> str:
+    if adjacency not in allowed:
+        raise ValueError(f"adjacency must be one of {', '.join(allowed)}, got {adjacency!r}")
+    return adjacency
 
 
 def _check_vdi(vdi: float | None) -> float | None:
@@ -600,68 +667,165 @@ def _pld_delta(groups: tuple[tuple[Mechanism, int], ...], delta: float, num_user
     return delta - truncation_delta(groups, num_users)
 
 
+# -- the public API: epsilons of pairs, of records; the undetected step ----------------------------------------
+def pairs_epsilon(
+    pairs: PairCounts, *, delta: float, value_discretization_interval: float | None = None
+) -> float:
+    """Epsilon at `delta` of the composition, in order, of arbitrary dominating pairs, each self-composed
+    over its count (PLD, add and remove; dp-accounting's PLDAccountant composing the pairs' events).
+
+    The grid is `value_discretization_interval`, or else the automatic one of the module docstring (from
+    `pairs_rdp_epsilon` of the same pairs at the same delta): the very rule `epsilon_of` uses, so that the
+    pairs of a ledger give the ledger's values bit for bit. No truncation charge: a caller whose bound holds
+    on a good event only passes delta - delta_trunc (as `epsilon_of` does). Null pairs add nothing (0 if
+    all are null); a blatant one makes epsilon infinite. Results are cached (`clear_caches` in
+    uedp.privacy.calibration). What `epsilon_of` computes once it has the pairs; the crafted-update audit
+    gives it the pairs of a broken sensitivity rule (uedp.audit.mechanism)."""
+    return _pld_epsilon(_check_pairs(pairs), check_delta(delta), _check_vdi(value_discretization_interval))
+
+
+def pairs_rdp_epsilon(pairs: PairCounts, *, delta: float) -> float:
+    """Epsilon at `delta` from RDP of the pairs' events (`rdp_event`: the Poisson-subsampled Gaussian of
+    the largest shift with the probability of any shift), composed in order (dp-accounting's RdpAccountant).
+    An upper bound of `pairs_epsilon` for `Mixture` pairs (the cross-check eps_rdp_bound); for a `Labelled`
+    pair it is only the scale of the epsilon (the label is revealed), which is how the automatic PLD grid
+    and calibration's starting point use it."""
+    return _rdp_epsilon(_check_pairs(pairs), check_delta(delta))
+
+
+def undetected_bound(
+    candidates: Sequence[Mapping[str, PairCounts]], *, delta: float, value_discretization_interval: float | None = None
+) -> tuple[float, str]:
+    """The eps_undetected step (docs/proofs.md Theorem 2) for any candidate bounds: `candidates` has one
+    mapping per kind of sentence an undetected entity can sit in, from each valid bound's name to its
+    composed pairs. Returns (the max over the kinds of sentence of the min over that kind's bounds, the
+    name of the bound that decided it).
+
+    Any one valid bound per kind of sentence is valid, so the smallest is taken: the bounds are ranked on
+    a grid RANKING_FACTOR times coarser than the fine one (cheap; the first in mapping order wins a tie) and
+    only the winner is computed on the fine grid (`value_discretization_interval`, or the automatic grid of
+    the smallest RDP estimate among the kind's bounds). The max over kinds compares (epsilon, name).
+    `undetected_epsilon` is this step with the accountant's bounds (UNDETECTED_FREE,
+    UNDETECTED_WITH_ENTITIES); the crafted-update audit gives it broken ones. No truncation charge: pass
+    delta - delta_trunc."""
+    d = check_delta(delta)
+    vdi = _check_vdi(value_discretization_interval)
+    if not candidates:
+        raise ValueError("undetected_bound needs at least one kind of sentence")
+    kinds = []
+    for bounds in candidates:
+        if not bounds:
+            raise ValueError("every kind of sentence needs at least one candidate bound")
+        kinds.append({str(name): _check_pairs(pairs) for name, pairs in bounds.items()})
+    best = []
+    for bounds in kinds:
+        fine = vdi if vdi is not None else auto_discretization(min(_rdp_epsilon(x, d) for x in bounds.values()))
+        coarse = min(MAX_DISCRETIZATION, RANKING_FACTOR * fine)
+        rule = min(bounds, key=lambda r: _pld_epsilon(bounds[r], d, coarse))
+        best.append((_pld_epsilon(bounds[rule], d, fine), rule))
+    return max(best)
+
+
+def epsilon_of(
+    records: Records,
+    adjacency: str,
+    *,
+    delta: float,
+    num_users: int | None,
+    value_discretization_interval: float | None = None,
+) -> float:
+    """Epsilon at `delta` of `records` (RoundRecords, or (Mechanism, count) runs: `as_groups`) for
+    `adjacency` "uedp", "user" or "undetected" (ADJACENCIES): the PLD epsilon of the adjacency's pairs
+    (`Mechanism.mixture`; for "undetected" `undetected_epsilon`), charged delta_trunc when the cohort is
+    truncated (which needs N, the public number of places, `num_users`; None only where nothing
+    truncates). The grid is the automatic one unless given (module docstring). Every epsilon the project
+    reports of its rounds (ledger, budget stop, calibration, `uedp epsilon`, the audit's sound claims) is
+    computed here, directly or through the wrappers below."""
+    if adjacency == "undetected":
+        return undetected_epsilon(records, delta=delta, num_users=num_users,
+                                  value_discretization_interval=value_discretization_interval)[0]
+    delta = check_delta(delta, num_users)
+    groups = as_groups(records)
+    vdi = _check_vdi(value_discretization_interval)
+    _check_adjacency(adjacency, ADJACENCIES)
+    d = _pld_delta(groups, delta, num_users)
+    if d <= 0.0:
+        return math.inf
+    return _pld_epsilon(tuple((m.mixture(adjacency), c) for m, c in groups), d, vdi)
+
+
+def rdp_epsilon_of(records: Records, adjacency: str = "uedp", *, delta: float, num_users: int | None) -> float:
+    """Epsilon at `delta` (delta_trunc charged) from RDP of the dominating Poisson-subsampled Gaussian of
+    each round's mixture of `adjacency` "uedp" (eps_rdp_bound, the coarser cross-check: >= the PLD value)
+    or "user". Not for "undetected": its revealed-label bounds have no RDP bound here."""
+    delta = check_delta(delta, num_users)
+    groups = as_groups(records)
+    _check_adjacency(adjacency, ("uedp", "user"))
+    d = _pld_delta(groups, delta, num_users)
+    if d <= 0.0:
+        return math.inf
+    return _rdp_epsilon(tuple((m.mixture(adjacency), c) for m, c in groups), d)
+
+
 def undetected_epsilon(
-    groups: Groups,
+    records: Records,
     *,
     delta: float = DEFAULT_DELTA,
     num_users: int | None = None,
     value_discretization_interval: float | None = None,
 ) -> tuple[float, str]:
-    """(eps_undetected, the name of the bound that decided it): the max over the two kinds of sentence of
-    the min over their bounds (docs/proofs.md Theorem 2), each composed over all of `groups`."""
+    """(eps_undetected, the name of the bound that decided it, "truncation" if delta_trunc >= delta): the max
+    over the two kinds of sentence of the min over their bounds (docs/proofs.md Theorem 2), each composed over
+    all of `records` (`undetected_bound` with the accountant's UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES)."""
     delta = check_delta(delta, num_users)
-    groups = _check_groups(groups)
+    groups = as_groups(records)
     vdi = _check_vdi(value_discretization_interval)
     d = _pld_delta(groups, delta, num_users)
     if d <= 0.0:
         return math.inf, "truncation"
-    best = []
-    for rules in (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES):
-        pairs = {r: tuple((m.undetected(r), c) for m, c in groups) for r in rules}
-        # Any one valid bound per kind of sentence is valid; the smallest is chosen on a grid RANKING_FACTOR
-        # times coarser (cheap), then computed on the fine grid.
-        fine = vdi if vdi is not None else auto_discretization(min(_rdp_epsilon(x, d) for x in pairs.values()))
-        coarse = min(MAX_DISCRETIZATION, RANKING_FACTOR * fine)
-        rule = min(rules, key=lambda r: _pld_epsilon(pairs[r], d, coarse))
-        best.append((_pld_epsilon(pairs[rule], d, fine), rule))
-    return max(best)
+    candidates = [{r: tuple((m.undetected(r), c) for m, c in groups) for r in rules}
+                  for rules in (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES)]
+    return undetected_bound(candidates, delta=d, value_discretization_interval=vdi)
+
+
+# -- the earlier names, kept for their many callers: thin wrappers of the API above --------------------------
+def mixture_epsilon(mixture: Pair, rounds: int, delta: float) -> float:
+    """Epsilon at `delta` of `mixture` self-composed over `rounds` rounds: `pairs_epsilon([(mixture,
+    rounds)], delta=delta)` (the automatic grid, no truncation charge)."""
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    return pairs_epsilon(((mixture, rounds),), delta=delta)
 
 
 def epsilon(
-    kind: str,
-    groups: Groups,
+    adjacency: str,
+    groups: Records,
     *,
     delta: float = DEFAULT_DELTA,
     num_users: int | None = None,
     value_discretization_interval: float | None = None,
 ) -> float:
-    """Epsilon at `delta` of the composition of `groups` ((mechanism, rounds) pairs, in order), for
-    kind "uedp", "user" or "undetected" (PLD), or "rdp_bound" (RDP of the dominating subsampled Gaussian
-    of the uedp mixture); every kind is charged delta_trunc when the cohort is truncated."""
-    if kind == "undetected":
-        return undetected_epsilon(groups, delta=delta, num_users=num_users,
-                                  value_discretization_interval=value_discretization_interval)[0]
-    delta = check_delta(delta, num_users)
-    groups = _check_groups(groups)
-    vdi = _check_vdi(value_discretization_interval)
-    if kind not in (*KINDS, "rdp_bound"):
-        raise ValueError(f"kind must be rdp_bound or one of {', '.join(KINDS)}, got {kind!r}")
-    d = _pld_delta(groups, delta, num_users)
-    if d <= 0.0:
-        return math.inf
-    if kind == "rdp_bound":
-        return _rdp_epsilon(tuple((m.mixture("uedp"), c) for m, c in groups), d)
-    return _pld_epsilon(tuple((m.mixture(kind), c) for m, c in groups), d, vdi)
+    """`epsilon_of(groups, adjacency, ...)` for adjacency "uedp", "user" or "undetected", and for
+    "rdp_bound" `rdp_epsilon_of(groups, "uedp", ...)` (the RDP cross-check, which ignores the grid)."""
+    if adjacency == "rdp_bound":
+        _check_vdi(value_discretization_interval)
+        return rdp_epsilon_of(groups, "uedp", delta=delta, num_users=num_users)
+    if adjacency not in ADJACENCIES:
+        raise ValueError(f"adjacency must be rdp_bound or one of {', '.join(ADJACENCIES)}, got {adjacency!r}")
+    return epsilon_of(groups, adjacency, delta=delta, num_users=num_users,
+                      value_discretization_interval=value_discretization_interval)
 
 
 def compose_epsilons(
-    groups: Groups, *, delta: float = DEFAULT_DELTA, num_users: int | None = None
+    groups: Records, *, delta: float = DEFAULT_DELTA, num_users: int | None = None
 ) -> Epsilons:
-    """All four epsilons of a sequence of (mechanism, rounds) groups, the undetected bound's name and
-    delta_trunc."""
-    values = {f"eps_{k}": epsilon(k, groups, delta=delta, num_users=num_users) for k in ("uedp", "user", "rdp_bound")}
+    """All four epsilons of `groups` (records or runs: `as_groups`), the undetected bound's name and
+    delta_trunc: what the ledger reports."""
+    groups = as_groups(groups)
+    values = {f"eps_{a}": epsilon_of(groups, a, delta=delta, num_users=num_users) for a in ("uedp", "user")}
+    values["eps_rdp_bound"] = rdp_epsilon_of(groups, "uedp", delta=delta, num_users=num_users)
     values["eps_undetected"], rule = undetected_epsilon(groups, delta=delta, num_users=num_users)
-    return Epsilons(**values, delta=float(delta), rounds=sum(c for _, c in _check_groups(groups)),
+    return Epsilons(**values, delta=float(delta), rounds=sum(c for _, c in groups),
                     undetected_rule=rule, delta_trunc=truncation_delta(groups, num_users))
 
 

@@ -1,9 +1,9 @@
 """The one aggregation core every strategy shares (contract 2.7-2.8).
 
     recheck(update, template_shapes, w_max=, beta=) -> (update | None, status)
-    aggregate(updates, template=, w_max=, beta=, sigma=, Z=, noise=) -> (mean_update, stats)
+    aggregate(updates, template=, w_max=, beta=, sigma=, denominator=, noise=) -> (mean_update, stats)
 
-    mean_update = (sum of rechecked updates + N(0, sigma^2 I)) / Z
+    mean_update = (sum of rechecked updates + N(0, sigma^2 I)) / denominator
 
 Privacy never depends on clients behaving: every update is re-checked. Wrong container, names or shapes
 (or a non-floating dtype) -> dropped ("dropped_shape"); NaN/Inf -> dropped ("dropped_nonfinite"); norm above
@@ -15,7 +15,8 @@ otherwise "ok". A missing or failed
 client is simply absent from `updates`, i.e. contributes zero, as does a dropped update. The statistics hold
 counts only, never a per-client number.
 
-Z is a public constant fixed by the configuration, never computed from the round's data (`denominator`).
+The denominator (the contract's Z) is a public constant fixed by the configuration, never computed from the
+round's data (the function `denominator`).
 The sum and the noise are computed in float64; the result has the template's container, array type, dtype
 (and torch device).
 """
@@ -145,7 +146,7 @@ class Aggregator(Protocol):
     """The signature of `aggregate`; a strategy takes one (the audit passes a broken one)."""
 
     def __call__(self, updates: Sequence[Any], *, template: Update, w_max: float, beta: float, sigma: float,
-                 Z: float, noise: NoiseSource) -> tuple[dict[str, Any] | list[Any], AggregationStats]: ...
+                 denominator: float, noise: NoiseSource) -> tuple[dict[str, Any] | list[Any], AggregationStats]: ...
 
 
 def aggregate(
@@ -155,15 +156,15 @@ def aggregate(
     w_max: float,
     beta: float,
     sigma: float,
-    Z: float,
+    denominator: float,
     noise: NoiseSource,
 ) -> tuple[dict[str, Any] | list[Any], AggregationStats]:
-    """(sum of re-checked updates + N(0, sigma^2 I)) / Z, and the re-check counts."""
+    """(sum of re-checked updates + N(0, sigma^2 I)) / denominator, and the re-check counts."""
     _check_bound(w_max, beta)
-    sigma, Z = float(sigma), float(Z)
+    sigma = float(sigma)
     if not (sigma >= 0.0 and math.isfinite(sigma)):
         raise ValueError(f"noise std sigma must be a non-negative finite number, got {sigma!r}")
-    Z = positive("denominator Z", Z)
+    divisor = positive("denominator", denominator)
     names, tmpl = leaves(template)
     shapes = shapes_of(template)
     total = [np.zeros(tuple(a.shape), dtype=np.float64) for a in tmpl]
@@ -178,7 +179,7 @@ def aggregate(
             acc += to_numpy64(a)
     out = []
     for acc, t in zip(total, tmpl):
-        mean = (acc + noise.normal(acc.shape, sigma)) / Z
+        mean = (acc + noise.normal(acc.shape, sigma)) / divisor
         if is_torch(t):
             import torch
 

@@ -1,14 +1,24 @@
-"""Noise calibration (contract 4): the smallest noise multiplier z whose epsilon after T identical rounds is
-at most a target.
+"""Noise calibration (contract 4): the smallest noise multiplier z whose epsilon is at most a target.
 
-Guarantee of both searches, with eps(z) = epsilon(adjacency, [(mechanism(method, z=z, ...), rounds)],
-delta=delta, value_discretization_interval=value_discretization_interval) - the very (fine, by default
-auto-discretized) values a ledger of these rounds reports:
+The API, in the shape of dp-accounting's calibrate_dp_mechanism(make_fresh_accountant, make_event_from_param,
+...): the rounds as a function of z, and the adjacencies the target bounds.
+
+  calibrate(records_from_z, target_epsilon, adjacencies, *, delta, num_users, tol=1e-3,
+            value_discretization_interval=None) -> z*          any rounds (RoundRecords or (Mechanism, count))
+  calibrate_claims(target_epsilon, claims, **problem) -> z*      T identical rounds, several claims, disk cache
+  calibrate_noise_multiplier(target_epsilon, *, adjacency, ...)  T identical rounds, one claim
+  calibrate_epsilon_function(eps_of_z, target_epsilon, *, tol) -> z*   any decreasing eps(z) (no PLD steps)
+  clear_caches()                                                 every in-memory cache of accounting and here
+
+Guarantee of every search, with eps(z) = epsilon_of(records_from_z(z), adjacency, delta=delta,
+num_users=num_users, value_discretization_interval=value_discretization_interval) (the max over the
+adjacencies) - the very (fine, by default auto-discretized) values a ledger of these rounds reports - or
+eps_of_z itself:
 
     eps(z*) <= target < eps(z* - tol).
 
-Both return a z* in [z_0, z_0 + tol) where z_0 is the crossing of the fine epsilon curve, so they agree to
-within tol (the tests check it).
+They all return a z* in [z_0, z_0 + tol) where z_0 is the crossing of the fine epsilon curve, so they agree
+to within tol (the tests check it).
 
 Where the time goes (main job: q_u 0.25, q_e 0.2, m_max 80, k_cap 1, target 8, T = 30..100). A fine
 evaluation is one RDP bound (to choose the grid, ~0.1 s), building the per-round PLD at that grid (0.3-0.6 s:
@@ -16,7 +26,7 @@ dp-accounting's general mixture code, dominating) and self_compose (~0.01 s); th
 them at distinct z (nothing to reuse: each z is a new PLD). Building costs about 1/vdi, so a grid 32x coarser
 is ~10x cheaper; its epsilon is higher by an excess that shrinks like vdi^2 (0.4% at 16x the fine grid).
 
-`calibrate_noise_multiplier` (fast):
+The fast search (`calibrate`, per adjacency; `calibrate_noise_multiplier`, `calibrate_claims`):
   1. The RDP bound (>= the PLD epsilon) picks a safe start: z = 1, doubled while rdp(z) > 4 * target (so
      no coarse PLD of a huge epsilon is ever built).
   2. Illinois regula falsi in log-log coordinates (bracketing steps of at most a factor 2) on a coarse grid,
@@ -28,7 +38,9 @@ is ~10x cheaper; its epsilon is higher by an excess that shrinks like vdi^2 (0.4
      typically at once (2 fine evaluations, the minimum that proves the guarantee). Otherwise a safeguarded
      search (log-log interpolation, geometric steps, bisection) continues on the fine values until it holds.
   Predictions only choose where to evaluate: the guarantee is always checked on eps itself. The fine values
-  go through `epsilon`, so its caches are shared with the ledger that follows (eps(z*) is then free).
+  go through `epsilon_of`, so its caches are shared with the ledger that follows (eps(z*) is then free).
+`calibrate_epsilon_function` has no grid to coarsen: it runs step 2 on eps_of_z itself from z = 1, then
+step 4 (one copy of both: the crafted-update audit's broken accountants calibrate with it).
 
 `calibrate_noise_multiplier_reference`: the previous search (RDP bracket, then log-log interpolation and
 bisection on the fine epsilon; 8-10 fine evaluations), kept as the obviously correct reference for the
@@ -54,18 +66,19 @@ from typing import Any
 from uedp.checks import positive
 from uedp.errors import ConfigError
 from uedp.files import PRIVATE, atomic_write_json
+from uedp.privacy import accounting
 from uedp.privacy.accounting import (
+    ADJACENCIES,
     DEFAULT_DELTA,
-    KINDS,
     MAX_DISCRETIZATION,
-    Mechanism,
     Pair,
-    _check_vdi,
-    _rdp_epsilon,
+    Records,
+    as_groups,
     auto_discretization,
     check_delta,
-    epsilon,
+    epsilon_of,
     mechanism,
+    pairs_rdp_epsilon,
     safe_m_max,
     truncation_delta,
 )
@@ -73,15 +86,44 @@ from uedp.privacy.accounting import (
 COARSE_FACTOR = 32.0  # the coarse grid, relative to the auto grid of the target (or the given grid)
 START_FACTOR = 4.0  # the coarse search starts where the RDP bound is at most this times the target
 MAX_Z = 2.0**40
+INITIAL_SLOPE = -1.5  # d log eps / d log z before any is measured: a Gaussian's epsilon goes like 1/z to 1/z^2
 
 
 @dataclass(frozen=True)
-class _Problem:
-    """The calibration problem: the epsilon of `rounds` identical rounds as a function of z."""
+class _Curve:
+    """eps(z) of one adjacency: the epsilon of `records_from_z(z)`, exactly as a ledger of those rounds
+    reports it (`epsilon_of`), on the fine grid `vdi` (None: automatic) or any other."""
 
-    target: float
-    method: str
+    records_from_z: Callable[[float], Records]
     adjacency: str
+    delta: float
+    num_users: int | None  # N, the public number of places (the truncation charge needs it)
+    vdi: float | None
+
+    def pairs(self, z: float) -> tuple[tuple[Pair, int], ...]:
+        """The pairs whose RDP bound (or, for "undetected", estimate) starts the search."""
+        groups = as_groups(self.records_from_z(z))
+        if self.adjacency == "undetected":
+            return tuple((m.undetected("four_point_S"), c) for m, c in groups)
+        return tuple((m.mixture(self.adjacency), c) for m, c in groups)
+
+    def eps(self, z: float) -> float:
+        """The fine epsilon: exactly what a ledger of these rounds reports."""
+        return self.eps_on(z, self.vdi)
+
+    def eps_on(self, z: float, vdi: float | None) -> float:
+        return epsilon_of(self.records_from_z(z), self.adjacency, delta=self.delta, num_users=self.num_users,
+                          value_discretization_interval=vdi)
+
+    def rdp(self, z: float) -> float:
+        return pairs_rdp_epsilon(self.pairs(z), delta=self.delta)
+
+
+@dataclass(frozen=True)
+class _IdenticalRounds:
+    """records_from_z of `rounds` identical rounds of one mechanism (calibrate_noise_multiplier's problem)."""
+
+    method: str
     q_u: float
     q_e: float | None
     q_s: float | None
@@ -89,32 +131,27 @@ class _Problem:
     k_cap: int | None
     gamma: float  # uedp_split: the entity clip in units of beta
     rounds: int
-    delta: float
-    num_users: int | None  # N, the public number of places (the truncation charge needs it)
-    vdi: float | None  # the fine grid (None: auto, as the ledger does)
-    tol: float
 
-    def groups(self, z: float) -> list[tuple[Mechanism, int]]:
+    def __call__(self, z: float) -> list[tuple[accounting.Mechanism, int]]:
         mech = mechanism(self.method, z=z, q_u=self.q_u, q_e=self.q_e, q_s=self.q_s, m_max=self.m_max,
                          k_cap=self.k_cap, gamma=self.gamma)  # fmt: skip
         return [(mech, self.rounds)]
 
-    def mixtures(self, z: float) -> tuple[tuple[Pair, int], ...]:
-        """The pairs whose RDP bound (or, for "undetected", estimate) starts the search."""
-        if self.adjacency == "undetected":
-            return tuple((m.undetected("four_point_S"), c) for m, c in self.groups(z))
-        return tuple((m.mixture(self.adjacency), c) for m, c in self.groups(z))
 
-    def eps(self, z: float) -> float:
-        """The fine epsilon: exactly what a ledger of these rounds reports."""
-        return self.eps_on(z, self.vdi)
+@dataclass(frozen=True)
+class _Problem:
+    """The calibration problem of `rounds` identical rounds: the epsilon curve, the target and tol."""
 
-    def eps_on(self, z: float, vdi: float | None) -> float:
-        return epsilon(self.adjacency, self.groups(z), delta=self.delta, num_users=self.num_users,
-                       value_discretization_interval=vdi)
+    curve: _Curve
+    target: float
+    tol: float
 
-    def rdp(self, z: float) -> float:
-        return _rdp_epsilon(self.mixtures(z), self.delta)
+
+def _check_target_and_tol(target_epsilon: float, tol: float) -> tuple[float, float]:
+    target = positive("target epsilon", target_epsilon)
+    if not float(tol) > 0.0:
+        raise ConfigError(f"calibration tolerance must be positive, got {tol!r}")
+    return target, float(tol)
 
 
 def _problem(
@@ -122,28 +159,142 @@ def _problem(
     k_cap: int | None, rounds: int, delta: float, num_users: int | None, method: str, adjacency: str,
     tol: float, value_discretization_interval: float | None, gamma: float = 0.0,
 ) -> _Problem:  # fmt: skip
-    target = positive("target epsilon", target_epsilon)
-    if not float(tol) > 0.0:
-        raise ConfigError(f"calibration tolerance must be positive, got {tol!r}")
+    target, tol = _check_target_and_tol(target_epsilon, tol)
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ConfigError(f"rounds must be a positive integer, got {rounds!r}")
-    if adjacency not in KINDS:
-        raise ConfigError(f"adjacency must be one of {', '.join(KINDS)}, got {adjacency!r}")
+    if adjacency not in ADJACENCIES:
+        raise ConfigError(f"adjacency must be one of {', '.join(ADJACENCIES)}, got {adjacency!r}")
     if method == "noiseless":
         raise ConfigError("a noiseless mechanism cannot be calibrated")
     delta = check_delta(delta, num_users)
-    vdi = _check_vdi(value_discretization_interval)
-    problem = _Problem(target=target, method=method, adjacency=adjacency, q_u=q_u, q_e=q_e, q_s=q_s,
-                       m_max=m_max, k_cap=k_cap, gamma=float(gamma), rounds=rounds, delta=delta,
-                       num_users=num_users, vdi=vdi, tol=float(tol))  # fmt: skip
-    trunc = truncation_delta(problem.groups(1.0), num_users)
+    vdi = accounting._check_vdi(value_discretization_interval)
+    records_from_z = _IdenticalRounds(method=method, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap,
+                                      gamma=float(gamma), rounds=rounds)  # fmt: skip
+    trunc = truncation_delta(records_from_z(1.0), num_users)
     if trunc >= delta:
         safe = safe_m_max(num_users, q_u, rounds, delta)
         raise ConfigError(
             f"privacy.m_max = {m_max} truncates the cohort too often for any epsilon: over {rounds} rounds of "
             f"N = {num_users} places at q_u = {q_u} the truncation charge is {trunc:.3g} >= delta = {delta:g} "
             f"(docs/proofs.md section 4); use m_max >= {safe} (or privacy.m_max = 0: chosen automatically)")
-    return problem
+    curve = _Curve(records_from_z, adjacency, delta, num_users, vdi)
+    return _Problem(curve=curve, target=target, tol=tol)
+
+
+def _search(curve: _Curve, target: float, tol: float) -> float:
+    """The fast search of the module docstring on one curve (the guarantee is checked on curve.eps)."""
+    groups = as_groups(curve.records_from_z(1.0))
+    live = [m for m, _ in curve.pairs(1.0) if not m.is_null]  # also validates the mechanism options
+    if not live:
+        raise ConfigError("epsilon is 0 for every noise multiplier (nothing is ever sampled)")
+    if any(m.is_blatant for m in live):
+        methods = ", ".join(dict.fromkeys(m.method for m, _ in groups))
+        raise ConfigError(f"epsilon is infinite for every noise multiplier ({methods}, {curve.adjacency} adjacency)")
+    z_start = 1.0
+    while curve.rdp(z_start) > START_FACTOR * target:  # RDP >= PLD: keep the coarse PLDs small
+        z_start *= 2.0
+        if z_start > MAX_Z:
+            raise ConfigError(f"target epsilon {target} is not reachable")
+    base = curve.vdi if curve.vdi is not None else auto_discretization(target)  # ~ the fine grid at the crossing
+    coarse = min(MAX_DISCRETIZATION, COARSE_FACTOR * base)
+    z_c, e_c, slope = _loglog_root(lambda z: curve.eps_on(z, coarse), target, z_start, tol)
+    guess = z_c
+    if e_c > 0.0 and base < 0.5 * coarse:
+        guess, slope = _extrapolated_root(curve, target, tol, coarse, base, z_c, slope)
+    return _finish(curve.eps, target, tol, guess, slope)
+
+
+def calibrate(
+    records_from_z: Callable[[float], Records],
+    target_epsilon: float,
+    adjacencies: str | Sequence[str],
+    *,
+    delta: float,
+    num_users: int | None,
+    tol: float = 1e-3,
+    value_discretization_interval: float | None = None,
+) -> float:
+    """The smallest noise multiplier z (to `tol`, absolute) at which the epsilon of `records_from_z(z)`
+    (RoundRecords or (Mechanism, count) runs, any mix of mechanisms) is <= target_epsilon for EVERY
+    adjacency in `adjacencies`: dp-accounting's calibrate_dp_mechanism with the rounds as the event.
+
+    Guarantee, with eps(z) = max over `adjacencies` of epsilon_of(records_from_z(z), adjacency,
+    delta=delta, num_users=num_users, value_discretization_interval=value_discretization_interval) - the
+    very values a ledger of these rounds reports:  eps(z*) <= target < eps(z* - tol).
+    Each adjacency is searched with the fast search of the module docstring (one whose epsilon at the z
+    found so far is already <= target is not searched: every epsilon decreases in z up to the grid's
+    wobble), then the max is checked at z*; should an earlier adjacency exceed the target there (a grid
+    is not exactly monotone), the search continues on the max itself. `records_from_z` must build rounds
+    whose sensitivities and rates do not depend on z (only the noise does). No disk cache (a function has
+    no key): `calibrate_claims` caches the identical-rounds case."""
+    target, tol = _check_target_and_tol(target_epsilon, tol)
+    if not callable(records_from_z):
+        raise TypeError(f"records_from_z must be a function of z, got {type(records_from_z).__name__}")
+    claims = (adjacencies,) if isinstance(adjacencies, str) else tuple(adjacencies)
+    if not claims or any(a not in ADJACENCIES for a in claims):
+        raise ConfigError(f"adjacencies must be one or more of {', '.join(ADJACENCIES)}, got {adjacencies!r}")
+    delta = check_delta(delta, num_users)
+    vdi = accounting._check_vdi(value_discretization_interval)
+    trunc = truncation_delta(records_from_z(1.0), num_users)  # also validates the records before any search
+    if trunc >= delta:
+        raise ConfigError(f"the truncation charge of these records is {trunc:.3g} >= delta = {delta:g}: no "
+                          "epsilon is reachable (docs/proofs.md section 4; raise m_max)")
+    curves = [_Curve(records_from_z, a, delta, num_users, vdi) for a in dict.fromkeys(claims)]
+    z: float | None = None
+    for curve in curves:
+        if z is not None and curve.eps(z) <= target:
+            continue
+        z = _search(curve, target, tol)
+    assert z is not None
+    if any(curve.eps(z) > target for curve in curves):  # the fine values are cached: usually no new work
+        z = _finish(lambda zz: max(curve.eps(zz) for curve in curves), target, tol, z, INITIAL_SLOPE)
+    return z
+
+
+def calibrate_epsilon_function(
+    eps_of_z: Callable[[float], float],
+    target_epsilon: float,
+    *,
+    tol: float = 1e-3,
+    guess: float | None = None,
+    slope: float | None = None,
+) -> float:
+    """The smallest z (to `tol`, absolute) with eps_of_z(z) <= target_epsilon, for ANY epsilon function
+    of z that decreases (up to a grid's wobble): e.g. a broken accountant's (uedp.audit.mechanism).
+
+    Guarantee:  eps_of_z(z*) <= target < eps_of_z(z* - tol)  (z* > 0; checked on eps_of_z itself).
+    The same search as `calibrate` without its PLD-specific steps (coarse grids, RDP start): Illinois
+    regula falsi in log-log coordinates from z = 1 (or, with `guess`, straight from that guess and
+    `slope`, d log eps / d log z, default INITIAL_SLOPE), then the finish that proves the guarantee.
+    Values of eps_of_z are remembered during the call. ConfigError if the target is not reachable below
+    MAX_Z."""
+    target, tol = _check_target_and_tol(target_epsilon, tol)
+    if not callable(eps_of_z):
+        raise TypeError(f"eps_of_z must be a function of z, got {type(eps_of_z).__name__}")
+    seen: dict[float, float] = {}
+
+    def eps(z: float) -> float:
+        if z not in seen:
+            seen[z] = float(eps_of_z(z))
+        return seen[z]
+
+    if guess is None:
+        guess, _, found = _loglog_root(eps, target, 1.0, tol)
+        slope = found if slope is None else slope
+    elif not (float(guess) > 0.0 and math.isfinite(float(guess))):
+        raise ConfigError(f"the guess of z must be positive and finite, got {guess!r}")
+    return _finish(eps, target, tol, float(guess), INITIAL_SLOPE if slope is None else float(slope))
+
+
+def clear_caches() -> None:
+    """Empty every in-memory cache (functools) of uedp.privacy.accounting and of this module: per-round
+    PLDs, RDP curves, epsilons, the code digest. For timings from cold caches (studies/benchmark.py) and
+    tests; values do not change (the caches only remember pure functions' results). The calibration disk
+    cache (`calibration_cache_dir`) is NOT touched: turn it off with UEDP_CALIBRATION_CACHE=off."""
+    for module in (accounting, sys.modules[__name__]):
+        for obj in vars(module).values():
+            if callable(getattr(obj, "cache_clear", None)) and getattr(obj, "__module__", None) == module.__name__:
+                obj.cache_clear()
 
 
 def calibrate_noise_multiplier(
@@ -175,30 +326,16 @@ def calibrate_noise_multiplier(
     p = _problem(target_epsilon, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap, rounds=rounds,
                  delta=delta, num_users=num_users, method=method, adjacency=adjacency, tol=tol,
                  value_discretization_interval=value_discretization_interval, gamma=gamma)  # fmt: skip
-    live = [m for m, _ in p.mixtures(1.0) if not m.is_null]  # also validates the mechanism options
-    if not live:
-        raise ConfigError("epsilon is 0 for every noise multiplier (nothing is ever sampled)")
-    if any(m.is_blatant for m in live):
-        raise ConfigError(f"epsilon is infinite for every noise multiplier ({method}, {adjacency} adjacency)")
-    z_start = 1.0
-    while p.rdp(z_start) > START_FACTOR * p.target:  # RDP >= PLD: keep the coarse PLDs small
-        z_start *= 2.0
-        if z_start > MAX_Z:
-            raise ConfigError(f"target epsilon {p.target} is not reachable")
-    base = p.vdi if p.vdi is not None else auto_discretization(p.target)  # ~ the fine grid at the crossing
-    coarse = min(MAX_DISCRETIZATION, COARSE_FACTOR * base)
-    z_c, e_c, slope = _loglog_root(lambda z: p.eps_on(z, coarse), p.target, z_start, p.tol)
-    guess = z_c
-    if e_c > 0.0 and base < 0.5 * coarse:
-        guess, slope = _extrapolated_root(p, coarse, base, z_c, slope)
-    return _finish(p.eps, p.target, p.tol, guess, slope)
+    return _search(p.curve, p.target, p.tol)
 
 
 def calibrate_claims(target_epsilon: float, claims: Sequence[str], **problem: Any) -> float:
     """The smallest z (to tol) whose epsilons of EVERY adjacency in `claims` (e.g. ("uedp", "undetected"),
     a UeDP run's claim) are <= target_epsilon (options: those of `calibrate_noise_multiplier` but
-    `adjacency`). Every epsilon decreases in z, so this is the largest of the per-claim calibrations; a
-    claim whose epsilon at the z found so far is already <= target cannot raise it and is not calibrated.
+    `adjacency`): `calibrate` on `rounds` identical rounds, after the options are checked (ConfigError naming
+    the bad one, for every claim). Every epsilon decreases in z, so this is the largest of the per-claim
+    calibrations; a claim whose epsilon at the z found so far is already <= target cannot raise it and is
+    not calibrated (and every claim is checked at the result).
 
     The result is a function of public parameters and of this code only: it is kept in a small disk cache
     (`calibration_cache_dir`, keyed by every argument and a digest of the accounting code) so that runs of
@@ -210,14 +347,9 @@ def calibrate_claims(target_epsilon: float, claims: Sequence[str], **problem: An
     cached = _cache_read(key)
     if cached is not None:
         return cached
-    z: float | None = None
-    for claim in claims:
-        if z is not None:
-            p = _problem(target_epsilon, **_with_defaults(problem), adjacency=claim)
-            if p.eps(z) <= p.target:
-                continue
-        z = calibrate_noise_multiplier(target_epsilon, adjacency=claim, **problem)
-    assert z is not None
+    p = [_problem(target_epsilon, **_with_defaults(problem), adjacency=claim) for claim in claims][0]  # checks
+    z = calibrate(p.curve.records_from_z, target_epsilon, claims, delta=p.curve.delta, num_users=p.curve.num_users,
+                  tol=p.tol, value_discretization_interval=p.curve.vdi)
     _cache_write(key, z)
     return z
 
@@ -276,16 +408,17 @@ def _cache_write(key: str, z: float) -> None:
         atomic_write_json(folder / f"{key}.json", {"z": z}, mode=PRIVATE)  # parallel runs may write it too
 
 
-def _extrapolated_root(p: _Problem, coarse: float, fine: float, z: float, slope: float) -> tuple[float, float]:
+def _extrapolated_root(curve: _Curve, target: float, tol: float, coarse: float, fine: float, z: float,
+                       slope: float) -> tuple[float, float]:
     """Where the fine epsilon, extrapolated from grids `coarse` and `coarse`/2 (Richardson: the excess of
     the pessimistic estimate goes like vdi^2), crosses the target: secant steps in log-log coordinates
     from the coarse crossing z (the first one with the coarse slope). Returns (z, slope)."""
 
     def predicted(zz: float) -> float:
-        e_1, e_2 = p.eps_on(zz, coarse), p.eps_on(zz, 0.5 * coarse)
+        e_1, e_2 = curve.eps_on(zz, coarse), curve.eps_on(zz, 0.5 * coarse)
         return e_2 - (e_1 - e_2) * (0.25 * coarse**2 - fine**2) / (0.75 * coarse**2)
 
-    log_target = math.log(p.target)
+    log_target = math.log(target)
     u, r = math.log(z), predicted(z)
     if not r > 0.0:
         return z, slope
@@ -298,7 +431,7 @@ def _extrapolated_root(p: _Problem, coarse: float, fine: float, z: float, slope:
             s = (math.log(r_next) - math.log(r)) / (u_next - u)
             slope = s if s < 0.0 else slope
         u, r = u_next, r_next
-        if abs(math.log(r) - log_target) / abs(slope) * math.exp(u) < p.tol / 8:
+        if abs(math.log(r) - log_target) / abs(slope) * math.exp(u) < tol / 8:
             break
     return math.exp(u), slope
 
@@ -315,7 +448,7 @@ def _loglog_root(f: Callable[[float], float], target: float, z0: float, tol: flo
 
     u0 = math.log(z0)
     g0 = g(u0)
-    slope = -1.5  # a Gaussian's epsilon goes like 1/z to 1/z^2
+    slope = INITIAL_SLOPE
     pts = [(u0, g0)]
     # Bracket: step towards the crossing, clamped to a factor 2.
     u, gu = u0, g0
@@ -448,7 +581,7 @@ def calibrate_noise_multiplier_reference(
     p = _problem(target_epsilon, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap, rounds=rounds,
                  delta=delta, num_users=num_users, method=method, adjacency=adjacency, tol=tol,
                  value_discretization_interval=value_discretization_interval, gamma=gamma)  # fmt: skip
-    target, eps, rdp = p.target, p.eps, p.rdp
+    target, eps, rdp, tol = p.target, p.curve.eps, p.curve.rdp, p.tol
     probe = eps(1.0)
     if probe == 0.0:
         raise ConfigError("epsilon is 0 for every noise multiplier (nothing is ever sampled)")
@@ -499,3 +632,23 @@ def calibrate_noise_multiplier_reference(
             while e_lo <= target:
                 hi, e_hi, lo = lo, e_lo, 0.8 * lo
                 e_lo = eps(lo)
+
+
+def run_noise_multiplier(spec: Any, privacy: Any, *, rounds: int, num_users: int) -> float:
+    """A run's noise multiplier from its mechanism spec (uedp.privacy.mechanisms.MechanismSpec) and privacy
+    settings (uedp.config.PrivacyConfig): privacy.noise_multiplier when privacy.target_epsilon is 0, else the
+    smallest z with which every claimed epsilon (privacy.target_on; UeDP: eps_uedp and eps_undetected) reaches
+    the target over `rounds` rounds of N = `num_users` places (`calibrate_claims`); 0 for a noiseless one."""
+    p = privacy
+    if not spec.private:
+        return 0.0
+    if p.target_epsilon <= 0:
+        if p.noise_multiplier <= 0:
+            raise ConfigError("privacy.noise_multiplier must be > 0 when privacy.target_epsilon is 0")
+        return float(p.noise_multiplier)
+    q_e, q_s = spec.rates(p)
+    return calibrate_claims(
+        p.target_epsilon, spec.claims_for(p), method=spec.accounting, q_u=p.q_u, q_e=q_e, q_s=q_s,
+        m_max=spec.m_max(p), k_cap=spec.k_cap(p), rounds=rounds, delta=p.delta, num_users=num_users, tol=1e-3,
+        gamma=spec.gamma(p) / p.beta,
+    )

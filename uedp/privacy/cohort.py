@@ -8,14 +8,23 @@ its slot b if b is one of e's k_cap permitted slots (uedp.privacy.sampling.permi
 
 Randomness comes from the caller's `random.Random`: `secrets.SystemRandom()` for private runs, a seeded
 `random.Random(seed)` only for reproduction (which the run reports as "not private: fixed seed").
+
+The Poisson coin is decided on integers, like the entity thresholds (uedp.privacy.sampling.threshold): both
+`random.Random.random()` and `SystemRandom.random()` return k / 2^53 for a uniform 53-bit integer k, and a
+place is drawn iff k < floor(q_u 2^53). Its probability is floor(q_u 2^53) / 2^53 <= q_u, so the accountant's
+q_u is an upper bound (`rng.random() < q_u` would draw with ceil(q_u 2^53) / 2^53, up to 2^-53 above q_u);
+equal to q_u whenever q_u 2^53 is an integer (every q_u >= 1/2, and every multiple of 2^-53).
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
+_BITS = 53  # random.random() returns k / 2**53
 
 @dataclass(frozen=True)
 class Cohort:
@@ -31,6 +40,11 @@ class Cohort:
         return len(self.nodes)
 
 
+def poisson_threshold(q_u: float) -> int:
+    """floor(q_u 2^53): a place is drawn iff its 53-bit uniform integer is below it (module docstring)."""
+    return math.floor(Fraction(q_u) * (1 << _BITS))
+
+
 def sample_cohort(
     population: Sequence[int], *, q_u: float, m_max: int, use_slots: bool, rng: random.Random
 ) -> Cohort:
@@ -38,7 +52,8 @@ def sample_cohort(
         raise ValueError(f"q_u must lie in [0, 1], got {q_u}")
     if m_max < 1:
         raise ValueError(f"m_max must be >= 1, got {m_max}")
-    drawn = [node for node in population if rng.random() < q_u]
+    t = poisson_threshold(q_u)
+    drawn = [node for node in population if int(rng.random() * (1 << _BITS)) < t]
     truncated = len(drawn) > m_max
     kept = rng.sample(drawn, m_max) if truncated else list(drawn)
     rng.shuffle(kept)

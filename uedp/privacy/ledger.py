@@ -3,6 +3,8 @@
 A `RoundRecord` holds one round's mechanism parameters and nothing else: no key, no seed, no per-client
 statistic, no count of sampled users. The `Ledger` is the list of records; epsilons are always computed
 FROM it (consecutive identical rounds grouped, see uedp.privacy.accounting), never accumulated by hand.
+In the file a record's keys are its field names, except where `FILE_KEYS` keeps an older one (the public
+denominator `denominator` is saved as "Z"), so the file and every hash are what they were before a rename.
 
 `append` validates first (a valid record whose round is the next one: rounds are contiguous from 1) and
 only then changes state, so a round can never be recorded (or spent) twice, nor skipped. A run records the
@@ -13,7 +15,7 @@ answers, before a round runs, whether it would take epsilon above the target.
 Hash chain (version 2 files). Each record carries `prev`, the hash of the record before it (round 1: the
 hash of the ledger's header, its format, delta and number of users), and `hash` = SHA-256 of `prev` and the
 record's canonical JSON. The file ends with its `head` (last round, its hash); `Ledger.head_at(t)` gives the
-head after round t, which the server writes into every metrics row and every checkpoint (server/resume.py
+head after round t, which the server writes into every metrics row and every checkpoint (uedp/flower/resume.py
 requires them on resume). Loading refuses, naming the round, a record whose hash or `prev` does not match
 (an edited, deleted, inserted or reordered round), rounds that are not 1, 2, ..., and a head other than the
 last record's (the last rounds deleted). The chain is UNKEYED: it detects corruption and operator error
@@ -35,7 +37,7 @@ from typing import Any
 from uedp.checks import positive
 from uedp.errors import ConfigError
 from uedp.files import PRIVATE, atomic_write_json
-from uedp.privacy.accounting import DEFAULT_DELTA, KINDS, Mechanism, check_delta, compose_epsilons, epsilon
+from uedp.privacy.accounting import ADJACENCIES, DEFAULT_DELTA, Mechanism, check_delta, compose_epsilons, epsilon
 
 FORMAT = "uedp-ledger"
 VERSION = 2  # 2: hash chain; version 1 files (no chain) are still read, and saved again as version 2
@@ -44,6 +46,9 @@ HASH = "sha256"
 # How the round's noise was drawn (uedp.privacy.noise); "unrecorded": a version 1 ledger (the noise was the
 # CSPRNG-seeded Philox draw then: "philox").
 NOISE_MODES = ("secure", "philox", "philox_fixed_seed", "none", "unrecorded")
+# A RoundRecord field whose key in the file (ledger.json, and the checkpoint's copy) is the older name: the
+# file and every record's hash are what they were before the field was renamed.
+FILE_KEYS = {"denominator": "Z"}
 
 
 def _canonical(obj: Any) -> bytes:
@@ -82,7 +87,7 @@ class RoundRecord:
     beta: float
     w_max: float
     z: float
-    Z: float
+    denominator: float  # the public denominator Z (the file's key "Z": FILE_KEYS)
     gamma: float = 0.0  # uedp_split: the entity part's clip (absolute, like beta); 0 for every other method
     noise: str = "unrecorded"  # how the noise was drawn: NOISE_MODES (the server records its noise source's)
 
@@ -97,7 +102,7 @@ class RoundRecord:
         if w_max > 1.0:
             raise ConfigError(f"w_max must lie in (0, 1], got {self.w_max!r}")
         object.__setattr__(self, "w_max", w_max)
-        object.__setattr__(self, "Z", positive("Z", self.Z))
+        object.__setattr__(self, "denominator", positive("denominator", self.denominator))
         object.__setattr__(self, "gamma", float(self.gamma))
         mech = self.mechanism  # validates method, probabilities, z, m_max, k_cap
         for name in ("q_u", "q_e", "q_s", "z"):
@@ -115,22 +120,27 @@ class RoundRecord:
         """The noise std added to the sum of updates: mechanism sigma * w_max * beta."""
         return self.mechanism.sigma * self.w_max * self.beta
 
+    def _file_dict(self) -> dict[str, Any]:
+        """The record as the file holds it: its fields in order, under their file keys (FILE_KEYS)."""
+        return {FILE_KEYS.get(k, k): v for k, v in asdict(self).items()}
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "sigma": self.sigma}
+        return {**self._file_dict(), "sigma": self.sigma}
 
     def chained(self, prev: str) -> str:
-        """The record's hash in a chain whose previous hash is `prev`."""
-        return hashlib.sha256(prev.encode("ascii") + b"\n" + _canonical(asdict(self))).hexdigest()
+        """The record's hash in a chain whose previous hash is `prev` (of its file keys: FILE_KEYS)."""
+        return hashlib.sha256(prev.encode("ascii") + b"\n" + _canonical(self._file_dict())).hexdigest()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RoundRecord:
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - names - {"sigma"})
+        """The record of a saved dict (its file keys: FILE_KEYS)."""
+        keys = {FILE_KEYS.get(f.name, f.name): f.name for f in fields(cls)}  # file key -> field
+        unknown = sorted(set(data) - set(keys) - {"sigma"})
         # ledgers written before uedp_split have no gamma, version 1 ledgers no noise mode
-        missing = sorted(names - set(data) - {"gamma", "noise"})
+        missing = sorted(set(keys) - set(data) - {"gamma", "noise"})
         if unknown or missing:
             raise ConfigError(f"round record: unknown fields {unknown}, missing fields {missing}")
-        record = cls(**{k: data[k] for k in names if k in data})
+        record = cls(**{name: data[key] for key, name in keys.items() if key in data})
         if "sigma" in data and not math.isclose(float(data["sigma"]), record.sigma, rel_tol=1e-9):
             raise ConfigError(
                 f"round {record.round}: recorded sigma {data['sigma']!r} differs from its parameters' "
@@ -241,8 +251,8 @@ class Ledger:
         or several, e.g. ("uedp", "undetected")) above the target?"""
         target = positive("target_epsilon", target_epsilon)
         claims = (adjacency,) if isinstance(adjacency, str) else tuple(adjacency)
-        if not claims or any(c not in KINDS for c in claims):
-            raise ConfigError(f"adjacency must be one or more of {', '.join(KINDS)}, got {adjacency!r}")
+        if not claims or any(c not in ADJACENCIES for c in claims):
+            raise ConfigError(f"adjacency must be one or more of {', '.join(ADJACENCIES)}, got {adjacency!r}")
         self._check_next(next_record)
         groups = self.groups([next_record])
         after = {c: epsilon(c, groups, delta=self.delta, num_users=self.num_users) for c in claims}

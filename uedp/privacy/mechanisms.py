@@ -9,12 +9,13 @@ keeps its own list of mechanism names:
                   the round's `method`) and the sampling rates `rates(privacy)` it is accounted with
     client        `keyed` (entity sampling by the round key, with the rates' q_e and q_s: q_s = 0 means no
                   extended entity), `deidentify` (entities replaced by placeholders before training)
-    budget check  `claim`: the mechanism's adjacency ("uedp" or "user"), None for the non-private
+    budget check  `adjacency`: the mechanism's adjacency ("uedp" or "user": `MECHANISM_ADJACENCIES`, those of
+                  uedp.privacy.accounting.ADJACENCIES a mechanism is built for), None for the non-private
                   baselines; `claims`: every epsilon the run promises, calibrates to and stops on (UeDP:
                   eps_uedp AND eps_undetected; user-level DP: eps_user), `claims_for(privacy)` the subset
                   privacy.target_on names
-    summary.json  `method`: what the run's summary records as its "method" (the accounting method of its
-                  rounds for a central mechanism; a local mechanism, which has no rounds, its own name);
+    summary.json  `summary_method`: what the run's summary records as its "method" (the accounting method of
+                  its rounds for a central mechanism; a local mechanism, which has no rounds, its own name);
                   `summary_methods()` is every value it can take
     audit         `audited`: the crafted-update audit's exact law (uedp.audit.mechanism) is written for it; the
                   audit reads truncation, cap, keying, rates and claims from the spec
@@ -25,7 +26,7 @@ The sampling-rate rule (which q_e and q_s a round is accounted with) is written 
 Adding a mechanism: one `register(MechanismSpec(...))` below. Its name is what the server sends to the
 client (uedp.protocol), its `strategy`/`estimator` what the config says, and a Hydra preset
 `strategy=<name>` is generated from it (runtime/hydra_job.py). A new sensitivity rule also needs its case in
-uedp.privacy.sensitivity. A local mechanism names its summary `method` (refused at registration otherwise);
+uedp.privacy.sensitivity. A local mechanism names its `summary_method` (refused at registration otherwise);
 the crafted-update audit covers a mechanism only if it sets `audited` (its law must then hold for it).
 """
 
@@ -38,7 +39,9 @@ from uedp.errors import ConfigError
 from uedp.privacy.sensitivity import METHODS
 
 ESTIMATORS = ("f_E+", "f_E")  # UeDP's estimators (config strategy.estimator): with / without extended entities
-CLAIMS = ("uedp", "user")
+# the adjacency a mechanism is built for (uedp.privacy.accounting.ADJACENCIES: "undetected" is claimed with
+# "uedp", never alone)
+MECHANISM_ADJACENCIES = ("uedp", "user")
 
 
 class PrivacyParams(Protocol):
@@ -71,7 +74,7 @@ class MechanismSpec:
     strategy: str  # config strategy.name
     estimator: str | None  # config strategy.estimator this spec answers (None: the estimator is not used)
     accounting: str  # uedp.privacy.sensitivity method; the ledger's `method`
-    claim: str | None  # adjacency of the promised epsilon ("uedp" | "user"); None: no guarantee
+    adjacency: str | None  # the adjacency of the promised epsilon ("uedp" | "user"); None: no guarantee
     keyed: bool  # clients select sentences by keyed-hash entity sampling (a round key is sent)
     truncate: bool  # the cohort is truncated at m_max (the sensitivities assume it)
     entity_cap: bool  # slots are assigned when privacy.k_cap > 0
@@ -82,16 +85,17 @@ class MechanismSpec:
     description: str = ""
     # summary.json's "method": the accounting method (the default) for a central mechanism, its own name
     # for a local one (no rounds, no ledger)
-    method: str = ""
+    summary_method: str = ""
     audited: bool = False  # the crafted-update audit (uedp.audit.mechanism) covers it
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "method", self.method or self.accounting)
+        object.__setattr__(self, "summary_method", self.summary_method or self.accounting)
         if self.accounting not in METHODS:
             raise ValueError(f"{self.name}: accounting must be one of {METHODS}, got {self.accounting!r}")
-        if self.claim not in (*CLAIMS, None):
-            raise ValueError(f"{self.name}: claim must be one of {CLAIMS} or None, got {self.claim!r}")
-        if (self.claim is None) != (self.accounting == "noiseless"):
+        if self.adjacency not in (*MECHANISM_ADJACENCIES, None):
+            raise ValueError(f"{self.name}: adjacency must be one of {MECHANISM_ADJACENCIES} or None, got "
+                             f"{self.adjacency!r}")
+        if (self.adjacency is None) != (self.accounting == "noiseless"):
             raise ValueError(f"{self.name}: exactly the noiseless mechanisms claim nothing")
         if self.entity_cap and not self.keyed:
             raise ValueError(f"{self.name}: the entity cap needs keyed entity sampling")
@@ -99,10 +103,11 @@ class MechanismSpec:
             raise ValueError(f"{self.name}: estimator must be one of {ESTIMATORS} or None")
         if self.split != (self.accounting == "uedp_split") or (self.split and (self.entity_cap or not self.keyed)):
             raise ValueError(f"{self.name}: a split update is keyed, has no slots, and is accounted as uedp_split")
-        if self.local == (self.method in METHODS) or (not self.local and self.method != self.accounting):
+        if self.local == (self.summary_method in METHODS) or (
+                not self.local and self.summary_method != self.accounting):
             raise ValueError(f"{self.name}: a central mechanism's summary method is its accounting "
                              f"({self.accounting!r}), a local one's a name of its own (not one of {METHODS}); "
-                             f"got {self.method!r}")
+                             f"got {self.summary_method!r}")
         if self.audited and (self.local or self.split or not self.private
                              or not self.truncate == self.keyed == self.entity_cap):
             raise ValueError(f"{self.name}: the audit's law covers central, unsplit, private mechanisms, "
@@ -111,15 +116,15 @@ class MechanismSpec:
     @property
     def private(self) -> bool:
         """Noise, clipping and a claimed epsilon (False for the noiseless baselines)."""
-        return self.claim is not None
+        return self.adjacency is not None
 
     @property
     def claims(self) -> tuple[str, ...]:
-        """Every epsilon the mechanism promises (uedp.privacy.accounting kinds): UeDP's user-entity epsilon
+        """Every epsilon the mechanism promises (uedp.privacy.accounting adjacencies): UeDP's user-entity epsilon
         and its undetected-entity epsilon (docs/proofs.md Theorem 2); user-level DP's user epsilon."""
-        if self.claim is None:
+        if self.adjacency is None:
             return ()
-        return ("uedp", "undetected") if self.claim == "uedp" else (self.claim,)
+        return ("uedp", "undetected") if self.adjacency == "uedp" else (self.adjacency,)
 
     def claims_for(self, privacy: PrivacyParams) -> tuple[str, ...]:
         """The claimed epsilons privacy.target_epsilon bounds: privacy.target_on ("" = all of `claims`)."""
@@ -184,8 +189,9 @@ def specs() -> tuple[MechanismSpec, ...]:
 
 
 def summary_methods() -> tuple[str, ...]:
-    """Every value summary.json's "method" can take (a registered spec's `method`), in registration order."""
-    return tuple(dict.fromkeys(s.method for s in _SPECS.values()))
+    """Every value summary.json's "method" can take (a registered spec's `summary_method`), in registration
+    order."""
+    return tuple(dict.fromkeys(s.summary_method for s in _SPECS.values()))
 
 
 def audited_spec(name: str) -> MechanismSpec:
@@ -213,39 +219,39 @@ def spec_for(strategy: str, estimator: str) -> MechanismSpec:
 
 
 register(MechanismSpec(
-    name="uedp", strategy="uedp", estimator="f_E+", accounting="uedp", claim="uedp", keyed=True,
+    name="uedp", strategy="uedp", estimator="f_E+", accounting="uedp", adjacency="uedp", keyed=True,
     truncate=True, entity_cap=True, audited=True,
     description="UeDP-Alg (f_E+): sentences whose entities are all sampled, plus sampled extended entities",
 ))
 register(MechanismSpec(
-    name="uedp_naive", strategy="uedp", estimator="f_E", accounting="uedp_naive", claim="uedp", keyed=True,
+    name="uedp_naive", strategy="uedp", estimator="f_E", accounting="uedp_naive", adjacency="uedp", keyed=True,
     truncate=True, entity_cap=True,
     description="UeDP with the naive estimator f_E: extended entities are never used (q_s = 0)",
 ))
 register(MechanismSpec(
-    name="uedp_split", strategy="uedp_split", estimator=None, accounting="uedp_split", claim="uedp", keyed=True,
+    name="uedp_split", strategy="uedp_split", estimator=None, accounting="uedp_split", adjacency="uedp", keyed=True,
     truncate=True, entity_cap=False, split=True,
     description="UeDP with a split update: entity-free sentences (S sampled) clipped to beta, sentences whose "
                 "entities are all sampled clipped to gamma, no slot rule (docs/proofs.md Theorem 3)",
 ))
 register(MechanismSpec(
-    name="user_dp", strategy="user_dp", estimator=None, accounting="user_dp", claim="user", keyed=False,
+    name="user_dp", strategy="user_dp", estimator=None, accounting="user_dp", adjacency="user", keyed=False,
     truncate=False, entity_cap=False, audited=True,
     description="user-level DP (DP-FedAvg, estimator f_f): every sentence of a Poisson-sampled user",
 ))
 register(MechanismSpec(
-    name="fedavg", strategy="fedavg", estimator=None, accounting="noiseless", claim=None, keyed=False,
+    name="fedavg", strategy="fedavg", estimator=None, accounting="noiseless", adjacency=None, keyed=False,
     truncate=False, entity_cap=False, aliases=("noiseless",),
     description="noiseless FedAvg: unclipped, mean of the replies; no guarantee (the utility reference)",
 ))
 register(MechanismSpec(
-    name="deid", strategy="deid", estimator=None, accounting="noiseless", claim=None, keyed=False,
+    name="deid", strategy="deid", estimator=None, accounting="noiseless", adjacency=None, keyed=False,
     truncate=False, entity_cap=False, deidentify=True,
     description="de-identification: FedAvg on text with detected entities replaced by [CATEGORY]; no guarantee",
 ))
 register(MechanismSpec(
-    name="dp_bart", strategy="dp_bart", estimator=None, accounting="noiseless", claim=None, keyed=False,
-    truncate=False, entity_cap=False, local=True, method="local_dp",
+    name="dp_bart", strategy="dp_bart", estimator=None, accounting="noiseless", adjacency=None, keyed=False,
+    truncate=False, entity_cap=False, local=True, summary_method="local_dp",
     description="DP-BART: each client rewrites its sentences under local DP (rewrite.*), the server trains on "
                 "the rewrites; no central claim, a local one per document (shared/docs/dp-bart.md)",
 ))

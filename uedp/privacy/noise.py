@@ -1,6 +1,6 @@
 """Gaussian noise for the aggregate (contract 2.8), and how it was drawn (recorded in the ledger: `mode`).
 
-Three sources, chosen by `noise_source(seed, kind)` from privacy.noise and privacy.seed:
+Three sources, chosen by `noise_source(seed=, choice=)` from privacy.seed and privacy.noise (`NOISE_CHOICES`):
 
 - `SecureGaussianNoise()` (mode "secure", the default of private runs): every bit comes from a CSPRNG
   (ChaCha20 keyed with 256 bits from `secrets`, the operating system's CSPRNG, through `cryptography`), and
@@ -36,7 +36,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 log = logging.getLogger(__name__)
 
 FIXED_SEED_WARNING = "not private: fixed seed"
-KINDS = ("secure", "philox")  # privacy.noise
+NOISE_CHOICES = ("secure", "philox")  # the values of privacy.noise
 SECURE_DRAWS = 4  # draws summed per coordinate (Holohan and Braghin's 2n with n = 2, as Opacus)
 _CHUNK = 1 << 18  # coordinates drawn per keystream request (bounds the temporary memory: ~24 MiB per chunk)
 
@@ -145,14 +145,14 @@ class SecureGaussianNoise:
         return f"SecureGaussianNoise(reproducible={self.reproducible})"
 
 
-def noise_source(*, seed: int | None, kind: str = "secure") -> GaussianNoise | SecureGaussianNoise:
-    """The noise of a run: a fixed seed (reproduction) is Philox with FIXED_SEED_WARNING whatever `kind`;
-    otherwise `kind` (privacy.noise): "secure" (the default) or "philox"."""
-    if kind not in KINDS:
-        raise ValueError(f"privacy.noise must be one of {', '.join(KINDS)}, got {kind!r}")
+def noise_source(*, seed: int | None, choice: str = "secure") -> GaussianNoise | SecureGaussianNoise:
+    """The noise of a run: a fixed seed (reproduction) is Philox with FIXED_SEED_WARNING whatever `choice`;
+    otherwise `choice` (privacy.noise, NOISE_CHOICES): "secure" (the default) or "philox"."""
+    if choice not in NOISE_CHOICES:
+        raise ValueError(f"privacy.noise must be one of {', '.join(NOISE_CHOICES)}, got {choice!r}")
     if seed is not None:
         return GaussianNoise(seed=seed)
-    return SecureGaussianNoise() if kind == "secure" else GaussianNoise()
+    return SecureGaussianNoise() if choice == "secure" else GaussianNoise()
 
 
 def secure_generator(seed: int | None = None) -> tuple[np.random.Generator, str | None]:

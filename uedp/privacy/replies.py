@@ -18,8 +18,9 @@ same Message objects: the plan sees the grid's ids).
 
 Read the content. A counted reply FAILS if it is an error reply or is MALFORMED (counted also as
 `malformed`): its records are not exactly the protocol's (`records`, each an ArrayRecord; in non-private
-runs an optional MetricRecord "metrics" whose train_loss is a finite number; nothing else: a private reply
-carries nothing but its update). A failed reply contributes zero.
+runs an optional MetricRecord "metrics" whose values are all finite numbers (its train_loss, if any, is
+averaged for the operator); nothing else: a private reply carries nothing but its update). A failed
+reply contributes zero.
 
 Decode the update. The arrays of a well-formed reply are decoded only if the record holds exactly the
 template's number of arrays, each a plain numeric .npy payload (no object, string or structured dtype) with
@@ -131,9 +132,9 @@ def read_content(content: Any, *, records: Sequence[str],
     loss = None
     if METRICS_RECORD in names:
         metrics = content[METRICS_RECORD]
-        if not isinstance(metrics, MetricRecord) or not _finite_number(metrics.get(TRAIN_LOSS)):
+        if not isinstance(metrics, MetricRecord) or not all(_finite_number(v) for v in metrics.values()):
             return None
-        loss = float(metrics[TRAIN_LOSS])
+        loss = float(metrics[TRAIN_LOSS]) if TRAIN_LOSS in metrics else None
     return parts, loss
 
 

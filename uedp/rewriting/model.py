@@ -2,7 +2,8 @@
 output z in R^{l x d} is what the mechanism (uedp.rewriting.mechanism) clips, prunes and noises, and a decoder that
 turns a (privatized) z back into text. Weights come from PUBLIC text only (uedp.rewriting.public_text).
 
-Kinds (`RewriterConfig.kind`; docs/figures/rewriter.md measures both, `python -m experiments.rewriter`):
+Kinds (`RewriterConfig.kind`, one of `REWRITER_KINDS`; docs/figures/rewriter.md measures both,
+`python -m experiments.rewriter`):
 - "bart": a small BART built from a config (encoder and decoder of `layers` layers each, width d = `d_model`),
   trained as a denoising autoencoder (BART token masking on the encoder input, probability `mask_prob`) on public
   text, with the project's byte-level BPE tokenizer trained on the same public text. The encoder's last layer norm
@@ -62,7 +63,7 @@ from uedp.rewriting.public_text import public_text_for, public_text_key
 from uedp.versions import package_version
 
 FORMAT_VERSION = 1  # bump when training or the file layout changes: old cached rewriters are then not reused
-KINDS = ("bart", "minilm")
+REWRITER_KINDS = ("bart", "minilm")
 MINILM_DIM = 384
 _BATCH = 256  # encode / decode batch size
 
@@ -100,8 +101,8 @@ class RewriterConfig:
     adept_quantile: float = 0.05  # adept: the norm bound C is this quantile of the public valid text's norms
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ConfigError(f"rewriter kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.kind not in REWRITER_KINDS:
+            raise ConfigError(f"rewriter kind must be one of {', '.join(REWRITER_KINDS)}, got {self.kind!r}")
         ints = {"length": 3, "d_model": 8, "layers": 1, "heads": 1, "ffn": 1, "vocab_size": 300, "batch_size": 1,
                 "steps": 1, "eval_every": 1, "max_sentences": 2, "valid_sentences": 1, "seed": 0,
                 "prune_rounds": 0, "prune_steps": 1, "noisy_steps": 1, "adept_steps": 1}

@@ -21,6 +21,7 @@ import functools
 import hashlib
 import json
 import unicodedata
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +47,20 @@ def sources_for(private_corpus: str) -> tuple[str, ...]:
 
 def _corpus_name(source: str) -> str:
     return "synthetic" if source == "synthetic-public" else source
+
+
+def check_rewriter_sources(cfg: Any) -> None:
+    """ConfigError if a public source of the run's rewriter is the users' own text (uedp.public_corpora.
+    private_text_clash, the one rule): `sources_for` leaves the dataset's own corpus out by name, but the
+    synthetic generator's public personas ARE the users' when dataset.options.seed is the public seed."""
+    from uedp.public_corpora import private_dataset, private_text_clash
+
+    dataset, options = private_dataset(cfg)
+    for source in sources_for(dataset):
+        why = private_text_clash(_corpus_name(source), dataset, options, role="rewriter")
+        if why is not None:
+            raise ConfigError(f"rewrite: the DP-BART rewriter's public text {source!r} is not public for this run: "
+                              f"{why}")
 
 
 def _check(max_sentences: int, seed: int) -> None:

@@ -21,19 +21,28 @@ the head's hash (`ledger_hash`). On `federation.resume`, `resume_state(out, ...)
   does not change when it is resumed). The run's z has one holder, its strategy; `Resumed.check_z` refuses
   a run whose z is not the one the checkpoint and the ledger recorded.
 
-A refusal raises `ResumeError` (a ConfigError: the command-line entry points exit with status 2).
+A refusal raises `ResumeError` (a ConfigError: the command-line entry points exit with status 2) and leaves the
+folder as it was. A resume that is accepted (a fresh start included) then removes the temporaries that atomic
+writes (uedp/files.py) killed before their rename left in the folder (`remove_temporaries`: only names of
+`uedp.files.TEMPORARY_NAME`, only in the folder itself), logs a warning naming them and lists them in
+`Resumed.temporaries_removed`: nothing else removes them, and the resumed run rewrites each file they were for.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from server.checkpoint import CHECKPOINT, Checkpoint, load_checkpoint
 from uedp.errors import ConfigError
+from uedp.files import is_temporary
+from uedp.flower.checkpoint import CHECKPOINT, Checkpoint, load_checkpoint
 from uedp.privacy.ledger import Head, Ledger
+
+log = logging.getLogger(__name__)
 
 LEDGER = "ledger.json"
 METRICS = "metrics.jsonl"
@@ -49,6 +58,8 @@ class ResumeError(ConfigError):
 class Resumed:
     ledger: Ledger
     checkpoint: Checkpoint | None
+    # leftover temporaries of atomic writes that resume_state removed from the folder (for the run's stream)
+    temporaries_removed: tuple[Path, ...] = ()
 
     @property
     def z(self) -> float | None:
@@ -131,8 +142,42 @@ def _check_checkpoint(out: Path, ledger: Ledger, ckpt: Checkpoint) -> None:
                            f"round {ckpt.round}")
 
 
+def remove_temporaries(out: Path) -> tuple[Path, ...]:
+    """Remove the leftover temporaries of atomic writes in `out` and return their paths (sorted).
+
+    uedp/files.py writes each file through a temporary beside it and removes the temporary itself on any
+    failure it survives; a writer SIGKILLed before its rename (a ServerApp killed while saving checkpoint.pt)
+    leaves one behind, and only whoever takes the folder over can remove it. Only regular files (not links,
+    not folders) whose names match `uedp.files.TEMPORARY_NAME` exactly are removed, and only in `out` itself:
+    the run writes its files there, and a subfolder may hold another process's files (a cache) that are being
+    written now. The caller owns `out` (a resumed run: its previous ServerApp is gone)."""
+    if not out.is_dir():
+        return ()
+    removed = []
+    with os.scandir(out) as entries:
+        leftovers = sorted(Path(e.path) for e in entries if is_temporary(e.name) and e.is_file(follow_symlinks=False))
+    for path in leftovers:
+        try:
+            path.unlink()
+        except FileNotFoundError:  # gone meanwhile
+            continue
+        removed.append(path)
+    return tuple(removed)
+
+
 def resume_state(out: Path, *, delta: float, num_users: int) -> Resumed:
-    """The state a resumed run continues from (see the module docstring), or ResumeError."""
+    """The state a resumed run continues from (see the module docstring), or ResumeError; once it is accepted,
+    the leftover temporaries of atomic writes in `out` are removed (`remove_temporaries`), with a warning."""
+    resumed = _saved_state(out, delta=delta, num_users=num_users)
+    removed = remove_temporaries(out)
+    if removed:
+        log.warning("resuming in %s: removed %d leftover temporary file(s) of interrupted atomic writes: %s", out,
+                    len(removed), ", ".join(p.name for p in removed))
+    return replace(resumed, temporaries_removed=removed)
+
+
+def _saved_state(out: Path, *, delta: float, num_users: int) -> Resumed:
+    """The state a resumed run continues from, read and checked (see the module docstring), or ResumeError."""
     ledger_path, ckpt_path = out / LEDGER, out / CHECKPOINT
     rows = _metric_rows(out / METRICS)
     if not ledger_path.exists():

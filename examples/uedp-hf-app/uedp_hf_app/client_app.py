@@ -1,0 +1,29 @@
+"""The app's ClientApp: a data owner's node. UeDP adds the client mod and the sentence selection."""
+
+from __future__ import annotations
+
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from uedp.entities.plain import detect, protected_keys  # UeDP
+from uedp.flower import RoundInstructions, select_rows, uedp_mod  # UeDP
+from uedp_hf_app.task import load_model, train, trainable, user_texts
+
+app = ClientApp(mods=[uedp_mod])  # UeDP: the update is clipped once, as a whole, and nothing else is sent
+
+
+@app.train()
+def local_training(msg: Message, context: Context) -> Message:
+    cfg, config = context.run_config, msg.content["config"]
+    data_path = str(context.node_config.get("data-path", cfg["data-path"]))
+    user, texts = user_texts(data_path, int(context.node_config.get("partition-id", 0)))
+    entities = protected_keys(detect(list(texts), detector=str(cfg["detector"])))  # UeDP
+    rows, weights = select_rows(RoundInstructions.of(msg), owner=f"node {context.node_id}: {user}",  # UeDP
+                                entities=entities)  # UeDP
+    model, tokenizer = load_model(str(cfg["model-dir"]))
+    model.load_state_dict(msg.content["arrays"].to_torch_state_dict(), strict=False)
+    train(model, tokenizer, [texts[i] for i in rows], [float(w) for w in weights], lr=float(config["lr"]),
+          epochs=int(config["epochs"]), max_len=int(cfg["max-len"]))
+    content = RecordDict({"arrays": ArrayRecord(trainable(model)),
+                          "metrics": MetricRecord({"num-examples": len(rows)})})  # dropped in private runs
+    return Message(content, reply_to=msg)

@@ -1,0 +1,198 @@
+"""The places of a run: which connected Flower node, if any, stands in each of the N public places.
+
+The mechanism samples N public places (docs/proofs.md section 1): Poisson coins, truncation and slots are
+drawn over places, never over whatever nodes happen to be connected, so that one owner's presence cannot
+change another's part in a round. A `Places` object maps a grid's nodes onto the places each round:
+
+    places.size                 N, public (the accountant's num_users, Z = q_u N)
+    places.assign(grid)         -> Assignment: node id per place (None: the place is empty this round)
+
+Two maps:
+
+- `KeyedPlaces(fingerprints)` (deployments: owners mode). A PUBLIC map fixed before the run: place i is the
+  node whose registered public key has fingerprint i (`key_fingerprint`: SHA-256 of the key's DER
+  SubjectPublicKeyInfo). The grid reports each node's registered key (Flower's `Grid.get_nodes()`,
+  `NodeInfo.public_key`). A node whose key is not in the map is never sent a message and never stops,
+  delays or changes a round: it is not a place. The map is only sound with SuperNode authentication
+  (`flower-superlink --enable-supernode-auth`, every invited key registered with `flwr supernode
+  register`): without it a node chooses the key it reports, and a fresh one at each start. It is read from
+  a file, one fingerprint per line in place order (`read_places`); `uedp fingerprint KEY.pub ...` prints
+  the lines for the owners' public keys.
+- `SortedNodes(n)` (simulations and the project's own corpus-mode processes, where the nodes are started by
+  the operator and hold the corpus's users): the connected node ids, sorted, fill the first places; places
+  beyond them are empty, and node ids beyond the N places are never sent a message (`Assignment.ignored`
+  counts them, for the operator). The node set does not depend on the data there, so this is a
+  data-independent map (docs/proofs.md section 1, corpus mode).
+
+An in-process grid (runtime/local_grid.py) reports one public key per node it was built with; its owners'
+map is built from those keys by the runner (the grid cannot be joined by any other node).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from uedp.errors import ConfigError
+
+FINGERPRINT = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One round's map: `nodes[i]` is the node id standing in place i (None: empty this round); `ignored`
+    counts the connected nodes that stand in no place (never sent a message)."""
+
+    nodes: tuple[int | None, ...]
+    ignored: int = 0
+
+    @property
+    def connected(self) -> int:
+        return sum(n is not None for n in self.nodes)
+
+
+class Places(Protocol):
+    @property
+    def size(self) -> int: ...
+
+    def assign(self, grid: Any) -> Assignment: ...
+
+
+@dataclass(frozen=True)
+class SortedNodes:
+    """The first `size` connected node ids, sorted, are places 0, 1, ... (see the module docstring)."""
+
+    size: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
+            raise ValueError(f"the number of places must be a positive integer, got {self.size!r}")
+
+    def assign(self, grid: Any) -> Assignment:
+        nodes = sorted(grid.get_node_ids())
+        kept: list[int | None] = list(nodes[: self.size])
+        return Assignment(tuple(kept + [None] * (self.size - len(kept))), ignored=max(0, len(nodes) - self.size))
+
+
+def key_fingerprint(key: bytes | str) -> str:
+    """The fingerprint of a public key: SHA-256 (hex) of its DER SubjectPublicKeyInfo. Accepts the key as
+    Flower stores it (PEM, `NodeInfo.public_key`), DER, or an OpenSSH public key line (`*.pub`, what `flwr
+    supernode register` reads), so the same key has one fingerprint whatever its encoding."""
+    return _fingerprint(key.encode() if isinstance(key, str) else bytes(key))
+
+
+@functools.lru_cache(maxsize=65536)  # a round asks for every connected node's key: parse each key once
+def _fingerprint(data: bytes) -> str:
+    from cryptography.hazmat.primitives import serialization
+
+    loaders = (serialization.load_pem_public_key, serialization.load_der_public_key,
+               serialization.load_ssh_public_key)
+    for load in loaders:
+        try:
+            public = load(data)
+        except Exception:  # noqa: BLE001 - cryptography raises UnsupportedAlgorithm too: not a key, whatever it is
+            continue
+        der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+        return hashlib.sha256(der).hexdigest()
+    raise ValueError("not a public key (PEM, DER or OpenSSH)")
+
+
+def _node_key(info: Any) -> bytes:
+    key = getattr(info, "public_key", b"")
+    return bytes(key) if isinstance(key, bytes | bytearray) else b""
+
+
+@dataclass(frozen=True)
+class KeyedPlaces:
+    """Place i is the node whose registered public key has fingerprint `fingerprints[i]` (module docstring).
+    Two connected nodes with one key (a node restarted while its old id is still listed) give the place to
+    the one Flower lists as online, then to the most recently activated, then to the smaller id: a rule
+    about node metadata only."""
+
+    fingerprints: tuple[str, ...]
+    source: str = field(default="", compare=False)  # where the map was read (error messages)
+
+    def __post_init__(self) -> None:
+        if not self.fingerprints:
+            raise ConfigError(f"the place map{self._where} is empty: list one public-key fingerprint per place")
+        for i, fp in enumerate(self.fingerprints):
+            if not isinstance(fp, str) or not FINGERPRINT.fullmatch(fp):
+                raise ConfigError(f"the place map{self._where}, place {i}: {fp!r} is not a SHA-256 fingerprint "
+                                  "(64 lower-case hex digits: `uedp fingerprint KEY.pub`)")
+        seen: dict[str, int] = {}
+        for i, fp in enumerate(self.fingerprints):
+            if fp in seen:
+                raise ConfigError(f"the place map{self._where}: places {seen[fp]} and {i} have the same key")
+            seen[fp] = i
+
+    @property
+    def _where(self) -> str:
+        return f" ({self.source})" if self.source else ""
+
+    @property
+    def size(self) -> int:
+        return len(self.fingerprints)
+
+    def assign(self, grid: Any) -> Assignment:
+        index = {fp: i for i, fp in enumerate(self.fingerprints)}
+        best: dict[int, tuple[tuple[Any, ...], int]] = {}
+        ignored = 0
+        for info in grid.get_nodes():
+            key = _node_key(info)
+            try:
+                place = index.get(key_fingerprint(key)) if key else None
+            except ValueError:
+                place = None
+            if place is None:
+                ignored += 1
+                continue
+            rank = (getattr(info, "status", "") == "online", str(getattr(info, "last_activated_at", "")),
+                    -int(info.node_id))
+            if place not in best or rank > best[place][0]:
+                if place in best:
+                    ignored += 1
+                best[place] = (rank, int(info.node_id))
+            else:
+                ignored += 1
+        return Assignment(tuple(best[i][1] if i in best else None for i in range(self.size)), ignored=ignored)
+
+
+def read_places(path: str | os.PathLike[str]) -> KeyedPlaces:
+    """The place map in file `path`: one fingerprint per line in place order; blank lines and text after
+    `#` are ignored. ConfigError naming the file and line for anything else."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"place map {p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"place map {p}: cannot be read ({exc})") from None
+    fingerprints = []
+    for number, line in enumerate(text.splitlines(), 1):
+        item = line.split("#", 1)[0].strip().lower()
+        if not item:
+            continue
+        if not FINGERPRINT.fullmatch(item):
+            raise ConfigError(f"place map {p}, line {number}: {item[:80]!r} is not a SHA-256 key fingerprint "
+                              "(64 hex digits: `uedp fingerprint KEY.pub`)")
+        fingerprints.append(item)
+    return KeyedPlaces(tuple(fingerprints), source=str(p))
+
+
+def write_places(path: str | os.PathLike[str], keys: Iterable[bytes | str], names: Sequence[str] = ()) -> Path:
+    """Write the place map of `keys` (public keys, any encoding `key_fingerprint` reads) to `path`, each
+    line commented with its name when `names` are given."""
+    keys = list(keys)
+    lines = ["# UeDP place map: one public-key fingerprint per place, in place order"]
+    for i, key in enumerate(keys):
+        note = f"  # {names[i]}" if i < len(names) else ""
+        lines.append(key_fingerprint(key) + note)
+    out = Path(path)
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
