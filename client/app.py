@@ -30,21 +30,19 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from client.rewrite import client_rewrite
 from client.update import SplitModels, client_update
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
-from uedp.flower.mod import UeDPMod, uedp_mod
+from uedp.flower.mod import UeDPMod, decoded, uedp_mod
 from uedp.owners import shipped_tokenizer
 from uedp.protocol import (
     ARRAYS_RECORD,
     CONFIG_RECORD,
-    ENTITY_ARRAYS_RECORD,
     INSTRUCTIONS_RECORD,
-    METRICS_RECORD,
     REWRITE_RECORD,
     REWRITES_RECORD,
     TOKENIZER_RECORD,
@@ -187,9 +185,13 @@ class TrainHandler:
     mod: UeDPMod = uedp_mod
 
     def __call__(self, msg: Message, context: Context) -> Message:
-        """The reply the node sends: the train function below, inside UeDP's client mod (applied here rather
-        than with ClientApp(mods=[...]), whose wrapping closure Ray would pickle by value with every message)."""
-        return self.mod(msg, context, self.train)
+        """The reply the node sends: the train function below, guarded by UeDP's client mod (an exception is an
+        error reply naming no text), which also makes the reply from the models' arrays (uedp.flower.mod: the
+        one clip of the whole update). The mod's parts are called here rather than through
+        ClientApp(mods=[...]): the models are numpy arrays here already (no ArrayRecord of the new model to
+        build and decode again), and Flower's mod wrapping is a closure Ray would pickle by value with every
+        message."""
+        return self.mod.guarded(msg, lambda: self.train(msg, context))
 
     def train(self, msg: Message, context: Context) -> Message:
         timed = self.timings_dir or self.lap_sink is not None
@@ -200,7 +202,10 @@ class TrainHandler:
         node = read_node_config(run_cfg, context.node_config)
         ins = RoundInstructions.from_record(msg.content[INSTRUCTIONS_RECORD])
         training = LocalTraining.from_record(msg.content[CONFIG_RECORD])
-        weights = msg.content[ARRAYS_RECORD].to_numpy_ndarrays()
+        arrays = decoded(msg.content[ARRAYS_RECORD])
+        if arrays is None:
+            raise ValueError("a training message without its global model")
+        weights = [np.array(a) for a in arrays]  # writable copies of the message's read-only views
         if laps:
             laps.lap("decode", round=ins.round)
         if run_cfg.owners:  # this owner's own file, the tokenizer the server shipped
@@ -214,12 +219,8 @@ class TrainHandler:
             new, metrics = self.update(run_cfg, node.partition_id, weights, ins, training)
         if laps:
             laps.lap("compute")
-        content = RecordDict({ARRAYS_RECORD: ArrayRecord(new.free if isinstance(new, SplitModels) else new)})
-        if isinstance(new, SplitModels):
-            content[ENTITY_ARRAYS_RECORD] = ArrayRecord(new.entity)
-        if metrics:
-            content[METRICS_RECORD] = MetricRecord(metrics)
-        reply = Message(content, reply_to=msg)
+        parts = [new.free, new.entity] if isinstance(new, SplitModels) else [new]
+        reply = self.mod.reply(msg, ins, weights, parts, metrics)
         if laps:
             laps.lap("encode")
             laps.write()

@@ -36,18 +36,22 @@ class RoundLog:
         row: dict[str, Any] = {"round": rnd, "seconds": round(report.seconds, 3), **report.metrics,
                                ROW_HASH: report.ledger_hash}
         evaluate_now = rnd % fed.eval_every == 0 or rnd == fed.rounds
-        if ctx.spec.private:
-            # The claimed epsilons every round (the budget check computed them); all four at evaluations.
-            eps = ctx.strategy.epsilons() if evaluate_now else report.epsilons
-            row.update({k: eps[k] for k in EPSILON_KEYS} if evaluate_now else eps)
+        claims = ctx.spec.claims_for(ctx.cfg.privacy)
+        claimed: dict[str, float] = {}
+        if ctx.spec.private and evaluate_now:  # all four epsilons at evaluations
+            everything = ctx.strategy.epsilons()
+            row.update({k: everything[k] for k in EPSILON_KEYS})
+            claimed = {f"eps_{k}": everything[f"eps_{k}"] for k in claims}
+        elif ctx.spec.private:  # the claimed ones every round (the budget check's, or computed now)
+            claimed = ctx.strategy.claimed_epsilons()
+            row.update(claimed)
         if evaluate_now:
             state.last_eval = evaluate(state.model, ctx.test)
             row.update({f"test_{k}": v for k, v in state.last_eval.items()})
         ctx.metrics.write(row)
         shown = row.get(f"test_{ctx.metric_name}")
-        claims = ctx.spec.claims_for(ctx.cfg.privacy)
         ctx.metrics.progress(round=rnd, rounds=fed.rounds,
-                             eps=max(report.epsilons[f"eps_{k}"] for k in claims) if ctx.spec.private else None,
+                             eps=max(claimed[f"eps_{k}"] for k in claims) if ctx.spec.private else None,
                              metric=(ctx.metric_name, shown) if shown is not None else None,
                              extra=f"replies={int(row['replies'])}/{int(row['sampled'])}")
         return MetricRecord({k: v for k, v in state.last_eval.items()}) if evaluate_now and state.last_eval else None

@@ -140,7 +140,7 @@ def paper_denominator(cfg: RunConfig, spec: MechanismSpec, data: ServerData, pop
     if not (spec.private and p.paper_z and spec.keyed):
         return None
     q_e, q_s = spec.rates(p)
-    return denominator(spec.accounting, q_u=p.q_u, num_users=population, paper_z=True, q_e=q_e,
+    return denominator(spec.rule, q_u=p.q_u, num_users=population, paper_z=True, q_e=q_e,
                        W_e=float(data.num_entities), q_s=q_s, W_s=float(data.num_extended))
 
 

@@ -173,20 +173,20 @@ def audit_row(sc: Scenario, control: str | None, *, trials: int, real_trials: in
     law = realizable_law(sc)
     true_eps = law.true_epsilon(mech.actual_sigma / s.unit, s.rounds, s.delta)
     sound_z = mech.z if control is None else None  # the sound run's own z: the accountant's caches hit
-    sound_eps, sound_rule, sound_pair = sound_epsilon_at(sc, mech.actual_sigma, sound_z)
+    sound_eps, sound_bound, sound_pair = sound_epsilon_at(sc, mech.actual_sigma, sound_z)
     lb, stats = audit(mech, law, trials=trials, rng=np_rng)
     row: dict[str, Any] = {
         "setting": s.name, "method": sc.method, "adjacency": sc.adjacency, "design": sc.design,
         "control": control or "sound", "probe": control in PROBES, "warning": mech.warning, "z": mech.z,
         "sigma_reported": mech.sigma, "sigma_drawn": mech.actual_sigma, "Z": mech.denominator, "unit": s.unit,
-        "places": s.places, "claimed_epsilon": mech.claimed_epsilon, "claimed_rule": mech.claimed_rule,
+        "places": s.places, "claimed_epsilon": mech.claimed_epsilon, "claimed_rule": mech.claimed_bound,
         "delta_trunc": mech.delta_trunc,
         "claimed_max_shift": mech.claimed.max_shift if mech.claimed is not None else math.nan,
         "accounted_max_shift": sound_pair.max_shift if sound_pair is not None else math.nan,
         "world0": {str(k): v for k, v in law.world0.items()}, "world1": {str(k): v for k, v in law.world1.items()},
         "world0_text": _law_text(law.world0), "world1_text": _law_text(law.world1), "offset": law.offset,
         "realizable_max_difference": law.max_difference, "world0_point": law.point0,
-        "true_epsilon_realizable": true_eps, "true_epsilon_accounted": sound_eps, "sound_rule_at_drawn": sound_rule,
+        "true_epsilon_realizable": true_eps, "true_epsilon_accounted": sound_eps, "sound_rule_at_drawn": sound_bound,
         "trials_per_world": trials, "lower_bound": lb.to_dict(), **stats,
         "ratio_lb_claim": lb.eps_lb / mech.claimed_epsilon,
         "ratio_lb_true": lb.eps_lb / true_eps if true_eps > 0 else math.nan,

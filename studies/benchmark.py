@@ -94,11 +94,10 @@ def bench_client(cfg: RunConfig, repeats: int) -> dict:
                             beta=cfg.privacy.beta, w_u=1.0, private=True)
     training = LocalTraining(optimizer="sgd", lr=cfg.train.lr, momentum=0.0, local_epochs=1, local_steps=0,
                              batch_size=cfg.train.batch_size)
-    keys = [str(i) for i in range(len(weights))]
 
     def ours_update() -> None:  # the client round, then what the client mod does: the update, clipped once
         new, _ = client_update(cfg, user, weights, ins, training)
-        bound_update(model_update(ArrayRecord(new), keys, weights), ins)
+        bound_update(model_update(new, weights), ins)
 
     steps = -(-len(texts) // cfg.train.batch_size)
     ours_update()  # warm-up (loads and encodes the user's data once)
@@ -215,7 +214,6 @@ def _breakdown(metrics_dir: Path, clock: ServerClock, laps: list[dict], *, seria
 def _payload_seconds(cfg: RunConfig, repeats: int = 20) -> dict[str, float]:
     """Per message, on this run's model: model -> ArrayRecord (what the server sends, the clients reply),
     and ArrayRecord -> ndarrays (what each client and the server's aggregation decode)."""
-    from flwr.app import ArrayRecord
 
     weights = get_weights(new_model(cfg, load_manifest(cfg), seed=0))
     record = ArrayRecord(list(weights))
@@ -421,19 +419,21 @@ def run_caches(repeats: int, out: Path) -> dict:
 
 BREAKDOWN = [  # (key, row label, what it is); client rows are sums over the round's clients
     ("round", "round (wall)", "a round of Flower's loop: configure_train, send_and_receive, "
-     "aggregate_train, ledger, optimizer step"),
+     "aggregate_train (to the new global arrays)"),
     ("serialize", "server: model serialization", "ArrayRecord(model weights), once a round: every message shares "
      "it (same model, measured apart)"),
     ("configure", "server: configure_train", "sampling, instructions, one Message per sampled client"),
     ("send_and_receive", "server: send_and_receive (wall)", "from pushing the messages to the last reply"),
     ("decode", "- clients: model deserialization (sum)", "ArrayRecord -> ndarrays in each ClientApp"),
-    ("compute", "- clients: compute (sum)", "client_update: read/encode the user (cache miss), select, train, "
-     "clip"),
-    ("encode", "- clients: reply serialization (sum)", "ArrayRecord(update) and the reply Message"),
+    ("compute", "- clients: compute (sum)", "client_update: read/encode the user (cache miss), select, train "
+     "(the new model)"),
+    ("encode", "- clients: update, clip and reply (sum)", "the client mod's part: theta_local - theta_t, ONE clip of "
+     "the whole update, ArrayRecord(update) and the reply Message"),
     ("transfer", "- Ray transfer / Flower message overhead", "send_and_receive minus the busiest worker's time "
      "in the ClientApp (simulation: 2 actors in parallel; in-process: 1 serial loop)"),
-    ("aggregate", "server: aggregation", "aggregate_train: replies to ndarrays, re-check, sum, noise"),
-    ("rest", "server: the rest", "ledger save, optimizer step"),
+    ("aggregate", "server: aggregate_train", "the release (replies to ndarrays, re-check, sum, noise), the ledger "
+     "saved, the update applied by the wrapped strategy"),
+    ("rest", "server: the rest", "what else the round's time holds (it ends once the update is applied)"),
     ("client_cpu", "CPU s: clients in the ClientApp", "CPU seconds of the three client rows (both: sum over "
      "clients)"),
     ("worker_process_cpu", "CPU s: client actor processes", "the actors' CPU seconds, Ray's (de)serialization "

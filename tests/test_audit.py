@@ -112,12 +112,11 @@ def test_no_server_recheck_lets_an_oversized_update_through():
 def test_control_b_client_update_exceeds_beta(tmp_path):
     """The per-step-clip control (the real client round with the gradient hook and the unclipped bound
     injected) returns updates above beta (the audit's sensitivity is broken); the real client never does."""
-    from flwr.app import ArrayRecord
 
     from client.update import ClientRound, client_update
     from runtime.local_grid import set_local_task_identity
     from tests.helpers import instructions, tiny_config
-    from uedp.flower.mod import UeDPMod, bound_update, model_update
+    from uedp.flower.mod import UeDPMod, bound_update
     from uedp.flower.mod import uedp_mod as _sound
     from uedp.models.base import get_weights
     from uedp.pipeline import new_model, prepare
@@ -130,11 +129,10 @@ def test_control_b_client_update_exceeds_beta(tmp_path):
                                  beta=0.1, w_u=1.0, private=True, optimizer="sgd", lr=2.0, momentum=0.0,
                                  local_epochs=3, local_steps=0, batch_size=8, key=None, seed=-1)
     bound = UnclippedUpdate()
-    keys = [str(i) for i in range(len(weights))]
     new, metrics = ClientRound(gradient_hook=clip_each_step)(cfg, 0, weights, ins, training)
-    broken = UeDPMod(bound=bound)._bounded(ArrayRecord(new), keys, weights, ins)  # the control's mod
+    broken = UeDPMod(bound=bound).update(ins, weights, [new])  # the control's mod
     good_new, _ = client_update(cfg, 0, weights, ins, training)
-    good = bound_update(model_update(ArrayRecord(good_new), keys, weights), ins)
+    good = _sound.update(ins, weights, [good_new])
     assert _sound.bound is bound_update
     assert update_norm(good) <= 0.1 * (1 + 1e-5)
     assert update_norm(broken) > 3 * 0.1 and metrics == {}  # private: the norm stays in the audit process

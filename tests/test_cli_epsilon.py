@@ -42,7 +42,7 @@ def test_json_output(capsys) -> None:
     assert data["noise_multiplier"] == 2.0 and data["delta"] == 1e-5 and data["k_cap"] == 3
     assert data["sigma"] == pytest.approx(2.0 * (1 + 6) * 0.5)  # s_u = beta (docs/proofs.md Theorem 1)
     assert data["eps_undetected"] == expected.eps_undetected  # the same computation (above)
-    assert data["undetected_rule"] == expected.undetected_rule and data["undetected_rule"]
+    assert data["undetected_rule"] == expected.undetected_bound and data["undetected_rule"]  # the JSON key kept
     assert data["claims"] == ["eps_uedp", "eps_undetected"] and data["delta_trunc"] == 0.0
     assert data["eps_user"] <= data["eps_uedp"] <= data["eps_rdp_bound"]
 

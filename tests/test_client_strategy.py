@@ -43,8 +43,7 @@ def _update(cfg, user: int, weights, ins_training):
     """The client round, then what the client mod makes of its new model: the update, clipped once."""
     ins, training = ins_training
     new, metrics = client_update(cfg, user, weights, ins, training)
-    keys = [str(i) for i in range(len(weights))]
-    return bound_update(model_update(ArrayRecord(new), keys, weights), ins), metrics
+    return bound_update(model_update(new, weights), ins), metrics
 
 
 @pytest.mark.parametrize(

@@ -189,7 +189,7 @@ def _records(n: int, *, z: float = 0.8) -> list[RoundRecord]:
     p = cfg.privacy
     spec = spec_for(cfg.strategy.name, cfg.strategy.estimator)
     q_e, q_s = spec.rates(p)
-    return [RoundRecord(round=r, method=spec.accounting, q_u=0.25, q_e=q_e, q_s=q_s, m_max=4, k_cap=1,
+    return [RoundRecord(round=r, rule=spec.rule, q_u=0.25, q_e=q_e, q_s=q_s, m_max=4, k_cap=1,
                         beta=p.beta, w_max=p.w_max, z=z, denominator=2.0, noise="secure") for r in range(1, n + 1)]
 
 

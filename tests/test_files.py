@@ -234,4 +234,4 @@ def test_one_positive_check_everywhere() -> None:
         assert not hasattr(module, "_positive")
     assert sensitivity.positive_int is mechanism.positive_int is checks.positive_int
     with pytest.raises(ConfigError, match="w_max"):
-        sensitivity.sensitivities(method="uedp", beta=1.0, w_max=0.0, m_max=4, k_cap=1)
+        sensitivity.sensitivities(rule="uedp", beta=1.0, w_max=0.0, m_max=4, k_cap=1)

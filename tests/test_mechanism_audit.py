@@ -160,9 +160,9 @@ def test_pair_pld_dominates_the_one_round_divergence_in_both_directions():
 @pytest.mark.parametrize("method,adjacency", [("user_dp", "user"), ("uedp", "user"), ("uedp", "uedp")])
 def test_accounted_mixture_is_the_accountants(method, adjacency):
     sc = Scenario(MAIN, method, adjacency)
-    mech = Mechanism(method=method, z=0.9, q_u=0.25, q_e=sc.rates[0], q_s=sc.rates[1], m_max=sc.m_max,
+    mech = Mechanism(rule=sc.rule, z=0.9, q_u=0.25, q_e=sc.rates[0], q_s=sc.rates[1], m_max=sc.m_max,
                      k_cap=sc.k_cap)
-    sens = sensitivities(beta=MAIN.beta, w_max=MAIN.w_max, m_max=sc.m_max, k_cap=sc.k_cap, method=method)
+    sens = sensitivities(beta=MAIN.beta, w_max=MAIN.w_max, m_max=sc.m_max, k_cap=sc.k_cap, rule=sc.rule)
     got = accounted_mixture(adjacency, sens, sigma=mech.sigma * MAIN.unit, q_u=0.25, q_e=sc.rates[0])
     want = mech.mixture(adjacency)
     assert got.sensitivities == pytest.approx(want.sensitivities) and got.probs == pytest.approx(want.probs)
@@ -172,17 +172,17 @@ def test_accounted_mixture_is_the_accountants(method, adjacency):
 
 def test_accounted_undetected_epsilon_is_the_accountants():
     """With the real sensitivities the audit's accountant (used for broken ones) gives the accountant's
-    eps_undetected and rule: both run uedp.privacy.accounting.undetected_bound, on pairs built from these
+    eps_undetected and bound: both run uedp.privacy.accounting.undetected_bound, on pairs built from these
     sensitivities and sigma."""
-    mech = Mechanism(method="uedp", z=0.5, q_u=0.25, q_e=0.2, q_s=1.0, m_max=89, k_cap=1)
-    want, rule = undetected_epsilon([(mech, 10)], delta=1e-5, num_users=201)
+    mech = Mechanism(rule="uedp", z=0.5, q_u=0.25, q_e=0.2, q_s=1.0, m_max=89, k_cap=1)
+    want, bound = undetected_epsilon([(mech, 10)], delta=1e-5, num_users=201)
     trunc = truncation_delta([(mech, 10)], 201)
     # In units of w_max * beta = 1 the audit's pairs are the accountant's, bit for bit (sens / 1.0): one
     # computation on the same inputs, so the values are equal.
     unit = sensitivities(beta=1.0, w_max=1.0, m_max=89, k_cap=1)
-    got, pair, got_rule = accounted_epsilon("undetected", unit, sigma=mech.sigma, q_u=0.25, q_e=0.2, q_s=1.0,
-                                            rounds=10, delta=1e-5, delta_trunc=trunc)
-    assert got_rule == rule and got == want and pair == mech.undetected(rule)
+    got, pair, got_bound = accounted_epsilon("undetected", unit, sigma=mech.sigma, q_u=0.25, q_e=0.2, q_s=1.0,
+                                             rounds=10, delta=1e-5, delta_trunc=trunc)
+    assert got_bound == bound and got == want and pair == mech.undetected(bound)
     # At beta = 0.2 the audit converts to units ((sigma * 0.2) / 0.2, s / 0.2): sigma and the shifts differ
     # from the accountant's by an ulp or two, and the same code then runs on other floats. The PLD of each
     # part, its mixture and the 10-fold composition are re-rounded (FFT: ~1e-14 on a delta summed over the
@@ -191,12 +191,12 @@ def test_accounted_undetected_epsilon_is_the_accountants():
     # deciding pair's own curve. Measured: 1.4e-12 relative at most (17.826009397844043 vs
     # 17.826009397819952 on one machine, 4e-13 on another).
     sens = sensitivities(beta=0.2, w_max=1.0, m_max=89, k_cap=1)
-    got, pair, got_rule = accounted_epsilon("undetected", sens, sigma=mech.sigma * 0.2, q_u=0.25, q_e=0.2,
-                                            q_s=1.0, rounds=10, delta=1e-5, delta_trunc=trunc)
+    got, pair, got_bound = accounted_epsilon("undetected", sens, sigma=mech.sigma * 0.2, q_u=0.25, q_e=0.2,
+                                             q_s=1.0, rounds=10, delta=1e-5, delta_trunc=trunc)
     d = 1e-5 - trunc
     slope = 0.1 / (pairs_epsilon([(pair, 10)], delta=d * math.exp(-0.1)) - got)  # -d ln(delta) / d eps
     assert slope > 0.1
-    assert got_rule == rule and got == pytest.approx(want, rel=0, abs=10 * 2e-14 / d / slope)
+    assert got_bound == bound and got == pytest.approx(want, rel=0, abs=10 * 2e-14 / d / slope)
 
 
 def test_realizable_laws_main_and_entity_exact():
@@ -368,16 +368,16 @@ def test_undetected_double_count_control_wiring():
     sc = Scenario(QS1, "uedp", "undetected", "flip")
     sound = build_mechanism(sc, z=1.5, noise=GaussianNoise(seed=0))
     broken = build_mechanism(sc, z=1.5, noise=GaussianNoise(seed=0),
-                             undetected_rule=("four_point_qu2_qs", undetected_double_count))
-    assert broken.sigma == sound.sigma and broken.claimed_rule == "four_point_qu2_qs" and sound.claimed_rule == "lps"
+                             undetected_bound=("four_point_qu2_qs", undetected_double_count))
+    assert broken.sigma == sound.sigma and broken.claimed_bound == "four_point_qu2_qs" and sound.claimed_bound == "lps"
     q, p = QS1.q_u, QS1.q_u**2 * QS1.q_s
     assert broken.claimed.sensitivities == pytest.approx((0, 1, 2, 3))
     assert broken.claimed.probs == pytest.approx(((1 - q) * (1 - p), q * (1 - p), (1 - q) * p, q * p))
     assert broken.claimed_epsilon < sound.claimed_epsilon
-    # the rule is used only for eps_undetected
+    # the bound is used only for eps_undetected
     other = build_mechanism(Scenario(QS1, "uedp", "user"), z=1.5, noise=GaussianNoise(seed=0),
-                            undetected_rule=("four_point_qu2_qs", undetected_double_count))
-    assert other.claimed_rule == "user"
+                            undetected_bound=("four_point_qu2_qs", undetected_double_count))
+    assert other.claimed_bound == "user"
 
 
 def _twin(name: str, adjacency: str) -> AuditSetting:
@@ -409,7 +409,7 @@ def test_each_control_claims_less_than_its_true_epsilon_and_its_twin_does_not(co
     else:
         parts = {"entity_k_beta": {"sensitivity_fn": sensitivities_entity_k_beta},
                  "no_user_term": {"sensitivity_fn": sensitivities_without_user_term},
-                 "undetected_double_count": {"undetected_rule": ("q", undetected_double_count)}}[control]
+                 "undetected_double_count": {"undetected_bound": ("q", undetected_double_count)}}[control]
         mech = build_mechanism(sc, z=z, noise=noise, **parts)
         twin = build_mechanism(sc, z=z_sound or 3.3, noise=noise)
     law = realizable_law(sc)
@@ -422,13 +422,13 @@ def test_each_control_claims_less_than_its_true_epsilon_and_its_twin_does_not(co
     assert law.true_epsilon(twin.actual_sigma / s.unit, s.rounds, s.delta) <= twin.claimed_epsilon * (1 + 1e-3)
 
 
-def test_unproved_four_point_rule_is_not_exceeded_by_the_flip_design():
+def test_unproved_four_point_bound_is_not_exceeded_by_the_flip_design():
     """The four-point mixture at p = q_u q_s (issue 22: unproved), calibrated to 2 at main_qs1 (z measured
     once): the flip design's true epsilon is BELOW its claim, so this audit cannot certify a violation of it
-    (a statement about this worst case, not a proof of the rule)."""
+    (a statement about this worst case, not a proof of the bound)."""
     sc = Scenario(_twin("main_qs1", "undetected"), "uedp", "undetected", "flip")
     mech = build_mechanism(sc, z=2.8854, noise=GaussianNoise(seed=0),
-                           undetected_rule=("four_point_qu_qs", undetected_four_point_qu_qs))
+                           undetected_bound=("four_point_qu_qs", undetected_four_point_qu_qs))
     assert mech.claimed_epsilon == pytest.approx(2.0, abs=0.01)
     assert 1.7 < realizable_law(sc).true_epsilon(mech.sigma / sc.setting.unit, 30, 1e-5) < mech.claimed_epsilon
 

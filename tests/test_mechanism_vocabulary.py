@@ -17,7 +17,7 @@ from uedp.errors import ConfigError
 from uedp.privacy import mechanisms
 from uedp.privacy.mechanisms import MechanismSpec, get, summary_methods
 from uedp.privacy.noise import GaussianNoise
-from uedp.privacy.sensitivity import METHODS as ACCOUNTING
+from uedp.privacy.sensitivity import RULES
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = AuditSetting(name="small", num_users=20, q_u=0.3, m_max=8, rounds=3)
@@ -43,9 +43,9 @@ def registry(monkeypatch):
 def test_every_summary_method_is_a_registered_specs():
     assert summary_methods() == ("uedp", "uedp_naive", "uedp_split", "user_dp", "noiseless", "local_dp")
     for spec in mechanisms.specs():
-        # a central mechanism's summary says its accounting (the ledger's method), a local one its own name
-        assert spec.summary_method == (spec.accounting if not spec.local else "local_dp")
-        assert (spec.summary_method in ACCOUNTING) != spec.local
+        # a central mechanism's summary says its accounting rule (the ledger's "method"), a local one its own name
+        assert spec.summary_method == (spec.rule if not spec.local else "local_dp")
+        assert (spec.summary_method in RULES) != spec.local
 
 
 def test_a_local_mechanism_must_register_its_summary_method():
@@ -53,7 +53,7 @@ def test_a_local_mechanism_must_register_its_summary_method():
     with pytest.raises(ValueError, match="summary method"):
         dataclasses.replace(dp_bart, summary_method="")  # would say "noiseless": a central method
     with pytest.raises(ValueError, match="summary method"):
-        dataclasses.replace(get("uedp"), summary_method="local_dp")  # a central one says its accounting
+        dataclasses.replace(get("uedp"), summary_method="local_dp")  # a central one says its accounting rule
 
 
 def test_summary_writers_take_the_method_from_the_spec():
@@ -93,7 +93,7 @@ def test_the_audits_methods_are_registered_specs():
     for name in audit.METHODS:
         sc = Scenario(SMALL, name, "user")
         spec = get(name)
-        assert sc.spec is spec and sc.accounting == spec.accounting and sc.keyed == spec.keyed
+        assert sc.spec is spec and sc.rule == spec.rule and sc.keyed == spec.keyed
         assert (sc.m_max, sc.k_cap, sc.rates) == (spec.m_max(SMALL), spec.k_cap(SMALL), spec.rates(SMALL))
         assert SMALL.claims(name) == spec.claims
     with pytest.raises(ConfigError, match="unknown mechanism"):

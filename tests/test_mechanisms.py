@@ -12,7 +12,7 @@ from uedp.privacy.mechanisms import MechanismSpec, sampling_rates, spec_for
 from uedp.protocol import RoundInstructions
 
 
-@pytest.mark.parametrize("strategy, estimator, name, accounting, adjacency", [
+@pytest.mark.parametrize("strategy, estimator, name, rule, adjacency", [
     ("uedp", "f_E+", "uedp", "uedp", "uedp"),
     ("uedp", "f_E", "uedp_naive", "uedp_naive", "uedp"),
     ("user_dp", "f_E+", "user_dp", "user_dp", "user"),
@@ -20,10 +20,9 @@ from uedp.protocol import RoundInstructions
     ("fedavg", "f_E+", "fedavg", "noiseless", None),
     ("deid", "f_E+", "deid", "noiseless", None),
 ])
-def test_the_config_selects_one_spec(strategy, estimator, name, accounting, adjacency):
+def test_the_config_selects_one_spec(strategy, estimator, name, rule, adjacency):
     spec = spec_for(strategy, estimator)
-    assert (spec.name, spec.accounting, spec.adjacency, spec.private) == (name, accounting, adjacency,
-                                                                          adjacency is not None)
+    assert (spec.name, spec.rule, spec.adjacency, spec.private) == (name, rule, adjacency, adjacency is not None)
     assert mechanisms.get(name) is spec
 
 
@@ -46,18 +45,18 @@ def test_the_sampling_rate_rule_is_shared_by_spec_and_accountant():
                 "deid": (1.0, 1.0), "dp_bart": (1.0, 1.0)}
     for spec in mechanisms.specs():
         rates = spec.rates(privacy)
-        assert rates == expected[spec.name] == sampling_rates(spec.accounting, q_e=0.3, q_s=0.4)
-        z = 0.0 if spec.accounting == "noiseless" else 1.0
+        assert rates == expected[spec.name] == sampling_rates(spec.rule, q_e=0.3, q_s=0.4)
+        z = 0.0 if spec.rule == "noiseless" else 1.0
         # the ledger's mechanism for the spec's round validates, and other rates are refused
         gamma = spec.gamma(privacy) / privacy.beta  # the split's entity clip in units of beta (0 otherwise)
         assert (gamma > 0) == spec.split
-        m = Mechanism(method=spec.accounting, z=z, q_u=0.1, q_e=rates[0], q_s=rates[1], m_max=spec.m_max(privacy),
+        m = Mechanism(rule=spec.rule, z=z, q_u=0.1, q_e=rates[0], q_s=rates[1], m_max=spec.m_max(privacy),
                       k_cap=spec.k_cap(privacy), gamma=gamma)
-        assert mechanism(spec.accounting, z=z, q_u=0.1, q_e=rates[0] if spec.keyed else None,
+        assert mechanism(spec.rule, z=z, q_u=0.1, q_e=rates[0] if spec.keyed else None,
                          q_s=rates[1] if spec.keyed else None, m_max=m.m_max, k_cap=m.k_cap, gamma=gamma) == m
         if rates != (0.3, 0.4):
             with pytest.raises(ConfigError, match="sampling_rates"):
-                Mechanism(method=spec.accounting, z=z, q_u=0.1, q_e=0.3, q_s=0.4, m_max=m.m_max, k_cap=m.k_cap)
+                Mechanism(rule=spec.rule, z=z, q_u=0.1, q_e=0.3, q_s=0.4, m_max=m.m_max, k_cap=m.k_cap)
 
 
 def test_cap_and_truncation_follow_the_spec():
@@ -68,11 +67,11 @@ def test_cap_and_truncation_follow_the_spec():
 
 
 def test_a_spec_must_be_consistent():
-    base = dict(name="x", strategy="x", estimator=None, accounting="uedp", adjacency="uedp", keyed=True,
+    base = dict(name="x", strategy="x", estimator=None, rule="uedp", adjacency="uedp", keyed=True,
                 truncate=True, entity_cap=True)
     MechanismSpec(**base)
-    for bad in ({"accounting": "dp"}, {"adjacency": "entity"}, {"adjacency": None}, {"keyed": False},
-                {"accounting": "noiseless"}, {"estimator": "f_X"}):
+    for bad in ({"rule": "dp"}, {"adjacency": "entity"}, {"adjacency": None}, {"keyed": False},
+                {"rule": "noiseless"}, {"estimator": "f_X"}):
         with pytest.raises(ValueError):
             MechanismSpec(**{**base, **bad})
     with pytest.raises(ValueError, match="twice"):

@@ -28,7 +28,7 @@ USER_SETTINGS = [  # eps_user in a meaningful range (0.1 to 20): noise multiplie
 
 
 def mech(z, q_u, q_e, q_s, m_max, k_cap) -> Mechanism:
-    return Mechanism(method="uedp", z=z, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap)
+    return Mechanism(rule="uedp", z=z, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap)
 
 
 def reference_user_epsilon(q_u: float, noise_multiplier: float, rounds: int) -> float:
@@ -81,7 +81,7 @@ def test_degenerate_cases() -> None:
     noiseless = mechanism("noiseless", z=0.0, q_u=0.05, m_max=100)
     assert (noiseless.q_e, noiseless.q_s) == (1.0, 1.0)  # every sentence: the rates of uedp.privacy.mechanisms
     with pytest.raises(ConfigError, match="sampling_rates"):
-        Mechanism(method="noiseless", z=0.0, q_u=0.05, q_e=0.5, q_s=0.1, m_max=100)
+        Mechanism(rule="noiseless", z=0.0, q_u=0.05, q_e=0.5, q_s=0.1, m_max=100)
     assert math.isinf(eps_uedp(noiseless, rounds=1)) and math.isinf(eps_user(noiseless, rounds=1))
     unbounded = mechanism("user_dp", z=1.0, q_u=0.05, m_max=None)  # no truncation: s_e is infinite
     assert math.isinf(eps_uedp(unbounded, rounds=10))
@@ -142,7 +142,7 @@ def test_beta_and_w_max_cancel() -> None:
         values.append(scaled.pld(1e-2).self_compose(5).get_epsilon_for_delta(DELTA))
     assert values[1] == pytest.approx(values[0], rel=1e-6) and values[2] == pytest.approx(values[0], rel=1e-6)
     records = [
-        RoundRecord(round=1, method="uedp", q_u=0.1, q_e=0.3, q_s=0.1, m_max=20, k_cap=None, beta=beta,
+        RoundRecord(round=1, rule="uedp", q_u=0.1, q_e=0.3, q_s=0.1, m_max=20, k_cap=None, beta=beta,
                     w_max=w_max, z=1.5, denominator=2.0)
         for beta, w_max in ((1.0, 1.0), (0.01, 0.3))
     ]  # fmt: skip
@@ -162,9 +162,9 @@ def test_validation() -> None:
     with pytest.raises(ConfigError, match="noise multiplier"):
         mech(0.0, 0.05, 0.5, 0.1, 100, None)
     with pytest.raises(ConfigError, match=r"user_dp rounds are accounted with \(q_e, q_s\) = \(1.0, 1.0\)"):
-        Mechanism(method="user_dp", z=1.0, q_u=0.05, q_e=0.5, q_s=1.0, m_max=100)
+        Mechanism(rule="user_dp", z=1.0, q_u=0.05, q_e=0.5, q_s=1.0, m_max=100)
     with pytest.raises(ConfigError, match=r"uedp_naive rounds are accounted with \(q_e, q_s\) = \(0.5, 0.0\)"):
-        Mechanism(method="uedp_naive", z=1.0, q_u=0.05, q_e=0.5, q_s=0.1, m_max=100)
+        Mechanism(rule="uedp_naive", z=1.0, q_u=0.05, q_e=0.5, q_s=0.1, m_max=100)
     with pytest.raises(ConfigError, match="m_max"):
         mech(2.0, 0.05, 0.5, 0.1, None, None)
 
@@ -184,8 +184,8 @@ def test_mixture_epsilon_is_the_ledgers_epsilon_for_a_ledgers_mixture():
     for adjacency in ("uedp", "user"):
         assert mixture_epsilon(m.mixture(adjacency), 30, 1e-5) == pytest.approx(
             epsilon(adjacency, [(m, 30)], delta=1e-5, num_users=80), rel=1e-9)
-    value, rule = undetected_epsilon([(m, 30)], delta=1e-5, num_users=80)
-    assert mixture_epsilon(m.undetected(rule), 30, 1e-5) == pytest.approx(value, rel=1e-9)
+    value, bound = undetected_epsilon([(m, 30)], delta=1e-5, num_users=80)
+    assert mixture_epsilon(m.undetected(bound), 30, 1e-5) == pytest.approx(value, rel=1e-9)
     with pytest.raises(ValueError, match="rounds"):
         mixture_epsilon(m.mixture("uedp"), 0, 1e-5)
     with pytest.raises(ConfigError, match="delta"):

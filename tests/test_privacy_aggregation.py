@@ -75,13 +75,13 @@ def test_sensitivities_and_noise_std() -> None:
     # s_u = w_max beta whatever the truncation and the cap (docs/proofs.md Theorem 1; the contract had 3 and 2)
     assert sensitivities(beta=2.0, w_max=0.5, m_max=10, k_cap=3) == Sensitivities(1.0, 6.0, 2.0, 1.0)
     assert sensitivities(beta=2.0, w_max=0.5, m_max=10, k_cap=None) == Sensitivities(1.0, 20.0, 2.0, 1.0)
-    assert sensitivities(beta=1.0, w_max=1.0, m_max=10, k_cap=None, method="user_dp").s_u == 1.0
-    assert sensitivities(beta=1.0, w_max=1.0, m_max=None, k_cap=None, method="user_dp").s_u == 1.0
+    assert sensitivities(beta=1.0, w_max=1.0, m_max=10, k_cap=None, rule="user_dp").s_u == 1.0
+    assert sensitivities(beta=1.0, w_max=1.0, m_max=None, k_cap=None, rule="user_dp").s_u == 1.0
     sens = sensitivities(beta=2.0, w_max=0.5, m_max=10, k_cap=3)
     assert noise_std("uedp", 1.5, sens) == pytest.approx(1.5 * 7.0)
     assert noise_std("user_dp", 1.5, sens) == pytest.approx(1.5)
     assert noise_std("noiseless", 1.5, sens) == 0.0
-    with pytest.raises(ValueError, match="method"):
+    with pytest.raises(ValueError, match="accounting rule"):
         noise_std("dp", 1.0, sens)
 
 

@@ -23,7 +23,7 @@ SETTINGS = [  # small and quick: explicit coarse grids for the mixtures, the aut
     dict(target=4.0, q_u=0.1, q_e=0.3, q_s=0.1, m_max=20, k_cap=2, rounds=10, value_discretization_interval=0.02,
          num_users=20),
     dict(target=3.0, q_u=0.05, q_e=0.5, m_max=10, rounds=10, value_discretization_interval=0.02, num_users=10),
-    dict(target=1.0, q_u=0.05, m_max=None, rounds=40, method="user_dp", adjacency="user"),
+    dict(target=1.0, q_u=0.05, m_max=None, rounds=40, rule="user_dp", adjacency="user"),
     dict(target=2.0, q_u=0.02, q_e=0.3, m_max=10, rounds=30, adjacency="user", tol=1e-2, num_users=10),
     dict(target=3.0, q_u=0.25, q_e=0.2, q_s=1.0, m_max=40, k_cap=1, rounds=10, adjacency="undetected",
          value_discretization_interval=0.02, num_users=40),
@@ -33,10 +33,10 @@ SETTINGS = [  # small and quick: explicit coarse grids for the mixtures, the aut
 def fine_epsilon(z: float, setting: dict) -> float:
     """What a ledger of these rounds reports (the auto grid unless the setting gives one)."""
     params = {k: v for k, v in setting.items() if k not in ("target", "tol")}
-    method, adjacency = params.pop("method", "uedp"), params.pop("adjacency", "uedp")
+    rule, adjacency = params.pop("rule", "uedp"), params.pop("adjacency", "uedp")
     rounds, vdi = params.pop("rounds"), params.pop("value_discretization_interval", None)
     num_users = params.pop("num_users", None)
-    m = mechanism(method, z=z, **params)
+    m = mechanism(rule, z=z, **params)
     return epsilon(adjacency, [(m, rounds)], delta=DELTA, value_discretization_interval=vdi, num_users=num_users)
 
 
@@ -62,7 +62,7 @@ def test_calibration_hits_target() -> None:
         return epsilon("uedp", [(m, rounds)], value_discretization_interval=vdi, num_users=50)
 
     assert eps_at(z) <= target < eps_at(z - tol)
-    z_user = calibrate_noise_multiplier(1.0, q_u=0.05, m_max=50, rounds=rounds, method="user_dp",
+    z_user = calibrate_noise_multiplier(1.0, q_u=0.05, m_max=50, rounds=rounds, rule="user_dp",
                                         adjacency="user", value_discretization_interval=vdi,
                                         num_users=50)  # fmt: skip
 
@@ -85,7 +85,7 @@ def test_calibration_with_the_default_grid_passes_the_ledger_budget() -> None:
     assert fine_epsilon(z, setting) <= target < fine_epsilon(z - tol, setting)
     ledger = Ledger(delta=DELTA, num_users=20)
     for t in range(1, rounds + 1):
-        record = RoundRecord(round=t, method="uedp", **params, beta=1.0, w_max=1.0, z=z, denominator=2.0)
+        record = RoundRecord(round=t, rule="uedp", **params, beta=1.0, w_max=1.0, z=z, denominator=2.0)
         if t == rounds:
             assert ledger.check_budget(record, target_epsilon=target).allowed
         ledger.append(record)
@@ -99,7 +99,7 @@ def test_calibration_validation() -> None:
         with pytest.raises(ConfigError, match="0 for every"):
             calibrate(1.0, q_u=0.0, q_e=0.0, m_max=10, rounds=10, num_users=10)
         with pytest.raises(ConfigError, match="infinite for every"):
-            calibrate(1.0, q_u=0.05, m_max=None, rounds=10, method="user_dp")  # uedp adjacency: s_e = inf
+            calibrate(1.0, q_u=0.05, m_max=None, rounds=10, rule="user_dp")  # uedp adjacency: s_e = inf
         with pytest.raises(ConfigError, match="tolerance"):
             calibrate(1.0, q_u=0.05, q_e=0.5, m_max=10, rounds=10, tol=0.0, num_users=10)
         with pytest.raises(ConfigError, match="rounds"):

@@ -14,7 +14,7 @@ from uedp.privacy.ledger import Ledger, RoundRecord
 
 
 def record(t: int, **changes) -> RoundRecord:
-    base = dict(round=t, method="uedp", q_u=0.1, q_e=0.3, q_s=0.1, m_max=40, k_cap=2, beta=0.5, w_max=1.0,
+    base = dict(round=t, rule="uedp", q_u=0.1, q_e=0.3, q_s=0.1, m_max=40, k_cap=2, beta=0.5, w_max=1.0,
                 z=1.2, denominator=4.0)  # fmt: skip
     return RoundRecord(**{**base, **changes})
 
@@ -22,9 +22,9 @@ def record(t: int, **changes) -> RoundRecord:
 def test_record_holds_public_parameters_only() -> None:
     r = record(1)
     names = {f.name for f in dataclasses.fields(RoundRecord)}
-    assert names == {"round", "method", "q_u", "q_e", "q_s", "m_max", "k_cap", "beta", "w_max", "z", "denominator",
+    assert names == {"round", "rule", "q_u", "q_e", "q_s", "m_max", "k_cap", "beta", "w_max", "z", "denominator",
                      "gamma", "noise"}
-    # the file keeps its keys: the public denominator is saved as "Z" (FILE_KEYS)
+    # the file keeps its keys: the public denominator is saved as "Z", the accounting rule as "method" (FILE_KEYS)
     assert list(r.to_dict()) == ["round", "method", "q_u", "q_e", "q_s", "m_max", "k_cap", "beta", "w_max", "z", "Z",
                                  "gamma", "noise", "sigma"]
     assert r.sigma == pytest.approx(1.2 * (1 + 4) * 0.5)  # z (s_u + s_e) w_max beta, cap on
@@ -89,7 +89,7 @@ def test_delta_is_validated() -> None:
 def test_json_round_trip_and_atomic_save(tmp_path) -> None:
     ledger = Ledger(delta=1e-5, num_users=500)
     for t in (1, 2, 3):
-        ledger.append(record(t, method="uedp_naive", q_s=0.0) if t == 3 else record(t))
+        ledger.append(record(t, rule="uedp_naive", q_s=0.0) if t == 3 else record(t))
     path = ledger.save(tmp_path / "ckpt" / "ledger.json")
     assert sorted(p.name for p in path.parent.iterdir()) == ["ledger.json"]  # no temporary file left
     data = json.loads(path.read_text())
@@ -239,8 +239,8 @@ def test_a_version_1_ledger_still_loads_and_is_saved_chained(tmp_path) -> None:
         Ledger.load(path)
 
 
-# A ledger saved before RoundRecord's `Z` became `denominator` (written by that code, its hashes computed by it):
-# the file format and every record's hash are unchanged by the rename.
+# A ledger saved before RoundRecord's `Z` became `denominator` and its `method` became `rule` (written by that
+# code, its hashes computed by it): the file format and every record's hash are unchanged by both renames.
 BEFORE_THE_RENAME = """{
  "format": "uedp-ledger",
  "version": 2,
@@ -296,14 +296,16 @@ def test_a_ledger_saved_before_the_rename_loads_and_saves_byte_identically(tmp_p
     path = tmp_path / "ledger.json"
     path.write_text(BEFORE_THE_RENAME)
     loaded = Ledger.load(path)  # every hash and the head verified
-    assert [r.denominator for r in loaded.records] == [50.0, 50.0]
+    assert [r.denominator for r in loaded.records] == [50.0, 50.0] and [r.rule for r in loaded.records] == ["uedp"] * 2
     assert loaded.head.hash == "4a41a713ca698234f5972122a34c7731b6b730655a63d7cea27c41ac9906a656"
     assert loaded.to_dict() == json.loads(BEFORE_THE_RENAME)
     assert loaded.save(tmp_path / "again.json").read_text() == BEFORE_THE_RENAME
     # built afresh with the new name, the same rounds give the same file
     fresh = Ledger(delta=1e-5, num_users=200, records=[
-        RoundRecord(round=t, method="uedp", q_u=0.25, q_e=0.2, q_s=0.2, m_max=40, k_cap=1, beta=0.2, w_max=1.0,
+        RoundRecord(round=t, rule="uedp", q_u=0.25, q_e=0.2, q_s=0.2, m_max=40, k_cap=1, beta=0.2, w_max=1.0,
                     z=1.5, denominator=50.0, noise="secure") for t in (1, 2)])
     assert fresh.save(tmp_path / "fresh.json").read_text() == BEFORE_THE_RENAME
     with pytest.raises(ConfigError, match=r"unknown fields \['denominator'\], missing fields \['Z'\]"):
         RoundRecord.from_dict({("denominator" if k == "Z" else k): v for k, v in loaded.records[0].to_dict().items()})
+    with pytest.raises(ConfigError, match=r"unknown fields \['rule'\], missing fields \['method'\]"):
+        RoundRecord.from_dict({("rule" if k == "method" else k): v for k, v in loaded.records[0].to_dict().items()})

@@ -165,9 +165,9 @@ def test_every_exported_name_is_public_and_resolves():
 N = 40  # public places; m_max = 25 with q_u <= 0.2: truncation is charged but small (delta_trunc < 1e-6)
 
 
-def _record(t: int, *, method: str, z: float, q_u: float, q_e: float, q_s: float, m_max: int | None,
+def _record(t: int, *, rule: str, z: float, q_u: float, q_e: float, q_s: float, m_max: int | None,
             k_cap: int | None) -> RoundRecord:
-    return RoundRecord(round=t, method=method, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap, beta=0.5,
+    return RoundRecord(round=t, rule=rule, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap, beta=0.5,
                        w_max=0.8, z=z, denominator=3.0)
 
 
@@ -176,11 +176,11 @@ def _ledger() -> Ledger:
     ledger = Ledger(delta=DELTA, num_users=N)
     for t in range(1, 8):
         if t <= 3:
-            params = dict(method="uedp", z=1.0, q_u=0.2, q_e=0.3, q_s=0.2, m_max=25, k_cap=2)
+            params = dict(rule="uedp", z=1.0, q_u=0.2, q_e=0.3, q_s=0.2, m_max=25, k_cap=2)
         elif t <= 5:
-            params = dict(method="uedp", z=3.0, q_u=0.1, q_e=0.2, q_s=0.2, m_max=25, k_cap=None)
+            params = dict(rule="uedp", z=3.0, q_u=0.1, q_e=0.2, q_s=0.2, m_max=25, k_cap=None)
         else:
-            params = dict(method="uedp_naive", z=1.2, q_u=0.2, q_e=0.5, q_s=0.0, m_max=25, k_cap=1)
+            params = dict(rule="uedp_naive", z=1.2, q_u=0.2, q_e=0.5, q_s=0.0, m_max=25, k_cap=1)
         ledger.append(_record(t, **params))
     return ledger
 
@@ -190,7 +190,7 @@ def _dp_event(record: RoundRecord, adjacency: str) -> dp_accounting.DpEvent:
     is the ledger's sigma, the shifts are uedp.privacy.sensitivity's, both in units of w_max * beta."""
     unit = record.w_max * record.beta
     sens = sensitivities(beta=record.beta, w_max=record.w_max, m_max=record.m_max, k_cap=record.k_cap,
-                         method=record.method)
+                         rule=record.rule)
     sigma, s_u, s_e, q_u, q_e = record.sigma / unit, sens.s_u / unit, sens.s_e / unit, record.q_u, record.q_e
     if adjacency == "user":
         return dp_accounting.PoissonSampledDpEvent(q_u, dp_accounting.GaussianDpEvent(sigma / s_u))
@@ -249,8 +249,8 @@ def test_the_records_functions_are_the_pairs_functions_on_the_records_pairs():
         assert rdp_epsilon_of(records, adjacency, delta=DELTA, num_users=N) == pairs_rdp_epsilon(pairs, delta=d)
         assert epsilon(adjacency, list(groups), num_users=N) == epsilon_of(records, adjacency, delta=DELTA,
                                                                           num_users=N)
-    candidates = [{r: [(m.undetected(r), c) for m, c in groups] for r in rules}
-                  for rules in (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES)]
+    candidates = [{b: [(m.undetected(b), c) for m, c in groups] for b in bounds}
+                  for bounds in (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES)]
     assert undetected_epsilon(records, delta=DELTA, num_users=N) == undetected_bound(candidates, delta=d)
     assert ledger.epsilons() == compose_epsilons(records, num_users=N).as_dict()
     assert epsilon_of(records, "undetected", delta=DELTA, num_users=N) == ledger.epsilons()["eps_undetected"]
@@ -286,8 +286,8 @@ def test_the_public_api_validates_its_arguments():
 def _two_mechanisms(z: float) -> list[RoundRecord]:
     """6 rounds of UeDP (entity cap 2) then 4 of f_E (no S, cap 1) at noise multiplier z: a ledger mixing two
     mechanisms, with a truncation charge (N = 40 places, m_max 25)."""
-    uedp = dict(method="uedp", q_u=0.2, q_e=0.3, q_s=0.5, m_max=25, k_cap=2)
-    naive = dict(method="uedp_naive", q_u=0.15, q_e=0.4, q_s=0.0, m_max=25, k_cap=1)
+    uedp = dict(rule="uedp", q_u=0.2, q_e=0.3, q_s=0.5, m_max=25, k_cap=2)
+    naive = dict(rule="uedp_naive", q_u=0.15, q_e=0.4, q_s=0.0, m_max=25, k_cap=1)
     return [_record(t, z=z, **(uedp if t <= 6 else naive)) for t in range(1, 11)]
 
 

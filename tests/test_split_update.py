@@ -40,7 +40,7 @@ def _through_the_mod(new: SplitModels | dict, weights: list[np.ndarray], ins: Ro
 
 
 def test_sensitivities_of_the_split_update() -> None:
-    sens = sensitivities(beta=0.5, w_max=0.8, m_max=10, k_cap=None, method="uedp_split", gamma=0.05)
+    sens = sensitivities(beta=0.5, w_max=0.8, m_max=10, k_cap=None, rule="uedp_split", gamma=0.05)
     assert sens.s_u == pytest.approx(0.8 * (0.5 + 0.05))  # the client's own two parts
     assert sens.s_e == pytest.approx(2 * 10 * 0.8 * 0.05)  # every place on G may use e': its entity part
     assert sens.s_s == pytest.approx(2 * 0.8 * (0.5 + 0.05))  # both parts of one user may move (F2)
@@ -49,8 +49,8 @@ def test_sensitivities_of_the_split_update() -> None:
     with pytest.raises(ConfigError, match="gamma"):
         mechanism("uedp_split", z=2.0, q_u=0.1, q_e=0.3, q_s=1.0, m_max=10)
     with pytest.raises(ValueError, match="gamma"):
-        sensitivities(beta=0.5, w_max=1.0, m_max=10, k_cap=1, method="uedp", gamma=0.1)
-    record = RoundRecord(round=1, method="uedp_split", q_u=0.1, q_e=0.3, q_s=1.0, m_max=10, k_cap=None, beta=0.5,
+        sensitivities(beta=0.5, w_max=1.0, m_max=10, k_cap=1, rule="uedp", gamma=0.1)
+    record = RoundRecord(round=1, rule="uedp_split", q_u=0.1, q_e=0.3, q_s=1.0, m_max=10, k_cap=None, beta=0.5,
                          w_max=1.0, z=2.0, denominator=5.0, gamma=0.05)
     assert record.mechanism.gamma == pytest.approx(0.1) and record.sigma == pytest.approx(2.0 * (0.55 + 1.0))
     assert RoundRecord.from_dict(record.to_dict()) == record
@@ -165,7 +165,7 @@ def test_a_split_run_records_gamma_and_its_sigma(tmp_path) -> None:
     s = run_local(tiny_config(tmp_path, strategy={"name": "uedp_split"}))
     ledger = Ledger.load(tmp_path / "ledger.json")
     gamma = 2 * 0.5 / 8  # privacy.gamma = 0: max(k_cap, 1) beta / m_max, tiny_config's k_cap 2, m_max 8
-    assert all(r.method == "uedp_split" and r.gamma == pytest.approx(gamma) for r in ledger.records)
+    assert all(r.rule == "uedp_split" and r.gamma == pytest.approx(gamma) for r in ledger.records)
     assert s["sigma"] == pytest.approx(1.0 * ((0.5 + gamma) + 2 * 8 * gamma))
     assert s["rounds"] == 3 and np.isfinite(s["final"]["perplexity"])
     assert s["eps_uedp"] == pytest.approx(ledger.epsilons()["eps_uedp"])

@@ -1,6 +1,6 @@
 """eps_undetected (docs/proofs.md Theorem 2): its labelled pairs against dp-accounting computed directly,
 against numerical integration of the TRUE pair of output distributions (the issue-22 counterexample among
-them), against the contract's old rule, and the reported rule's name."""
+them), against the contract's old rule, and the reported bound's name."""
 
 from __future__ import annotations
 
@@ -173,9 +173,9 @@ def test_every_sound_bound_dominates_the_true_pair_and_the_four_point_with_p_qu_
             gamma = math.exp(eps)
             true_rem = _hockey(pm, pw, qm, qw, sigma, gamma)
             true_add = _hockey(qm, qw, pm, pw, sigma, gamma)
-            for rule in SOUND:
-                rem, add = _pair_hockey(undetected_pair(rule, sens, sigma, q_u=q_u, q_e=0.0, q_s=q_s), sigma, gamma)
-                assert true_rem <= rem * (1 + 1e-4) + 1e-9 and true_add <= add * (1 + 1e-4) + 1e-9, (rule, eps)
+            for bound in SOUND:
+                rem, add = _pair_hockey(undetected_pair(bound, sens, sigma, q_u=q_u, q_e=0.0, q_s=q_s), sigma, gamma)
+                assert true_rem <= rem * (1 + 1e-4) + 1e-9 and true_add <= add * (1 + 1e-4) + 1e-9, (bound, eps)
             _, b_add = _pair_hockey(broken, sigma, gamma)
             exceeded |= true_add > 1.5 * b_add + 1e-6
     assert exceeded
@@ -190,8 +190,8 @@ def test_issue_22_numbers_and_the_rule_at_q_s_1() -> None:
     four = Mixture(sigma=sigma, sensitivities=(0.0, 3.0, 2.0, 5.0), probs=(0.75**2, 0.25 * 0.75, 0.75 * 0.25, 0.25**2))
     assert mixture_epsilon(four, 30, DELTA) == pytest.approx(8.75, abs=0.05)
     m = mechanism("uedp", z=1.1495, q_u=0.25, q_e=0.2, q_s=1.0, m_max=89, k_cap=1)  # uedp epsilon --target 8
-    value, rule = undetected_epsilon([(m, 30)], delta=DELTA, num_users=200)
-    assert rule == "lps" and value == pytest.approx(8.0, abs=0.02)
+    value, bound = undetected_epsilon([(m, 30)], delta=DELTA, num_users=200)
+    assert bound == "lps" and value == pytest.approx(8.0, abs=0.02)
     revealed = mixture_epsilon(m.undetected("revealed_L"), 30, DELTA)
     assert value < revealed < mixture_epsilon(m.undetected("four_point_S"), 30, DELTA)
 
@@ -214,6 +214,6 @@ def test_a_sentence_with_detected_entities_is_charged_at_q_e() -> None:
     """q_s = 0 (f_E) no longer makes eps_undetected the user epsilon: an undetected entity inside a sentence
     whose detected entities are sampled (q_e) is used, and the bound for it decides."""
     m = mechanism("uedp_naive", z=1.0, q_u=0.25, q_e=0.5, q_s=0.0, m_max=40, k_cap=1)
-    value, rule = undetected_epsilon([(m, 20)], delta=DELTA, num_users=40)
-    assert rule in ("revealed_L_entity", "lps_entity")
+    value, bound = undetected_epsilon([(m, 20)], delta=DELTA, num_users=40)
+    assert bound in ("revealed_L_entity", "lps_entity")
     assert value > 1.05 * mixture_epsilon(user_pair(m.sigma, 1.0, 0.25), 20, DELTA)

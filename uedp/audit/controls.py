@@ -17,8 +17,8 @@ it detects them. Each is an ordinary component that a run is given in place of t
 The controls of the crafted-update audit (uedp.audit.mechanism, docs/audit.md Findings 9-10) are below:
 `ScaledNoise` (noise std halved), `understated_sampling` (the accountant told q_u / 2), the sensitivity
 rules `sensitivities_entity_k_beta` (s_e = k_cap b) and `sensitivities_without_user_term` (s_u dropped),
-and the undetected-entity rules `undetected_double_count` (the four-point mixture at p = q_u^2 q_s) and
-`undetected_four_point_qu_qs` (p = q_u q_s: the rule issue 22 found unproved; audited as a probe).
+and the undetected-entity bounds `undetected_double_count` (the four-point mixture at p = q_u^2 q_s) and
+`undetected_four_point_qu_qs` (p = q_u q_s: the bound issue 22 found unproved; audited as a probe).
 """
 
 from __future__ import annotations
@@ -120,8 +120,8 @@ NO_USER_TERM_WARNING = "BROKEN CONTROL: the s_u term dropped from sigma and from
 HALVED_RATE_WARNING = "BROKEN CONTROL: the accountant is told q_u / 2"
 DOUBLE_COUNT_WARNING = ("BROKEN CONTROL: eps_undetected claimed as the four-point mixture [0, s_u, s_s, s_u+s_s] "
                         "at p = q_u^2 q_s (the holder's cohort coin counted twice)")
-UNPROVED_RULE_WARNING = ("UNPROVED RULE: eps_undetected claimed as the four-point mixture [0, s_u, s_s, s_u+s_s] "
-                         "at p = q_u q_s (issue 22: no lemma covers it)")
+UNPROVED_BOUND_WARNING = ("UNPROVED RULE: eps_undetected claimed as the four-point mixture [0, s_u, s_s, s_u+s_s] "
+                          "at p = q_u q_s (issue 22: no lemma covers it)")
 
 
 class ScaledNoise(_WrongStdNoise):
@@ -140,19 +140,19 @@ class ScaledNoise(_WrongStdNoise):
 
 
 def sensitivities_entity_k_beta(*, beta: float, w_max: float, m_max: int | None, k_cap: int | None,
-                                method: str = "uedp") -> Sensitivities:
+                                rule: str = "uedp") -> Sensitivities:
     """`uedp.privacy.sensitivity.sensitivities` with the entity term wrong: s_e = k_cap * w_max * beta (a
     holder's change taken as beta, as the paper's Lemma 1 does, instead of 2 beta)."""
-    sound = sensitivities(beta=beta, w_max=w_max, m_max=m_max, k_cap=k_cap, method=method)
+    sound = sensitivities(beta=beta, w_max=w_max, m_max=m_max, k_cap=k_cap, rule=rule)
     if k_cap is None:
         return dataclasses.replace(sound, s_e=0.5 * sound.s_e)
     return dataclasses.replace(sound, s_e=k_cap * sound.unit)
 
 
 def sensitivities_without_user_term(*, beta: float, w_max: float, m_max: int | None, k_cap: int | None,
-                                    method: str = "uedp") -> Sensitivities:
+                                    rule: str = "uedp") -> Sensitivities:
     """`uedp.privacy.sensitivity.sensitivities` with the user term forgotten: s_u = 0."""
-    sound = sensitivities(beta=beta, w_max=w_max, m_max=m_max, k_cap=k_cap, method=method)
+    sound = sensitivities(beta=beta, w_max=w_max, m_max=m_max, k_cap=k_cap, rule=rule)
     return dataclasses.replace(sound, s_u=0.0)
 
 
@@ -164,7 +164,7 @@ def understated_sampling(record: RoundRecord, factor: float = 0.5) -> RoundRecor
 
 def undetected_four_point(sens: Sensitivities, sigma: float, *, q_u: float, p: float) -> Mixture:
     """N(0) against the four-point mixture [0, s_u, s_s, s_u + s_s] with probabilities [(1-q_u)(1-p),
-    q_u(1-p), (1-q_u)p, q_u p]: the contract's rule for eps_undetected with the S-coin's rate replaced by p
+    q_u(1-p), (1-q_u)p, q_u p]: the contract's bound for eps_undetected with the S-coin's rate replaced by p
     (in the units of `sens`)."""
     s_u, s_s = sens.s_u, sens.s_s
     return Mixture(sigma=sigma, sensitivities=(0.0, s_u, s_s, s_u + s_s),
@@ -180,7 +180,7 @@ def undetected_double_count(sens: Sensitivities, sigma: float, *, q_u: float, q_
 
 def undetected_four_point_qu_qs(sens: Sensitivities, sigma: float, *, q_u: float, q_e: float,
                                 q_s: float) -> Mixture:
-    """The rule issue 22 found unproved (its counterexample exceeds it in one direction at one round): the
+    """The bound issue 22 found unproved (its counterexample exceeds it in one direction at one round): the
     four-point mixture at p = q_u q_s. Not a deliberately broken component: the audit tries to certify a
     violation of it (docs/audit.md, Finding 10)."""
     return undetected_four_point(sens, sigma, q_u=q_u, p=q_u * q_s)

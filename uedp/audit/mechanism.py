@@ -106,7 +106,7 @@ METHODS = tuple(s.name for s in specs() if s.audited)  # the mechanisms whose sp
 ADJACENCIES = ("user", "uedp", "undetected")
 DESIGNS = ("zero", "full", "flip")
 SensitivityFn = Callable[..., Sensitivities]
-UndetectedRule = Callable[..., Pair]  # (sens in units of b, sigma in units of b, q_u=, q_e=, q_s=) -> pair
+UndetectedBound = Callable[..., Pair]  # (sens in units of b, sigma in units of b, q_u=, q_e=, q_s=) -> pair
 
 
 def template() -> list[np.ndarray]:
@@ -164,7 +164,7 @@ class AuditSetting:
 class Scenario:
     """What is audited: the mechanism (a registered spec's name with `audited`: user_dp or uedp) at a
     setting, the adjacency (which epsilon), and the crafted clients' design. Truncation, cap, keying, rates,
-    accounting and claims are the spec's (`spec`)."""
+    accounting rule and claims are the spec's (`spec`)."""
 
     setting: AuditSetting
     method: str
@@ -190,9 +190,9 @@ class Scenario:
         return audited_spec(self.method)
 
     @property
-    def accounting(self) -> str:
-        """The spec's accounting method (uedp.privacy.sensitivity): what the ledger and the accountant see."""
-        return self.spec.accounting
+    def rule(self) -> str:
+        """The spec's accounting rule (uedp.privacy.sensitivity.RULES): what the ledger and the accountant see."""
+        return self.spec.rule
 
     @property
     def m_max(self) -> int | None:
@@ -480,12 +480,13 @@ def accounted_epsilon(adjacency: str, sens: Sensitivities, *, sigma: float, q_u:
                       rounds: int, delta: float, delta_trunc: float = 0.0,
                       kinds: tuple[tuple[str, ...], ...] = (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES),
                       ) -> tuple[float, Pair | None, str]:
-    """(epsilon, pair, rule) the accountant computes for these (possibly broken) sensitivities and noise std,
+    """(epsilon, pair, bound) the accountant computes for these (possibly broken) sensitivities and noise std,
     `rounds` identical rounds, at delta - delta_trunc: the mixture of adjacency uedp / user
     (uedp.privacy.accounting.pairs_epsilon), or for "undetected" the max over the two kinds of sentence of
     the min over their bounds (uedp.privacy.accounting.undetected_bound: the very step of
     undetected_epsilon, grids and ranking included, given these sensitivities' pairs; `kinds`: the kinds
-    of sentence, each a tuple of rule names)."""
+    of sentence, each a tuple of bound names). `bound` is the name of the bound that decided eps_undetected,
+    else the adjacency ("truncation" when delta_trunc >= delta)."""
     d = delta - delta_trunc
     if d <= 0.0:
         return math.inf, None, "truncation"
@@ -493,11 +494,11 @@ def accounted_epsilon(adjacency: str, sens: Sensitivities, *, sigma: float, q_u:
         pair = accounted_mixture(adjacency, sens, sigma=sigma, q_u=q_u, q_e=q_e)
         return pairs_epsilon(((pair, rounds),), delta=d), pair, adjacency
     scaled, sig = _in_units(sens), sigma / sens.unit
-    candidates = [{r: ((undetected_pair(r, scaled, sig, q_u=q_u, q_e=q_e, q_s=q_s), rounds),) for r in rules}
-                  for rules in kinds]
-    eps_, rule = undetected_bound(candidates, delta=d)
-    pair = next(bounds[rule][0][0] for bounds in candidates if rule in bounds)
-    return eps_, pair, rule
+    candidates = [{b: ((undetected_pair(b, scaled, sig, q_u=q_u, q_e=q_e, q_s=q_s), rounds),) for b in names}
+                  for names in kinds]
+    eps_, bound = undetected_bound(candidates, delta=d)
+    pair = next(bounds[bound][0][0] for bounds in candidates if bound in bounds)
+    return eps_, pair, bound
 
 
 def calibrate(sc: Scenario, *, q_u: float | None = None) -> float:
@@ -515,7 +516,7 @@ def _calibrated(s: AuditSetting, method: str, q_u: float) -> float:
     return calibrate_claims(
         s.target_epsilon, s.claims(method), q_u=q_u, q_e=q_e, q_s=q_s, m_max=spec.m_max(s),  # type: ignore[arg-type]
         k_cap=spec.k_cap(s), rounds=s.rounds, delta=s.delta, num_users=s.places,  # type: ignore[arg-type]
-        method=spec.accounting, tol=1e-3,
+        rule=spec.rule, tol=1e-3,
     )
 
 
@@ -525,8 +526,8 @@ class AuditedMechanism:
     """One audited mechanism: sigma (what the aggregation is asked for and the run reports), the public
     denominator (the contract's Z), the noise
     source (real, or a broken control's), and what the accountant claims for the scenario's adjacency (the
-    pair, its epsilon and the rule that decided it). `control` names the one broken component (None: the
-    sound mechanism)."""
+    pair, its epsilon and the bound that decided it: `claimed_bound`). `control` names the one broken
+    component (None: the sound mechanism)."""
 
     scenario: Scenario
     z: float
@@ -535,7 +536,7 @@ class AuditedMechanism:
     noise: NoiseSource
     claimed: Pair | None
     claimed_epsilon: float
-    claimed_rule: str = ""
+    claimed_bound: str = ""  # the bound that decided eps_undetected, else the adjacency (audit JSON: "claimed_rule")
     delta_trunc: float = 0.0
     control: str | None = None
     warning: str | None = None
@@ -549,48 +550,48 @@ class AuditedMechanism:
 
 def build_mechanism(sc: Scenario, *, z: float, noise: NoiseSource, sensitivity_fn: SensitivityFn = sensitivities,
                     accountant_record: Callable[[RoundRecord], RoundRecord] = lambda r: r,
-                    undetected_rule: tuple[str, UndetectedRule] | None = None,
+                    undetected_bound: tuple[str, UndetectedBound] | None = None,
                     control: str | None = None, warning: str | None = None) -> AuditedMechanism:
     """The mechanism as the server and the ledger build it, with the given components. With the real
     sensitivity function the round's RoundRecord gives sigma, and the claim is the real accountant's
     (uedp.privacy.accounting.epsilon_of / undetected_epsilon, N + 1 places, delta_trunc charged) on the record
     `accountant_record` returns (what the accountant is told). A broken sensitivity function gives sigma =
-    noise_std(method, z, its sensitivities) and the claim of the accountant fed the same sensitivities;
-    `undetected_rule` = (name, pair function) replaces the accountant's rule for eps_undetected."""
+    noise_std(rule, z, its sensitivities) and the claim of the accountant fed the same sensitivities;
+    `undetected_bound` = (name, pair function) replaces the accountant's bounds for eps_undetected."""
     s = sc.setting
     q_e, q_s = sc.rates
-    public = denominator(sc.accounting, q_u=s.q_u, num_users=s.places)
-    record = RoundRecord(round=1, method=sc.accounting, q_u=s.q_u, q_e=q_e, q_s=q_s, m_max=sc.m_max, k_cap=sc.k_cap,
+    public = denominator(sc.rule, q_u=s.q_u, num_users=s.places)
+    record = RoundRecord(round=1, rule=sc.rule, q_u=s.q_u, q_e=q_e, q_s=q_s, m_max=sc.m_max, k_cap=sc.k_cap,
                          beta=s.beta, w_max=s.w_max, z=z, denominator=public)
     told = accountant_record(record)
     groups = [(told.mechanism, s.rounds)]
     delta_trunc = truncation_delta(groups, s.places)
     real = sensitivity_fn is sensitivities
-    sens = sensitivity_fn(beta=s.beta, w_max=s.w_max, m_max=sc.m_max, k_cap=sc.k_cap, method=sc.accounting)
-    sigma = record.sigma if real else noise_std(sc.accounting, z, sens)
+    sens = sensitivity_fn(beta=s.beta, w_max=s.w_max, m_max=sc.m_max, k_cap=sc.k_cap, rule=sc.rule)
+    sigma = record.sigma if real else noise_std(sc.rule, z, sens)
     claimed: Pair | None
-    if sc.adjacency == "undetected" and undetected_rule is not None:
-        rule, fn = undetected_rule
+    if sc.adjacency == "undetected" and undetected_bound is not None:
+        bound, fn = undetected_bound
         claimed = fn(_in_units(sens), sigma / s.unit, q_u=told.q_u, q_e=told.q_e, q_s=told.q_s)
         d = s.delta - delta_trunc
         claimed_eps = pairs_epsilon(((claimed, s.rounds),), delta=d) if d > 0.0 else math.inf
     elif real and sc.adjacency == "undetected":
-        claimed_eps, rule = undetected_epsilon(groups, delta=s.delta, num_users=s.places)
-        claimed = told.mechanism.undetected(rule) if rule != "truncation" else None
+        claimed_eps, bound = undetected_epsilon(groups, delta=s.delta, num_users=s.places)
+        claimed = told.mechanism.undetected(bound) if bound != "truncation" else None
     elif real:
         claimed_eps = epsilon_of(groups, sc.adjacency, delta=s.delta, num_users=s.places)
-        claimed, rule = told.mechanism.mixture(sc.adjacency), sc.adjacency
+        claimed, bound = told.mechanism.mixture(sc.adjacency), sc.adjacency
     else:
-        claimed_eps, claimed, rule = accounted_epsilon(
+        claimed_eps, claimed, bound = accounted_epsilon(
             sc.adjacency, sens, sigma=sigma, q_u=told.q_u, q_e=told.q_e, q_s=told.q_s, rounds=s.rounds,
             delta=s.delta, delta_trunc=delta_trunc)
     return AuditedMechanism(scenario=sc, z=z, sigma=sigma, denominator=public, noise=noise, claimed=claimed,
-                            claimed_epsilon=claimed_eps, claimed_rule=rule, delta_trunc=delta_trunc, control=control,
+                            claimed_epsilon=claimed_eps, claimed_bound=bound, delta_trunc=delta_trunc, control=control,
                             warning=warning, sens=sens)
 
 
 def sound_epsilon_at(sc: Scenario, sigma: float, z: float | None = None) -> tuple[float, str, Pair | None]:
-    """(epsilon, rule, pair) of the SOUND accountant (real sensitivities and rates, N + 1 places, delta_trunc
+    """(epsilon, bound, pair) of the SOUND accountant (real sensitivities and rates, N + 1 places, delta_trunc
     charged) for the scenario's adjacency at noise std `sigma` (absolute): what a sound run drawing this
     noise would claim. `z`: the noise multiplier giving exactly this sigma, where known (the accountant's
     caches are keyed by it)."""
@@ -598,30 +599,30 @@ def sound_epsilon_at(sc: Scenario, sigma: float, z: float | None = None) -> tupl
     q_e, q_s = sc.rates
     per_z = _unit_mechanism(sc).sigma
     z = sigma / (s.unit * per_z) if z is None else z
-    mech = Mechanism(method=sc.accounting, z=z, q_u=s.q_u, q_e=q_e, q_s=q_s, m_max=sc.m_max, k_cap=sc.k_cap)
+    mech = Mechanism(rule=sc.rule, z=z, q_u=s.q_u, q_e=q_e, q_s=q_s, m_max=sc.m_max, k_cap=sc.k_cap)
     groups = [(mech, s.rounds)]
     if sc.adjacency == "undetected":
-        eps, rule = undetected_epsilon(groups, delta=s.delta, num_users=s.places)
-        return eps, rule, (mech.undetected(rule) if rule != "truncation" else None)
+        eps, bound = undetected_epsilon(groups, delta=s.delta, num_users=s.places)
+        return eps, bound, (mech.undetected(bound) if bound != "truncation" else None)
     return epsilon_of(groups, sc.adjacency, delta=s.delta, num_users=s.places), sc.adjacency, mech.mixture(sc.adjacency)
 
 
 def entity_free_undetected(sc: Scenario, sigma: float) -> tuple[float, str]:
-    """(epsilon, rule) of the sound accountant's bound for an undetected entity in an ENTITY-FREE sentence
+    """(epsilon, bound) of the sound accountant's bound for an undetected entity in an ENTITY-FREE sentence
     (min over uedp.privacy.accounting.UNDETECTED_FREE, delta_trunc charged) at noise std `sigma`: the kind
     of sentence the crafted holder realizes (its S-coin). eps_undetected is the max of this and the bound
     for a sentence that also holds detected entities."""
     s = sc.setting
-    eps, _, rule = accounted_epsilon(
-        "undetected", sensitivities(beta=s.beta, w_max=s.w_max, m_max=sc.m_max, k_cap=sc.k_cap, method=sc.accounting),
+    eps, _, bound = accounted_epsilon(
+        "undetected", sensitivities(beta=s.beta, w_max=s.w_max, m_max=sc.m_max, k_cap=sc.k_cap, rule=sc.rule),
         sigma=sigma, q_u=s.q_u, q_e=sc.rates[0], q_s=sc.rates[1], rounds=s.rounds, delta=s.delta,
         delta_trunc=truncation_delta([(_unit_mechanism(sc), s.rounds)], s.places), kinds=(UNDETECTED_FREE,))
-    return eps, rule
+    return eps, bound
 
 
 def _unit_mechanism(sc: Scenario) -> Mechanism:
     s = sc.setting
-    return Mechanism(method=sc.accounting, z=1.0, q_u=s.q_u, q_e=sc.rates[0], q_s=sc.rates[1], m_max=sc.m_max,
+    return Mechanism(rule=sc.rule, z=1.0, q_u=s.q_u, q_e=sc.rates[0], q_s=sc.rates[1], m_max=sc.m_max,
                      k_cap=sc.k_cap)
 
 
@@ -767,7 +768,7 @@ def audit(mech: AuditedMechanism, law: Law, *, trials: int, rng: np.random.Gener
 # -- the controls: the real mechanism with ONE broken component (uedp.audit.controls) -----------------------------
 CONTROLS = ("noise_halved", "accountant_half_q_u", "entity_k_beta", "no_user_term", "undetected_double_count",
             "undetected_unproved_p")
-# Not a broken component but the rule issue 22 found unproved (eps_undetected as the four-point mixture with
+# Not a broken component but the bound issue 22 found unproved (eps_undetected as the four-point mixture with
 # p = q_u q_s): audited like a control, not expected to be certified (docs/audit.md, Finding 10).
 PROBES = ("undetected_unproved_p",)
 
@@ -790,10 +791,10 @@ def control_mechanism(sc: Scenario, control: str | None, noise: NoiseSource) -> 
     parts: dict[str, Any] = {
         "entity_k_beta": {"sensitivity_fn": c.sensitivities_entity_k_beta, "warning": c.ENTITY_TERM_WARNING},
         "no_user_term": {"sensitivity_fn": c.sensitivities_without_user_term, "warning": c.NO_USER_TERM_WARNING},
-        "undetected_double_count": {"undetected_rule": ("four_point_qu2_qs", c.undetected_double_count),
+        "undetected_double_count": {"undetected_bound": ("four_point_qu2_qs", c.undetected_double_count),
                                     "warning": c.DOUBLE_COUNT_WARNING},
-        "undetected_unproved_p": {"undetected_rule": ("four_point_qu_qs", c.undetected_four_point_qu_qs),
-                                  "warning": c.UNPROVED_RULE_WARNING},
+        "undetected_unproved_p": {"undetected_bound": ("four_point_qu_qs", c.undetected_four_point_qu_qs),
+                                   "warning": c.UNPROVED_BOUND_WARNING},
     }[control]
 
     def claimed(z: float) -> float:  # the broken run calibrates its z with its broken accountant

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     m_max = args.m_max or safe_m_max(args.num_users, args.q_u, args.rounds, args.delta)
     # A record with z = 1 checks every mechanism option (and beta, w_max) before any calibration.
     RoundRecord(
-        round=1, method="uedp", q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=m_max,
+        round=1, rule="uedp", q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=m_max,
         k_cap=args.k_cap, beta=args.beta, w_max=args.w_max, z=1.0, denominator=1.0,
     )  # fmt: skip
     z = args.noise_multiplier
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         )  # fmt: skip
     mech = mechanism("uedp", z=z, q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=m_max, k_cap=args.k_cap)
     record = RoundRecord(
-        round=1, method="uedp", q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=m_max,
+        round=1, rule="uedp", q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=m_max,
         k_cap=args.k_cap, beta=args.beta, w_max=args.w_max, z=z, denominator=1.0,
     )  # fmt: skip
     start = time.perf_counter()
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         out = {k: _finite_or_none(v) for k, v in values.items()}
         out.update(
-            undetected_rule=eps.undetected_rule, delta_trunc=eps.delta_trunc,
+            undetected_rule=eps.undetected_bound, delta_trunc=eps.delta_trunc,  # the JSON key keeps its name
             claims=[f"eps_{c}" for c in claims], noise_multiplier=z, delta=args.delta, sigma=record.sigma,
             q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=m_max, k_cap=args.k_cap, rounds=args.rounds,
             beta=args.beta, w_max=args.w_max, num_users=args.num_users, target_epsilon=args.target_epsilon,
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     width = max(len(v) for v in LABELS.values())
     print(f"  {'':{width}}  {'epsilon':>12}")
     for k in KEYS:
-        rule = f", bound: {eps.undetected_rule}" if k == "eps_undetected" else ""
-        print(f"  {LABELS[k]:{width}}  {values[k]:12.6g}   ({k}{rule})")
+        bound = f", bound: {eps.undetected_bound}" if k == "eps_undetected" else ""
+        print(f"  {LABELS[k]:{width}}  {values[k]:12.6g}   ({k}{bound})")
     print(f"(computed in {seconds:.2f} s)")
     return 0

@@ -34,14 +34,15 @@ one every real run uses. Nothing about the round is logged.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from flwr.app import ArrayRecord, Context, Error, Message
+from flwr.app import ArrayRecord, Context, Error, Message, MetricRecord
 from flwr.common.constant import ErrorCode
 
 from uedp.privacy.clipping import clip_update, scale
+from uedp.privacy.replies import decode_array
 from uedp.protocol import (
     ARRAYS_RECORD,
     ENTITY_ARRAYS_RECORD,
@@ -63,18 +64,18 @@ def bound_update(delta: list[np.ndarray], ins: RoundInstructions) -> list[np.nda
     return scale(delta, ins.w_u)
 
 
-def model_update(new: ArrayRecord | None, keys: list[str], old: list[np.ndarray]) -> list[np.ndarray]:
-    """theta_local - theta_t by the global record's keys; ValueError if `new` is missing, has other keys or
-    shapes, or is not finite."""
-    if not isinstance(new, ArrayRecord):
-        raise ValueError(f"the train function's reply has no {ARRAYS_RECORD!r} ArrayRecord (its new model)")
-    if list(new.keys()) != keys:
-        raise ValueError("the new model's arrays are not the global model's (keys or order differ)")
+def model_update(new: Sequence[np.ndarray] | None, old: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """theta_local - theta_t, array by array in the model's dtype; ValueError if `new` is missing, has another
+    number of arrays or shapes, or the update is not finite."""
+    if new is None:
+        raise ValueError(f"the train function's reply has no {ARRAYS_RECORD!r} ArrayRecord (its new model) with the "
+                         "global model's keys")
+    if len(new) != len(old):
+        raise ValueError(f"the new model has {len(new)} arrays, the global model {len(old)}")
     delta = []
-    for key, before in zip(keys, old):
-        after = new[key].numpy()
+    for after, before in zip(new, old):
         if after.shape != before.shape:
-            raise ValueError(f"array {key!r} has shape {after.shape}, the global model's {before.shape}")
+            raise ValueError(f"an array has shape {after.shape}, the global model's {before.shape}")
         d = after - before
         if not np.issubdtype(d.dtype, np.floating) or not np.isfinite(d).all():
             raise ValueError("the update is not finite (NaN/Inf) or not floating point")
@@ -82,24 +83,72 @@ def model_update(new: ArrayRecord | None, keys: list[str], old: list[np.ndarray]
     return delta
 
 
+def decoded(record: ArrayRecord | None, keys: list[str] | None = None) -> list[np.ndarray] | None:
+    """The arrays of `record` by `keys` (None: its own order), decoded without a copy where the payload is a
+    plain .npy (uedp.privacy.replies.decode_array); None if it is missing or its keys are not `keys`."""
+    if not isinstance(record, ArrayRecord) or (keys is not None and list(record.keys()) != keys):
+        return None
+    out = []
+    for array in record.values():
+        fast = decode_array(array)
+        out.append(fast if fast is not None else array.numpy())
+    return out
+
+
+def error_reply(msg: Message, exc: BaseException) -> Message:
+    """The node's reply when its round failed: an error naming the exception's type only. Flower's own error
+    reply would carry str(exc), which can quote the node's text (a corpus error names its sentence)."""
+    return Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
+                         reason=f"the train function or the update failed ({type(exc).__name__}); its message "
+                                "stays on the node"), reply_to=msg)
+
+
 @dataclass(frozen=True)
 class UeDPMod:
-    """The client mod (module docstring); `bound` is the sound `bound_update` unless a control replaces it."""
+    """The client mod (module docstring); `bound` is the sound `bound_update` unless a control replaces it.
+
+    Its parts serve a train function that already holds numpy arrays too (the project's ClientApp:
+    client/app.py): `reply(msg, ins, old, new_parts, metrics)` makes the reply from the global and new models'
+    arrays, and `guarded(msg, fn)` turns any exception of `fn()` into `error_reply`: one implementation of the
+    update, its clip and the reply, whichever way a node's models arrive."""
 
     bound: UpdateBound = bound_update
 
-    def _bounded(self, new: ArrayRecord | None, keys: list[str], old: list[np.ndarray],
+    def _bounded(self, new: Sequence[np.ndarray] | None, old: Sequence[np.ndarray],
                  ins: RoundInstructions) -> list[np.ndarray]:
-        bounded = self.bound(model_update(new, keys, old), ins)
+        bounded = self.bound(model_update(new, old), ins)
         return [np.asarray(d, dtype=o.dtype) for d, o in zip(bounded, old)]  # the model's dtype, as sent
 
-    def _part(self, new: ArrayRecord | None, keys: list[str], old: list[np.ndarray],
+    def _part(self, new: Sequence[np.ndarray] | None, old: Sequence[np.ndarray],
               ins: RoundInstructions) -> list[np.ndarray]:
         """One part of a split update, ZERO if it cannot be bounded (every exception: module docstring)."""
         try:
-            return self._bounded(new, keys, old, ins)
+            return self._bounded(new, old, ins)
         except Exception:  # noqa: BLE001 - any failure of one part must leave the other part as it is
             return [np.zeros_like(o) for o in old]
+
+    def update(self, ins: RoundInstructions, old: Sequence[np.ndarray],
+               new_parts: Sequence[Sequence[np.ndarray] | None]) -> list[np.ndarray] | SplitUpdate:
+        """The bounded update of the new model (a split update: of its two new models, part by part)."""
+        if ins.spec.split:
+            return SplitUpdate(free=self._part(new_parts[0], old, ins),
+                               entity=self._part(new_parts[1] if len(new_parts) > 1 else None, old,
+                                                 dataclasses.replace(ins, beta=ins.gamma)))
+        return self._bounded(new_parts[0], old, ins)
+
+    def reply(self, msg: Message, ins: RoundInstructions, old: Sequence[np.ndarray],
+              new_parts: Sequence[Sequence[np.ndarray] | None], metrics: Mapping[str, float] | MetricRecord | None,
+              *, keys: list[str] | None = None) -> Message:
+        """The reply to `msg`: the bounded update (by the global record's `keys`), and `metrics` only in a
+        non-private run."""
+        update = self.update(ins, old, new_parts)
+        return Message(reply_content(update, None if ins.private else metrics, keys=keys), reply_to=msg)
+
+    def guarded(self, msg: Message, fn: Callable[[], Message]) -> Message:
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the reply says only that it failed
+            return error_reply(msg, exc)
 
     def __call__(self, msg: Message, context: Context, call_next: CallNext) -> Message:
         if msg.metadata.message_type != "train":
@@ -107,33 +156,20 @@ class UeDPMod:
         ins = RoundInstructions.of(msg)
         if ins is None:  # not a UeDP training message
             return call_next(msg, context)
-        try:
-            return self._reply(msg, context, call_next, ins)
-        except Exception as exc:  # noqa: BLE001 - whatever failed, the reply says only that it failed
-            # Flower's own error reply would carry str(exc), which can quote the node's text (a corpus error
-            # names its sentence); the exception's type names the library that raised it, nothing of the data.
-            return Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
-                                 reason=f"the train function or the update failed ({type(exc).__name__}); "
-                                        "its message stays on the node"), reply_to=msg)
+        return self.guarded(msg, lambda: self._from_records(msg, context, call_next, ins))
 
-    def _reply(self, msg: Message, context: Context, call_next: CallNext, ins: RoundInstructions) -> Message:
+    def _from_records(self, msg: Message, context: Context, call_next: CallNext, ins: RoundInstructions) -> Message:
         glob = msg.content.array_records[ARRAYS_RECORD]
         keys = list(glob.keys())
-        old = [glob[k].numpy() for k in keys]
+        old = decoded(glob)
+        assert old is not None
         reply = call_next(msg, context)
         if reply.has_error():
             return Message(Error(code=reply.error.code, reason="the train function replied with an error"),
                            reply_to=msg)
         records = reply.content.array_records
-        if ins.spec.split:
-            update: list[np.ndarray] | SplitUpdate = SplitUpdate(
-                free=self._part(records.get(ARRAYS_RECORD), keys, old, ins),
-                entity=self._part(records.get(ENTITY_ARRAYS_RECORD), keys, old,
-                                  dataclasses.replace(ins, beta=ins.gamma)))
-        else:
-            update = self._bounded(records.get(ARRAYS_RECORD), keys, old, ins)
-        metrics = None if ins.private else reply.content.metric_records.get(METRICS_RECORD)
-        return Message(reply_content(update, metrics, keys=keys), reply_to=msg)
+        new_parts = [decoded(records.get(ARRAYS_RECORD), keys), decoded(records.get(ENTITY_ARRAYS_RECORD), keys)]
+        return self.reply(msg, ins, old, new_parts, reply.content.metric_records.get(METRICS_RECORD), keys=keys)
 
 
 uedp_mod = UeDPMod()

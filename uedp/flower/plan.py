@@ -58,7 +58,7 @@ class MechanismSettings:
     def record(self, server_round: int) -> RoundRecord:
         """The ledger record of round `server_round` (the public parameters of its mechanism)."""
         return RoundRecord(
-            round=server_round, method=self.spec.accounting, q_u=self.q_u, q_e=self.q_e, q_s=self.q_s,
+            round=server_round, rule=self.spec.rule, q_u=self.q_u, q_e=self.q_e, q_s=self.q_s,
             m_max=self.m_max, k_cap=self.k_cap, beta=self.beta, w_max=self.w_max, z=self.z,
             denominator=self.denominator, gamma=self.gamma, noise=self.noise,
         )

@@ -96,12 +96,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RoundReport:
-    """What the last aggregated round released for the operator: its counts (`metrics`), its claimed
-    epsilons after it, the ledger's head hash after it, and its wall time (from configure_train)."""
+    """What the last aggregated round released for the operator: its counts (`metrics`), the ledger's head hash
+    after it, and its wall time (from configure_train to the new global arrays; its claimed epsilons:
+    `UserEntityDP.claimed_epsilons()`)."""
 
     round: int
     metrics: dict[str, float]
-    epsilons: dict[str, float]
     ledger_hash: str
     seconds: float
 
@@ -240,9 +240,9 @@ class UserEntityDP(Strategy):
         if resume and self.out is not None:
             self.resumed = resume_state(self.out, delta=privacy.delta, num_users=n)
             last = self.resumed.ledger.records[-1] if len(self.resumed.ledger) else None
-            if last is not None and last.method != self.spec.accounting:
-                raise ResumeError(f"cannot resume in {self.out}: its ledger records {last.method!r} rounds, this run "
-                                  f"is {self.spec.name!r} ({self.spec.accounting!r})")
+            if last is not None and last.rule != self.spec.rule:
+                raise ResumeError(f"cannot resume in {self.out}: its ledger records {last.rule!r} rounds, this run "
+                                  f"is {self.spec.name!r} ({self.spec.rule!r})")
         z = self._noise_multiplier(noise_multiplier)
         q_e, q_s = self.spec.rates(privacy)
         if not self.spec.private:
@@ -250,7 +250,7 @@ class UserEntityDP(Strategy):
         elif denominator is not None:
             z_denominator = float(denominator)
         else:
-            z_denominator = public_denominator(self.spec.accounting, q_u=privacy.q_u, num_users=n)
+            z_denominator = public_denominator(self.spec.rule, q_u=privacy.q_u, num_users=n)
         self.settings = MechanismSettings(
             spec=self.spec, places=n, q_u=privacy.q_u, q_e=q_e, q_s=q_s, m_max=self.spec.m_max(privacy),
             k_cap=self.spec.k_cap(privacy), m_max_sent=privacy.m_max, beta=privacy.beta, w_max=privacy.w_max,
@@ -276,7 +276,8 @@ class UserEntityDP(Strategy):
         self.arrays: ArrayRecord | None = None  # the last global arrays released (or the start)
         self.model_round = self.checkpoint_round  # the round after which `arrays` were released (0: the start)
         self.last_round: RoundReport | None = None
-        self.eps: dict[str, float] = self.ledger.epsilons() if len(self.ledger) and self.spec.private else {}
+        self.eps: dict[str, float] = {}  # the claimed epsilons after `_eps_rounds` rounds (claimed_epsilons)
+        self._eps_rounds = -1
         self._pending: dict[int, _Pending] = {}
         self._template: list[np.ndarray] | None = None
         self._ignored = 0
@@ -443,22 +444,33 @@ class UserEntityDP(Strategy):
             self.ledger.save(self.out / LEDGER)
         new = self.optimizer.apply(rnd, pending.arrays, update, pending.config)
         self.arrays, self.model_round = new, rnd
-        eps = self._claimed_epsilons()
+        seconds = time.monotonic() - pending.started  # the round: configure, replies, release, ledger, update
         if rnd == self.num_rounds or (self.checkpoint_every and rnd % self.checkpoint_every == 0):
             self.save_checkpoint(rnd, new)
-        self.last_round = RoundReport(rnd, metrics, eps, self.ledger.head.hash, time.monotonic() - pending.started)
-        return new, MetricRecord({**metrics, **eps})
+        known = self._known_epsilons()
+        self.last_round = RoundReport(rnd, metrics, self.ledger.head.hash, seconds)
+        return new, MetricRecord({**metrics, **known})
 
-    def _claimed_epsilons(self) -> dict[str, float]:
-        if not self.spec.private:
+    def _known_epsilons(self) -> dict[str, float]:
+        """The claimed epsilons after the last round where the budget check computed them already (a run with a
+        target); {} otherwise (`claimed_epsilons()` computes them on demand)."""
+        if not self.spec.private or self._eps_after is None:
             return {}
-        if self._eps_after is not None:
-            self.eps = {f"eps_{k}": float(v) for k, v in self._eps_after.items()}
-        else:
+        self.eps = {f"eps_{k}": float(v) for k, v in self._eps_after.items()}
+        self._eps_rounds = len(self.ledger)
+        return dict(self.eps)
+
+    def claimed_epsilons(self) -> dict[str, float]:
+        """The claimed epsilons after the rounds run ({f"eps_{adjacency}": value}; {} for a noiseless mechanism):
+        the budget check's, or computed from the ledger once per round (outside the round's own time)."""
+        if not self.spec.private or not len(self.ledger):
+            return {}
+        if self._eps_rounds != len(self.ledger):
             from uedp.privacy.accounting import epsilon
 
             self.eps = {f"eps_{k}": epsilon(k, self.ledger.groups(), delta=self.privacy.delta,
                                             num_users=self.places.size) for k in self.claims}
+            self._eps_rounds = len(self.ledger)
         return dict(self.eps)
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
@@ -470,7 +482,7 @@ class UserEntityDP(Strategy):
 
     def summary(self) -> None:
         p, s = self.privacy, self.settings
-        self._say(f"{self.spec.name} ({self.spec.accounting}): z={s.z:.4f} sigma={s.sigma:.4g} "
+        self._say(f"{self.spec.name} ({self.spec.rule}): z={s.z:.4f} sigma={s.sigma:.4g} "
                   f"Z={self.denominator:.4g} places={s.places} q_u={p.q_u} q_e={s.q_e} q_s={s.q_s} "
                   f"m_max={s.m_max} k_cap={s.k_cap} beta={p.beta} rounds={self.num_rounds}; "
                   f"server optimizer: {type(self.inner).__name__}")

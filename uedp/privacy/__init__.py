@@ -7,7 +7,7 @@
     cohort       2.1      server-side user sampling, truncation at m_max, slot assignment
     selection    2.4-2.5  which sentences a client uses, and their loss weights omega(x)
     clipping     2.6      whole-update clipping, user weight
-    sensitivity  3        s_u, s_e, s_s and the noise std sigma per method
+    sensitivity  3        s_u, s_e, s_s and the noise std sigma per accounting rule
     noise        2.8      CSPRNG-seeded Gaussian noise
     aggregation  2.7-2.8  server re-check, the one noisy aggregation core, the public denominator Z
     accounting   4        PLD accounting (eps_uedp, eps_user, eps_undetected, RDP bound): epsilon_of(records,
@@ -31,7 +31,7 @@ _EXPORTS = {
                  "extended_entity", "permitted_slots"),
     "selection": ("Selection", "SelectionParams", "select_sentences", "select_sentences_reference"),
     "clipping": ("clip_update", "update_norm", "scale"),
-    "sensitivity": ("METHODS", "Sensitivities", "sensitivities", "noise_std"),
+    "sensitivity": ("RULES", "Sensitivities", "sensitivities", "noise_std"),
     "noise": ("GaussianNoise", "NoiseSource"),
     "aggregation": ("AggregationStats", "recheck", "aggregate", "denominator"),
     "accounting": ("DEFAULT_DELTA", "ADJACENCIES", "Mechanism", "Mixture", "RemoveForm", "Labelled", "Epsilons",

@@ -1,7 +1,7 @@
 """Privacy accounting with privacy loss distributions (contract 4, tightened by docs/proofs.md). Pure
 functions over immutable data.
 
-A round's mechanism is a `Mechanism` (method, z, q_u, q_e, q_s, m_max, k_cap). Per round, the output
+A round's mechanism is a `Mechanism` (rule, z, q_u, q_e, q_s, m_max, k_cap). Per round, the output
 distributions of two neighbouring datasets are dominated by a scalar PAIR built from the sensitivities s_u,
 s_e, s_s (uedp.privacy.sensitivity; s_u = w_max beta, docs/proofs.md Theorem 1) and the noise std sigma:
 
@@ -9,7 +9,7 @@ s_e, s_s (uedp.privacy.sensitivity; s_u = w_max beta, docs/proofs.md Theorem 1) 
                   (Choquette-Choo et al. 2023, Cor. 4.7, as cited by dp-accounting's MixtureGaussianPrivacyLoss)
   eps_user        `Mixture` [0, s_u], [1-q_u, q_u]
   eps_undetected  the max over the two kinds of sentence an undetected entity can sit in of the min over
-                  the valid bounds for that kind (docs/proofs.md Theorem 2; `UNDETECTED_RULES`):
+                  the valid bounds for that kind (docs/proofs.md Theorem 2; `UNDETECTED_BOUNDS`):
                     entity-free sentence:         min(four_point_S, revealed_L, lps)      at p = q_u q_s
                     sentence with detected ones:  min(revealed_L_entity, lps_entity)      at p = q_u q_e
                   `undetected_epsilon` also returns the name of the bound that decided it.
@@ -56,13 +56,13 @@ the ledger's RoundRecords or (Mechanism, count) runs (`as_groups`):
 
   epsilon_of(records, adjacency, *, delta, num_users, value_discretization_interval=None) -> float
   rdp_epsilon_of(records, adjacency="uedp", *, delta, num_users) -> float       the RDP cross-check
-  undetected_epsilon(records, *, delta, num_users, ...) -> (epsilon, rule)       eps_undetected and its bound
+  undetected_epsilon(records, *, delta, num_users, ...) -> (epsilon, bound)      eps_undetected and its bound
   pairs_epsilon(pairs, *, delta, value_discretization_interval=None) -> float   any dominating pairs (PLD)
   pairs_rdp_epsilon(pairs, *, delta) -> float                                    the same pairs by RDP
   undetected_bound(candidates, *, delta, value_discretization_interval=None)    the max-over-kinds-of-
                                                                                  sentence, min-over-bounds step
 The records functions are the pairs functions applied to the records' pairs with delta - delta_trunc, so
-a caller with pairs of its own (the crafted-update audit's broken rules) runs the very code of the
+a caller with pairs of its own (the crafted-update audit's broken sensitivities and bounds) runs the very code of the
 accountant. `epsilon`, `compose_epsilons`, `epsilons` and `mixture_epsilon` are thin wrappers kept for
 their callers. No module outside uedp.privacy uses a name of it with a leading underscore
 (tests/test_public_privacy_api.py); `clear_caches` (uedp.privacy.calibration) empties every cache.
@@ -87,7 +87,7 @@ from scipy.stats import binom
 from uedp.checks import positive
 from uedp.errors import ConfigError
 from uedp.privacy.mechanisms import sampling_rates
-from uedp.privacy.sensitivity import METHODS, Sensitivities, noise_std, sensitivities
+from uedp.privacy.sensitivity import RULES, Sensitivities, noise_std, sensitivities
 
 DEFAULT_DELTA = 1e-5
 REL_DISCRETIZATION = 3e-4
@@ -103,7 +103,9 @@ RANKING_FACTOR = 32.0  # eps_undetected: its candidate bounds are ranked on a gr
 # (its extended entity sampled with q_s) and in a sentence that also holds detected entities (q_e).
 UNDETECTED_FREE = ("four_point_S", "revealed_L", "lps")
 UNDETECTED_WITH_ENTITIES = ("revealed_L_entity", "lps_entity")
-UNDETECTED_RULES = (*UNDETECTED_FREE, *UNDETECTED_WITH_ENTITIES)
+UNDETECTED_BOUNDS = (*UNDETECTED_FREE, *UNDETECTED_WITH_ENTITIES)
+# An Epsilons field whose key in files (Ledger.epsilons: summary.json, privacy.json) is the older name.
+EPSILON_KEYS = {"undetected_bound": "undetected_rule"}
 
 
 def check_delta(delta: float, num_users: int | None = None) -> float:
@@ -358,26 +360,27 @@ def lps_pair(sigma: float, s_u: float, s_s: float, q_u: float, eta: float) -> Pa
     return Labelled(weights=tuple(w / sum(weights) for w in weights), parts=parts)
 
 
-def undetected_pair(rule: str, sens: Sensitivities, sigma: float, *, q_u: float, q_e: float, q_s: float) -> Pair:
-    """The per-round pair of one bound of eps_undetected (docs/proofs.md Theorem 2), in the units given."""
+def undetected_pair(bound: str, sens: Sensitivities, sigma: float, *, q_u: float, q_e: float, q_s: float) -> Pair:
+    """The per-round pair of one bound of eps_undetected (docs/proofs.md Theorem 2; UNDETECTED_BOUNDS), in the
+    units given."""
     s_u, s_s = sens.s_u, sens.s_s
-    if rule == "four_point_S":
+    if bound == "four_point_S":
         return _two_way(sigma, s_u, s_s, q_u, q_s)
-    if rule == "revealed_L":
+    if bound == "revealed_L":
         return revealed_pair(sigma, s_u, s_s, q_u, q_u * q_s)
-    if rule == "lps":
+    if bound == "lps":
         return lps_pair(sigma, s_u, s_s, q_u, q_u * q_s)
-    if rule == "revealed_L_entity":
+    if bound == "revealed_L_entity":
         return revealed_pair(sigma, s_u, s_s, q_u, q_u * q_e)
-    if rule == "lps_entity":
+    if bound == "lps_entity":
         return Labelled(weights=(1 - q_e, q_e), parts=(user_pair(sigma, s_u, q_u), lps_pair(sigma, s_u, s_s, q_u, q_u)))
-    raise ValueError(f"undetected rule must be one of {', '.join(UNDETECTED_RULES)}, got {rule!r}")
+    raise ValueError(f"undetected bound must be one of {', '.join(UNDETECTED_BOUNDS)}, got {bound!r}")
 
 
 def adjacency_mixture(adjacency: str, sens: Sensitivities, sigma: float, *, q_u: float, q_e: float) -> Mixture:
     """The per-round mixture of adjacency "uedp" or "user" (contract 4) for these sensitivities and noise
     std, in the units they are given in: what `Mechanism.mixture` accounts, and what the audit gives a
-    broken sensitivity rule (uedp.audit.mechanism)."""
+    broken sensitivity function (uedp.audit.mechanism)."""
     if adjacency == "uedp":
         return _two_way(sigma, sens.s_u, sens.s_e, q_u, q_e)
     if adjacency == "user":
@@ -389,61 +392,62 @@ def adjacency_mixture(adjacency: str, sens: Sensitivities, sigma: float, *, q_u:
 class Mechanism:
     """One round's public mechanism parameters (in units of w_max * beta; beta and w_max cancel).
 
-    Its (q_e, q_s) must be the method's sampling rates (uedp.privacy.mechanisms.sampling_rates): user_dp
-    and noiseless rounds use every sentence (1, 1); uedp_naive never uses S (q_s = 0)."""
+    `rule` is the accounting rule (uedp.privacy.sensitivity.RULES). Its (q_e, q_s) must be the rule's sampling
+    rates (uedp.privacy.mechanisms.sampling_rates): user_dp and noiseless rounds use every sentence (1, 1);
+    uedp_naive never uses S (q_s = 0)."""
 
-    method: str
+    rule: str
     z: float
     q_u: float
     q_e: float
     q_s: float
     m_max: int | None
     k_cap: int | None = None
-    gamma: float = 0.0  # uedp_split: the entity part's clip, in units of beta (0 for every other method)
+    gamma: float = 0.0  # uedp_split: the entity part's clip, in units of beta (0 for every other rule)
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.rule not in RULES:
+            raise ConfigError(f"accounting rule must be one of {', '.join(RULES)}, got {self.rule!r}")
         for name in ("q_u", "q_e", "q_s"):
             object.__setattr__(self, name, _probability(name, getattr(self, name)))
         z = float(self.z)
-        if self.method == "noiseless":
+        if self.rule == "noiseless":
             if z != 0.0:
                 raise ConfigError(f"noiseless rounds have noise multiplier 0, got z = {self.z!r}")
         else:
             positive("noise multiplier z", self.z)
         object.__setattr__(self, "z", z)
         object.__setattr__(self, "gamma", float(self.gamma))
-        rates = sampling_rates(self.method, q_e=self.q_e, q_s=self.q_s)
+        rates = sampling_rates(self.rule, q_e=self.q_e, q_s=self.q_s)
         if (self.q_e, self.q_s) != rates:
-            raise ConfigError(f"{self.method} rounds are accounted with (q_e, q_s) = {rates} "
+            raise ConfigError(f"{self.rule} rounds are accounted with (q_e, q_s) = {rates} "
                               f"(uedp.privacy.mechanisms.sampling_rates), got ({self.q_e!r}, {self.q_s!r})")
         for name in ("m_max", "k_cap"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ConfigError(f"{name} must be a positive integer or None, got {v!r}")
         try:
-            self.sensitivities  # noqa: B018 - validates the (method, m_max, k_cap) combination
+            self.sensitivities  # noqa: B018 - validates the (rule, m_max, k_cap) combination
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
     @property
     def sensitivities(self) -> Sensitivities:
-        return sensitivities(beta=1.0, w_max=1.0, m_max=self.m_max, k_cap=self.k_cap, method=self.method,
+        return sensitivities(beta=1.0, w_max=1.0, m_max=self.m_max, k_cap=self.k_cap, rule=self.rule,
                              gamma=self.gamma)
 
     @property
     def sigma(self) -> float:
         """Noise std in units of w_max * beta."""
-        return noise_std(self.method, self.z, self.sensitivities)
+        return noise_std(self.rule, self.z, self.sensitivities)
 
     def mixture(self, adjacency: str) -> Mixture:
         """The pair of adjacency "uedp" or "user"."""
         return adjacency_mixture(adjacency, self.sensitivities, self.sigma, q_u=self.q_u, q_e=self.q_e)
 
-    def undetected(self, rule: str) -> Pair:
-        """The pair of one bound of eps_undetected (UNDETECTED_RULES)."""
-        return undetected_pair(rule, self.sensitivities, self.sigma, q_u=self.q_u, q_e=self.q_e, q_s=self.q_s)
+    def undetected(self, bound: str) -> Pair:
+        """The pair of one bound of eps_undetected (UNDETECTED_BOUNDS)."""
+        return undetected_pair(bound, self.sensitivities, self.sigma, q_u=self.q_u, q_e=self.q_e, q_s=self.q_s)
 
     def truncation_probability(self, num_users: int) -> float:
         """P(Bin(N-2, q_u) >= m_max - 1): a round's probability of leaving the good event of docs/proofs.md
@@ -556,11 +560,12 @@ class Epsilons:
     eps_rdp_bound: float
     delta: float
     rounds: int
-    undetected_rule: str = ""  # the bound that decided eps_undetected (UNDETECTED_RULES)
+    undetected_bound: str = ""  # the bound that decided eps_undetected (UNDETECTED_BOUNDS)
     delta_trunc: float = 0.0  # charged to every epsilon (docs/proofs.md section 4)
 
     def as_dict(self) -> dict[str, float | int | str]:
-        return asdict(self)
+        """The fields in order, under their keys in files (EPSILON_KEYS: "undetected_rule" for undetected_bound)."""
+        return {EPSILON_KEYS.get(k, k): v for k, v in asdict(self).items()}
 
 
 @contextlib.contextmanager
@@ -675,12 +680,12 @@ def pairs_epsilon(
     over its count (PLD, add and remove; dp-accounting's PLDAccountant composing the pairs' events).
 
     The grid is `value_discretization_interval`, or else the automatic one of the module docstring (from
-    `pairs_rdp_epsilon` of the same pairs at the same delta): the very rule `epsilon_of` uses, so that the
+    `pairs_rdp_epsilon` of the same pairs at the same delta): the very grid `epsilon_of` uses, so that the
     pairs of a ledger give the ledger's values bit for bit. No truncation charge: a caller whose bound holds
     on a good event only passes delta - delta_trunc (as `epsilon_of` does). Null pairs add nothing (0 if
     all are null); a blatant one makes epsilon infinite. Results are cached (`clear_caches` in
     uedp.privacy.calibration). What `epsilon_of` computes once it has the pairs; the crafted-update audit
-    gives it the pairs of a broken sensitivity rule (uedp.audit.mechanism)."""
+    gives it the pairs of a broken sensitivity function (uedp.audit.mechanism)."""
     return _pld_epsilon(_check_pairs(pairs), check_delta(delta), _check_vdi(value_discretization_interval))
 
 
@@ -721,8 +726,8 @@ def undetected_bound(
     for bounds in kinds:
         fine = vdi if vdi is not None else auto_discretization(min(_rdp_epsilon(x, d) for x in bounds.values()))
         coarse = min(MAX_DISCRETIZATION, RANKING_FACTOR * fine)
-        rule = min(bounds, key=lambda r: _pld_epsilon(bounds[r], d, coarse))
-        best.append((_pld_epsilon(bounds[rule], d, fine), rule))
+        bound = min(bounds, key=lambda b: _pld_epsilon(bounds[b], d, coarse))
+        best.append((_pld_epsilon(bounds[bound], d, fine), bound))
     return max(best)
 
 
@@ -783,8 +788,8 @@ def undetected_epsilon(
     d = _pld_delta(groups, delta, num_users)
     if d <= 0.0:
         return math.inf, "truncation"
-    candidates = [{r: tuple((m.undetected(r), c) for m, c in groups) for r in rules}
-                  for rules in (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES)]
+    candidates = [{b: tuple((m.undetected(b), c) for m, c in groups) for b in bounds}
+                  for bounds in (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES)]
     return undetected_bound(candidates, delta=d, value_discretization_interval=vdi)
 
 
@@ -824,9 +829,9 @@ def compose_epsilons(
     groups = as_groups(groups)
     values = {f"eps_{a}": epsilon_of(groups, a, delta=delta, num_users=num_users) for a in ("uedp", "user")}
     values["eps_rdp_bound"] = rdp_epsilon_of(groups, "uedp", delta=delta, num_users=num_users)
-    values["eps_undetected"], rule = undetected_epsilon(groups, delta=delta, num_users=num_users)
+    values["eps_undetected"], bound = undetected_epsilon(groups, delta=delta, num_users=num_users)
     return Epsilons(**values, delta=float(delta), rounds=sum(c for _, c in groups),
-                    undetected_rule=rule, delta_trunc=truncation_delta(groups, num_users))
+                    undetected_bound=bound, delta_trunc=truncation_delta(groups, num_users))
 
 
 def epsilons(
@@ -837,7 +842,7 @@ def epsilons(
 
 
 def mechanism(
-    method: str = "uedp",
+    rule: str = "uedp",
     *,
     z: float,
     q_u: float,
@@ -847,11 +852,11 @@ def mechanism(
     k_cap: int | None = None,
     gamma: float = 0.0,
 ) -> Mechanism:
-    """A `Mechanism` whose q_e and q_s, where not given, are the method's sampling rates
-    (uedp.privacy.mechanisms.sampling_rates: user_dp and noiseless -> 1, 1; uedp_naive -> q_s = 0).
+    """A `Mechanism` of accounting rule `rule` whose q_e and q_s, where not given, are the rule's sampling
+    rates (uedp.privacy.mechanisms.sampling_rates: user_dp and noiseless -> 1, 1; uedp_naive -> q_s = 0).
     uedp and uedp_naive need q_e; uedp's q_s is 0 when not given (it only matters for eps_undetected)."""
-    if q_e is None and method in ("uedp", "uedp_naive", "uedp_split"):
-        raise ConfigError(f"method {method!r} needs q_e")
-    rates = sampling_rates(method, q_e=1.0 if q_e is None else q_e, q_s=0.0 if q_s is None else q_s)
+    if q_e is None and rule in ("uedp", "uedp_naive", "uedp_split"):
+        raise ConfigError(f"accounting rule {rule!r} needs q_e")
+    rates = sampling_rates(rule, q_e=1.0 if q_e is None else q_e, q_s=0.0 if q_s is None else q_s)
     q_e, q_s = (rates[0] if q_e is None else q_e), (rates[1] if q_s is None else q_s)
-    return Mechanism(method=method, z=z, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap, gamma=gamma)
+    return Mechanism(rule=rule, z=z, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap, gamma=gamma)

@@ -33,7 +33,7 @@ import numpy as np
 from uedp.checks import positive
 from uedp.privacy.clipping import Update, clip_update, is_torch, leaves, rebuild, to_numpy64, update_norm
 from uedp.privacy.noise import NoiseSource
-from uedp.privacy.sensitivity import check_method
+from uedp.privacy.sensitivity import check_rule
 
 OK, RECLIPPED, DROPPED_SHAPE, DROPPED_NONFINITE = "ok", "reclipped", "dropped_shape", "dropped_nonfinite"
 STATUSES = (OK, RECLIPPED, DROPPED_SHAPE, DROPPED_NONFINITE)
@@ -191,7 +191,7 @@ def aggregate(
 
 
 def denominator(
-    method: str,
+    rule: str,
     *,
     q_u: float,
     num_users: int,
@@ -202,7 +202,7 @@ def denominator(
     W_s: float | None = None,
     paper_z: bool = False,
 ) -> float:
-    """The public constant Z of the estimator (contract 2.8).
+    """The public constant Z of the estimator (contract 2.8) for a mechanism of accounting rule `rule`.
 
     Default (and user_dp): Z = q_u * W_u, the expected total weight of the sampled users (W_u defaults to
     num_users, i.e. unit weights; truncation at m_max is ignored, as it only bites with small
@@ -214,7 +214,7 @@ def denominator(
     (q_e W_e + q_s W_s) is the same every round, so it only rescales the step: a server learning rate
     eta with the paper's Z equals eta / (q_e W_e + q_s W_s) with the default Z. Privacy is unaffected.
     """
-    check_method(method)
+    check_rule(rule)
     if not 0.0 < float(q_u) <= 1.0:
         raise ValueError(f"q_u must lie in (0, 1] to define Z, got {q_u!r}")
     if isinstance(num_users, bool) or not isinstance(num_users, int) or num_users < 1:
@@ -223,9 +223,9 @@ def denominator(
     Z = float(q_u) * W_u
     if not paper_z:
         return Z
-    if method not in ("uedp", "uedp_naive"):
-        raise ValueError(f"paper_z applies to uedp / uedp_naive only, not {method!r}")
-    if method == "uedp_naive":
+    if rule not in ("uedp", "uedp_naive"):
+        raise ValueError(f"paper_z applies to uedp / uedp_naive only, not {rule!r}")
+    if rule == "uedp_naive":
         q_s, W_s = 0.0, 0.0
     missing = [n for n, v in (("q_e", q_e), ("W_e", W_e), ("q_s", q_s), ("W_s", W_s)) if v is None]
     if missing:

@@ -123,7 +123,7 @@ class _Curve:
 class _IdenticalRounds:
     """records_from_z of `rounds` identical rounds of one mechanism (calibrate_noise_multiplier's problem)."""
 
-    method: str
+    rule: str  # the accounting rule
     q_u: float
     q_e: float | None
     q_s: float | None
@@ -133,7 +133,7 @@ class _IdenticalRounds:
     rounds: int
 
     def __call__(self, z: float) -> list[tuple[accounting.Mechanism, int]]:
-        mech = mechanism(self.method, z=z, q_u=self.q_u, q_e=self.q_e, q_s=self.q_s, m_max=self.m_max,
+        mech = mechanism(self.rule, z=z, q_u=self.q_u, q_e=self.q_e, q_s=self.q_s, m_max=self.m_max,
                          k_cap=self.k_cap, gamma=self.gamma)  # fmt: skip
         return [(mech, self.rounds)]
 
@@ -156,7 +156,7 @@ def _check_target_and_tol(target_epsilon: float, tol: float) -> tuple[float, flo
 
 def _problem(
     target_epsilon: float, *, q_u: float, q_e: float | None, q_s: float | None, m_max: int | None,
-    k_cap: int | None, rounds: int, delta: float, num_users: int | None, method: str, adjacency: str,
+    k_cap: int | None, rounds: int, delta: float, num_users: int | None, rule: str, adjacency: str,
     tol: float, value_discretization_interval: float | None, gamma: float = 0.0,
 ) -> _Problem:  # fmt: skip
     target, tol = _check_target_and_tol(target_epsilon, tol)
@@ -164,11 +164,11 @@ def _problem(
         raise ConfigError(f"rounds must be a positive integer, got {rounds!r}")
     if adjacency not in ADJACENCIES:
         raise ConfigError(f"adjacency must be one of {', '.join(ADJACENCIES)}, got {adjacency!r}")
-    if method == "noiseless":
+    if rule == "noiseless":
         raise ConfigError("a noiseless mechanism cannot be calibrated")
     delta = check_delta(delta, num_users)
     vdi = accounting._check_vdi(value_discretization_interval)
-    records_from_z = _IdenticalRounds(method=method, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap,
+    records_from_z = _IdenticalRounds(rule=rule, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap,
                                       gamma=float(gamma), rounds=rounds)  # fmt: skip
     trunc = truncation_delta(records_from_z(1.0), num_users)
     if trunc >= delta:
@@ -188,8 +188,8 @@ def _search(curve: _Curve, target: float, tol: float) -> float:
     if not live:
         raise ConfigError("epsilon is 0 for every noise multiplier (nothing is ever sampled)")
     if any(m.is_blatant for m in live):
-        methods = ", ".join(dict.fromkeys(m.method for m, _ in groups))
-        raise ConfigError(f"epsilon is infinite for every noise multiplier ({methods}, {curve.adjacency} adjacency)")
+        rules = ", ".join(dict.fromkeys(m.rule for m, _ in groups))
+        raise ConfigError(f"epsilon is infinite for every noise multiplier ({rules}, {curve.adjacency} adjacency)")
     z_start = 1.0
     while curve.rdp(z_start) > START_FACTOR * target:  # RDP >= PLD: keep the coarse PLDs small
         z_start *= 2.0
@@ -308,23 +308,23 @@ def calibrate_noise_multiplier(
     rounds: int,
     delta: float = DEFAULT_DELTA,
     num_users: int | None = None,
-    method: str = "uedp",
+    rule: str = "uedp",
     adjacency: str = "uedp",
     tol: float = 1e-3,
     value_discretization_interval: float | None = None,
     gamma: float = 0.0,
 ) -> float:
     """The smallest noise multiplier z, up to `tol` (absolute), whose epsilon after `rounds` identical
-    rounds is <= target_epsilon, for `adjacency` "uedp" (eps_uedp, default), "user" (eps_user) or
-    "undetected" (eps_undetected); `calibrate_claims` for several at once.
+    rounds of the accounting rule `rule` is <= target_epsilon, for `adjacency` "uedp" (eps_uedp, default),
+    "user" (eps_user) or "undetected" (eps_undetected); `calibrate_claims` for several at once.
 
-    Guarantee, with eps(z) = epsilon(adjacency, [(mechanism(method, z=z, ...), rounds)], delta=delta,
+    Guarantee, with eps(z) = epsilon(adjacency, [(mechanism(rule, z=z, ...), rounds)], delta=delta,
     value_discretization_interval=value_discretization_interval) - the very values a ledger of these
     rounds reports:  eps(z*) <= target < eps(z* - tol).
     Search (module docstring): RDP bracket, coarse-grid secant, extrapolation to the fine grid, then
     typically 2 fine evaluations that prove the guarantee."""
     p = _problem(target_epsilon, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap, rounds=rounds,
-                 delta=delta, num_users=num_users, method=method, adjacency=adjacency, tol=tol,
+                 delta=delta, num_users=num_users, rule=rule, adjacency=adjacency, tol=tol,
                  value_discretization_interval=value_discretization_interval, gamma=gamma)  # fmt: skip
     return _search(p.curve, p.target, p.tol)
 
@@ -569,7 +569,7 @@ def calibrate_noise_multiplier_reference(
     rounds: int,
     delta: float = DEFAULT_DELTA,
     num_users: int | None = None,
-    method: str = "uedp",
+    rule: str = "uedp",
     adjacency: str = "uedp",
     tol: float = 1e-3,
     value_discretization_interval: float | None = None,
@@ -579,14 +579,14 @@ def calibrate_noise_multiplier_reference(
     Search: the cheap RDP bound (>= the PLD epsilon) brackets z*; then log-log interpolation with bisection
     as fallback narrows the bracket on the PLD epsilon (typically 6-10 PLD evaluations)."""
     p = _problem(target_epsilon, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap, rounds=rounds,
-                 delta=delta, num_users=num_users, method=method, adjacency=adjacency, tol=tol,
+                 delta=delta, num_users=num_users, rule=rule, adjacency=adjacency, tol=tol,
                  value_discretization_interval=value_discretization_interval, gamma=gamma)  # fmt: skip
     target, eps, rdp, tol = p.target, p.curve.eps, p.curve.rdp, p.tol
     probe = eps(1.0)
     if probe == 0.0:
         raise ConfigError("epsilon is 0 for every noise multiplier (nothing is ever sampled)")
     if math.isinf(probe):
-        raise ConfigError(f"epsilon is infinite for every noise multiplier ({method}, {adjacency} adjacency)")
+        raise ConfigError(f"epsilon is infinite for every noise multiplier ({rule}, {adjacency} adjacency)")
     lo, hi = 0.0, 1.0
     while rdp(hi) > target:  # RDP >= PLD
         lo, hi = hi, 2.0 * hi
@@ -648,7 +648,7 @@ def run_noise_multiplier(spec: Any, privacy: Any, *, rounds: int, num_users: int
         return float(p.noise_multiplier)
     q_e, q_s = spec.rates(p)
     return calibrate_claims(
-        p.target_epsilon, spec.claims_for(p), method=spec.accounting, q_u=p.q_u, q_e=q_e, q_s=q_s,
+        p.target_epsilon, spec.claims_for(p), rule=spec.rule, q_u=p.q_u, q_e=q_e, q_s=q_s,
         m_max=spec.m_max(p), k_cap=spec.k_cap(p), rounds=rounds, delta=p.delta, num_users=num_users, tol=1e-3,
         gamma=spec.gamma(p) / p.beta,
     )

@@ -4,7 +4,8 @@ A `RoundRecord` holds one round's mechanism parameters and nothing else: no key,
 statistic, no count of sampled users. The `Ledger` is the list of records; epsilons are always computed
 FROM it (consecutive identical rounds grouped, see uedp.privacy.accounting), never accumulated by hand.
 In the file a record's keys are its field names, except where `FILE_KEYS` keeps an older one (the public
-denominator `denominator` is saved as "Z"), so the file and every hash are what they were before a rename.
+denominator `denominator` is saved as "Z", the accounting rule `rule` as "method"), so the file and every
+hash are what they were before a rename.
 
 `append` validates first (a valid record whose round is the next one: rounds are contiguous from 1) and
 only then changes state, so a round can never be recorded (or spent) twice, nor skipped. A run records the
@@ -48,7 +49,7 @@ HASH = "sha256"
 NOISE_MODES = ("secure", "philox", "philox_fixed_seed", "none", "unrecorded")
 # A RoundRecord field whose key in the file (ledger.json, and the checkpoint's copy) is the older name: the
 # file and every record's hash are what they were before the field was renamed.
-FILE_KEYS = {"denominator": "Z"}
+FILE_KEYS = {"denominator": "Z", "rule": "method"}
 
 
 def _canonical(obj: Any) -> bytes:
@@ -78,7 +79,7 @@ class RoundRecord:
     """One round's public mechanism parameters. `sigma` (the absolute noise std) is derived, not stored."""
 
     round: int
-    method: str
+    rule: str  # the accounting rule (uedp.privacy.sensitivity.RULES; the file's key "method": FILE_KEYS)
     q_u: float
     q_e: float
     q_s: float
@@ -88,7 +89,7 @@ class RoundRecord:
     w_max: float
     z: float
     denominator: float  # the public denominator Z (the file's key "Z": FILE_KEYS)
-    gamma: float = 0.0  # uedp_split: the entity part's clip (absolute, like beta); 0 for every other method
+    gamma: float = 0.0  # uedp_split: the entity part's clip (absolute, like beta); 0 for every other rule
     noise: str = "unrecorded"  # how the noise was drawn: NOISE_MODES (the server records its noise source's)
 
     def __post_init__(self) -> None:
@@ -104,14 +105,14 @@ class RoundRecord:
         object.__setattr__(self, "w_max", w_max)
         object.__setattr__(self, "denominator", positive("denominator", self.denominator))
         object.__setattr__(self, "gamma", float(self.gamma))
-        mech = self.mechanism  # validates method, probabilities, z, m_max, k_cap
+        mech = self.mechanism  # validates the rule, probabilities, z, m_max, k_cap
         for name in ("q_u", "q_e", "q_s", "z"):
             object.__setattr__(self, name, getattr(mech, name))
 
     @property
     def mechanism(self) -> Mechanism:
         return Mechanism(
-            method=self.method, z=self.z, q_u=self.q_u, q_e=self.q_e, q_s=self.q_s,
+            rule=self.rule, z=self.z, q_u=self.q_u, q_e=self.q_e, q_s=self.q_s,
             m_max=self.m_max, k_cap=self.k_cap, gamma=self.gamma / self.beta,
         )  # fmt: skip
 

@@ -5,8 +5,9 @@ keeps its own list of mechanism names:
 
     config        strategy.name (+ strategy.estimator for UeDP) picks the spec: `spec_for(strategy, estimator)`
     strategy      cohort truncation at m_max, slots for the entity cap, round key, noise or plain mean
-    accountant    `accounting` (the sensitivity rule of uedp.privacy.sensitivity, recorded in the ledger as
-                  the round's `method`) and the sampling rates `rates(privacy)` it is accounted with
+    accountant    `rule` (the accounting rule: uedp.privacy.sensitivity.RULES, the round's `RoundRecord.rule`,
+                  recorded in ledger.json under the key "method") and the sampling rates `rates(privacy)` it
+                  is accounted with
     client        `keyed` (entity sampling by the round key, with the rates' q_e and q_s: q_s = 0 means no
                   extended entity), `deidentify` (entities replaced by placeholders before training)
     budget check  `adjacency`: the mechanism's adjacency ("uedp" or "user": `MECHANISM_ADJACENCIES`, those of
@@ -14,7 +15,7 @@ keeps its own list of mechanism names:
                   baselines; `claims`: every epsilon the run promises, calibrates to and stops on (UeDP:
                   eps_uedp AND eps_undetected; user-level DP: eps_user), `claims_for(privacy)` the subset
                   privacy.target_on names
-    summary.json  `summary_method`: what the run's summary records as its "method" (the accounting method of
+    summary.json  `summary_method`: what the run's summary records as its "method" (the accounting rule of
                   its rounds for a central mechanism; a local mechanism, which has no rounds, its own name);
                   `summary_methods()` is every value it can take
     audit         `audited`: the crafted-update audit's exact law (uedp.audit.mechanism) is written for it; the
@@ -25,7 +26,7 @@ The sampling-rate rule (which q_e and q_s a round is accounted with) is written 
 
 Adding a mechanism: one `register(MechanismSpec(...))` below. Its name is what the server sends to the
 client (uedp.protocol), its `strategy`/`estimator` what the config says, and a Hydra preset
-`strategy=<name>` is generated from it (runtime/hydra_job.py). A new sensitivity rule also needs its case in
+`strategy=<name>` is generated from it (runtime/hydra_job.py). A new accounting rule also needs its case in
 uedp.privacy.sensitivity. A local mechanism names its `summary_method` (refused at registration otherwise);
 the crafted-update audit covers a mechanism only if it sets `audited` (its law must then hold for it).
 """
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from uedp.errors import ConfigError
-from uedp.privacy.sensitivity import METHODS
+from uedp.privacy.sensitivity import RULES
 
 ESTIMATORS = ("f_E+", "f_E")  # UeDP's estimators (config strategy.estimator): with / without extended entities
 # the adjacency a mechanism is built for (uedp.privacy.accounting.ADJACENCIES: "undetected" is claimed with
@@ -56,14 +57,14 @@ class PrivacyParams(Protocol):
     beta: float
 
 
-def sampling_rates(accounting: str, *, q_e: float, q_s: float) -> tuple[float, float]:
-    """(q_e, q_s) a round of this accounting method is accounted with: a mechanism that uses every sentence
+def sampling_rates(rule: str, *, q_e: float, q_s: float) -> tuple[float, float]:
+    """(q_e, q_s) a round of this accounting rule is accounted with: a mechanism that uses every sentence
     of a sampled user samples no entity (1, 1); the naive f_E never uses extended entities (q_s = 0)."""
-    if accounting not in METHODS:
-        raise ConfigError(f"accounting method must be one of {', '.join(METHODS)}, got {accounting!r}")
-    if accounting in ("user_dp", "noiseless"):
+    if rule not in RULES:
+        raise ConfigError(f"accounting rule must be one of {', '.join(RULES)}, got {rule!r}")
+    if rule in ("user_dp", "noiseless"):
         return 1.0, 1.0
-    if accounting == "uedp_naive":
+    if rule == "uedp_naive":
         return float(q_e), 0.0
     return float(q_e), float(q_s)  # uedp, uedp_split
 
@@ -73,7 +74,7 @@ class MechanismSpec:
     name: str  # unique; sent to clients in the training message
     strategy: str  # config strategy.name
     estimator: str | None  # config strategy.estimator this spec answers (None: the estimator is not used)
-    accounting: str  # uedp.privacy.sensitivity method; the ledger's `method`
+    rule: str  # the accounting rule (uedp.privacy.sensitivity.RULES); RoundRecord.rule, ledger.json's "method"
     adjacency: str | None  # the adjacency of the promised epsilon ("uedp" | "user"); None: no guarantee
     keyed: bool  # clients select sentences by keyed-hash entity sampling (a round key is sent)
     truncate: bool  # the cohort is truncated at m_max (the sensitivities assume it)
@@ -83,30 +84,30 @@ class MechanismSpec:
     split: bool = False  # clients return the entity-free part (clip beta) and the entity part (clip gamma)
     aliases: tuple[str, ...] = ()  # extra names of its Hydra preset (strategy=<alias>)
     description: str = ""
-    # summary.json's "method": the accounting method (the default) for a central mechanism, its own name
+    # summary.json's "method": the accounting rule (the default) for a central mechanism, its own name
     # for a local one (no rounds, no ledger)
     summary_method: str = ""
     audited: bool = False  # the crafted-update audit (uedp.audit.mechanism) covers it
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "summary_method", self.summary_method or self.accounting)
-        if self.accounting not in METHODS:
-            raise ValueError(f"{self.name}: accounting must be one of {METHODS}, got {self.accounting!r}")
+        object.__setattr__(self, "summary_method", self.summary_method or self.rule)
+        if self.rule not in RULES:
+            raise ValueError(f"{self.name}: the accounting rule must be one of {RULES}, got {self.rule!r}")
         if self.adjacency not in (*MECHANISM_ADJACENCIES, None):
             raise ValueError(f"{self.name}: adjacency must be one of {MECHANISM_ADJACENCIES} or None, got "
                              f"{self.adjacency!r}")
-        if (self.adjacency is None) != (self.accounting == "noiseless"):
+        if (self.adjacency is None) != (self.rule == "noiseless"):
             raise ValueError(f"{self.name}: exactly the noiseless mechanisms claim nothing")
         if self.entity_cap and not self.keyed:
             raise ValueError(f"{self.name}: the entity cap needs keyed entity sampling")
         if self.estimator is not None and self.estimator not in ESTIMATORS:
             raise ValueError(f"{self.name}: estimator must be one of {ESTIMATORS} or None")
-        if self.split != (self.accounting == "uedp_split") or (self.split and (self.entity_cap or not self.keyed)):
+        if self.split != (self.rule == "uedp_split") or (self.split and (self.entity_cap or not self.keyed)):
             raise ValueError(f"{self.name}: a split update is keyed, has no slots, and is accounted as uedp_split")
-        if self.local == (self.summary_method in METHODS) or (
-                not self.local and self.summary_method != self.accounting):
-            raise ValueError(f"{self.name}: a central mechanism's summary method is its accounting "
-                             f"({self.accounting!r}), a local one's a name of its own (not one of {METHODS}); "
+        if self.local == (self.summary_method in RULES) or (
+                not self.local and self.summary_method != self.rule):
+            raise ValueError(f"{self.name}: a central mechanism's summary method is its accounting rule "
+                             f"({self.rule!r}), a local one's a name of its own (not one of {RULES}); "
                              f"got {self.summary_method!r}")
         if self.audited and (self.local or self.split or not self.private
                              or not self.truncate == self.keyed == self.entity_cap):
@@ -139,7 +140,7 @@ class MechanismSpec:
 
     def rates(self, privacy: PrivacyParams) -> tuple[float, float]:
         """(q_e, q_s) of this mechanism's rounds: what clients are told and what the ledger records."""
-        return sampling_rates(self.accounting, q_e=privacy.q_e, q_s=privacy.q_s)
+        return sampling_rates(self.rule, q_e=privacy.q_e, q_s=privacy.q_s)
 
     def gamma(self, privacy: PrivacyParams) -> float:
         """The entity part's clip of a split update (0 for every other mechanism): privacy.gamma, or
@@ -219,38 +220,38 @@ def spec_for(strategy: str, estimator: str) -> MechanismSpec:
 
 
 register(MechanismSpec(
-    name="uedp", strategy="uedp", estimator="f_E+", accounting="uedp", adjacency="uedp", keyed=True,
+    name="uedp", strategy="uedp", estimator="f_E+", rule="uedp", adjacency="uedp", keyed=True,
     truncate=True, entity_cap=True, audited=True,
     description="UeDP-Alg (f_E+): sentences whose entities are all sampled, plus sampled extended entities",
 ))
 register(MechanismSpec(
-    name="uedp_naive", strategy="uedp", estimator="f_E", accounting="uedp_naive", adjacency="uedp", keyed=True,
+    name="uedp_naive", strategy="uedp", estimator="f_E", rule="uedp_naive", adjacency="uedp", keyed=True,
     truncate=True, entity_cap=True,
     description="UeDP with the naive estimator f_E: extended entities are never used (q_s = 0)",
 ))
 register(MechanismSpec(
-    name="uedp_split", strategy="uedp_split", estimator=None, accounting="uedp_split", adjacency="uedp", keyed=True,
+    name="uedp_split", strategy="uedp_split", estimator=None, rule="uedp_split", adjacency="uedp", keyed=True,
     truncate=True, entity_cap=False, split=True,
     description="UeDP with a split update: entity-free sentences (S sampled) clipped to beta, sentences whose "
                 "entities are all sampled clipped to gamma, no slot rule (docs/proofs.md Theorem 3)",
 ))
 register(MechanismSpec(
-    name="user_dp", strategy="user_dp", estimator=None, accounting="user_dp", adjacency="user", keyed=False,
+    name="user_dp", strategy="user_dp", estimator=None, rule="user_dp", adjacency="user", keyed=False,
     truncate=False, entity_cap=False, audited=True,
     description="user-level DP (DP-FedAvg, estimator f_f): every sentence of a Poisson-sampled user",
 ))
 register(MechanismSpec(
-    name="fedavg", strategy="fedavg", estimator=None, accounting="noiseless", adjacency=None, keyed=False,
+    name="fedavg", strategy="fedavg", estimator=None, rule="noiseless", adjacency=None, keyed=False,
     truncate=False, entity_cap=False, aliases=("noiseless",),
     description="noiseless FedAvg: unclipped, mean of the replies; no guarantee (the utility reference)",
 ))
 register(MechanismSpec(
-    name="deid", strategy="deid", estimator=None, accounting="noiseless", adjacency=None, keyed=False,
+    name="deid", strategy="deid", estimator=None, rule="noiseless", adjacency=None, keyed=False,
     truncate=False, entity_cap=False, deidentify=True,
     description="de-identification: FedAvg on text with detected entities replaced by [CATEGORY]; no guarantee",
 ))
 register(MechanismSpec(
-    name="dp_bart", strategy="dp_bart", estimator=None, accounting="noiseless", adjacency=None, keyed=False,
+    name="dp_bart", strategy="dp_bart", estimator=None, rule="noiseless", adjacency=None, keyed=False,
     truncate=False, entity_cap=False, local=True, summary_method="local_dp",
     description="DP-BART: each client rewrites its sentences under local DP (rewrite.*), the server trains on "
                 "the rewrites; no central claim, a local one per document (shared/docs/dp-bart.md)",

@@ -138,10 +138,10 @@ def read_content(content: Any, *, records: Sequence[str],
     return parts, loss
 
 
-def decode_array(array: Any, shape: Shape) -> np.ndarray | None:
-    """The array of a plain numeric .npy payload of exactly `shape`, or None. Reads the header only (at most
-    10,000 bytes, evaluated literally) before any array exists; the result is a read-only view of the
-    payload, never larger than it."""
+def decode_array(array: Any, shape: Shape | None = None) -> np.ndarray | None:
+    """The array of a plain numeric .npy payload of exactly `shape` (None: whatever shape its header says),
+    or None. Reads the header only (at most 10,000 bytes, evaluated literally) before any array exists; the
+    result is a read-only view of the payload, never larger than it (no copy: faster than Array.numpy())."""
     if not isinstance(array, Array) or array.stype != NUMPY_STYPE or not isinstance(array.data, bytes):
         return None
     data = array.data
@@ -153,6 +153,8 @@ def decode_array(array: Any, shape: Shape) -> np.ndarray | None:
         got, fortran, dtype = read_header(fp)
     except Exception:  # whatever a hostile header makes numpy raise: the payload is refused
         return None
+    if shape is None:
+        shape = tuple(got)
     if tuple(got) != tuple(shape) or dtype.hasobject or dtype.kind not in NUMERIC_KINDS:
         return None
     count = math.prod(shape)

@@ -11,7 +11,7 @@ are public and an absent user is an empty place, section 1 there):
     s_e = 2 k_cap w_max beta with the cap, 2 m_max w_max beta without;
   - an undetected entity in one sentence of one user (s_s): s_s = 2 w_max beta.
 
-Methods (`METHODS`):
+Accounting rules (`RULES`; `MechanismSpec.rule`, `RoundRecord.rule`, the ledger file's key "method"):
   - "uedp" (f_E+) and "uedp_naive" (f_E, q_s = 0): sigma = z * (s_u + s_e).
   - "uedp_split" (docs/proofs.md Theorem 3): each client returns its entity-free part clipped to beta and
     its entity part (every sentence whose entities are all sampled, no slot rule) clipped to gamma,
@@ -32,13 +32,13 @@ from dataclasses import dataclass
 
 from uedp.checks import positive, positive_int
 
-METHODS = ("uedp", "uedp_naive", "uedp_split", "user_dp", "noiseless")
+RULES = ("uedp", "uedp_naive", "uedp_split", "user_dp", "noiseless")  # the accounting rules
 
 
-def check_method(method: str) -> str:
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    return method
+def check_rule(rule: str) -> str:
+    if rule not in RULES:
+        raise ValueError(f"accounting rule must be one of {', '.join(RULES)}, got {rule!r}")
+    return rule
 
 
 @dataclass(frozen=True)
@@ -53,14 +53,15 @@ class Sensitivities:
 
 
 def sensitivities(
-    *, beta: float, w_max: float, m_max: int | None, k_cap: int | None, method: str = "uedp",
+    *, beta: float, w_max: float, m_max: int | None, k_cap: int | None, rule: str = "uedp",
     gamma: float = 0.0,
 ) -> Sensitivities:
-    """The sensitivities for `method` (see the module docstring); `gamma`: the entity part's clip
-    (uedp_split only; absolute, like beta: `Mechanism` passes beta = 1 and gamma in units of beta)."""
-    check_method(method)
+    """The sensitivities for the accounting rule `rule` (see the module docstring); `gamma`: the entity
+    part's clip (uedp_split only; absolute, like beta: `Mechanism` passes beta = 1 and gamma in units of
+    beta)."""
+    check_rule(rule)
     unit = positive("beta", beta) * positive("w_max", w_max)
-    if method == "uedp_split":
+    if rule == "uedp_split":
         g = positive("gamma", gamma)
         if m_max is None or k_cap is not None:
             raise ValueError("uedp_split needs m_max (the cohort truncation) and has no entity cap (k_cap None)")
@@ -70,29 +71,30 @@ def sensitivities(
         return Sensitivities(s_u=unit * (1.0 + g / beta), s_e=2.0 * m_max * w_max * g,
                              s_s=2.0 * unit * (1.0 + g / beta), unit=unit)
     if gamma:
-        raise ValueError(f"gamma (the entity part's clip) is for uedp_split only, got {gamma!r} for {method}")
+        raise ValueError(f"gamma (the entity part's clip) is for uedp_split only, got {gamma!r} for {rule}")
     if w_max > 1.0:
         raise ValueError(f"w_max must lie in (0, 1], got {w_max!r}")
     if k_cap is not None:
         positive_int("k_cap", k_cap)
     if m_max is not None:
         positive_int("m_max", m_max)
-    if method == "user_dp" and k_cap is not None:
+    if rule == "user_dp" and k_cap is not None:
         raise ValueError("user_dp has no entity cap: k_cap must be None")
     if m_max is None:
-        if method not in ("user_dp", "noiseless"):  # noiseless is not private anyway
-            raise ValueError(f"method {method!r} needs m_max (the cohort truncation), got None")
+        if rule not in ("user_dp", "noiseless"):  # noiseless is not private anyway
+            raise ValueError(f"accounting rule {rule!r} needs m_max (the cohort truncation), got None")
         return Sensitivities(s_u=unit, s_e=math.inf, s_s=2.0 * unit, unit=unit)
     s_e = 2.0 * (k_cap if k_cap is not None else m_max) * unit
     return Sensitivities(s_u=unit, s_e=s_e, s_s=2.0 * unit, unit=unit)
 
 
-def noise_std(method: str, z: float, sens: Sensitivities) -> float:
-    """sigma: z * (s_u + s_e) for uedp / uedp_naive, z * w_max * beta for user_dp, 0 for noiseless."""
-    check_method(method)
-    if method == "noiseless":
+def noise_std(rule: str, z: float, sens: Sensitivities) -> float:
+    """sigma for the accounting rule `rule`: z * (s_u + s_e) for uedp / uedp_naive / uedp_split, z * w_max *
+    beta for user_dp, 0 for noiseless."""
+    check_rule(rule)
+    if rule == "noiseless":
         return 0.0
     z = positive("noise multiplier z", z)
-    if method == "user_dp":
+    if rule == "user_dp":
         return z * sens.unit
     return z * (sens.s_u + sens.s_e)
