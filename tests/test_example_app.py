@@ -10,19 +10,17 @@ app records (privacy.json's "component").
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from runtime.processes import pids_matching
 from tests.installed import ROOT, venv_with
+from tests.local_superlink import local_flwr_env, stop_superlinks
 
 EXAMPLE = ROOT / "examples" / "uedp-hf-app"
 USERS = {
@@ -71,18 +69,15 @@ def test_the_example_app_runs_on_the_installed_package(tmp_path, uedp_wheel):
         'detector = "rules"\nnum-server-rounds = 2\nnum-owners = 4\n'
         "uedp.privacy.q_u = 1.0\nuedp.privacy.target_epsilon = 20.0\n")
     home = tmp_path / "flwr-home"
-    env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}", "FLWR_HOME": str(home),
-           "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1", "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": "", "UEDP_CACHE_DIR": str(tmp_path / "cache")}
+    env = local_flwr_env(home, PATH=f"{venv / 'bin'}:{os.environ.get('PATH', '')}", HF_HUB_OFFLINE="1",
+                         TRANSFORMERS_OFFLINE="1", PYTHONPATH="", UEDP_CACHE_DIR=str(tmp_path / "cache"))
     t0 = time.monotonic()
     try:
         proc = subprocess.run([str(venv / "bin" / "flwr"), "run", str(app), "--stream", "--run-config",
                                str(overrides), "--federation-config", "num-supernodes=4 client-resources-num-cpus=1"],
                               cwd=tmp_path / "work", env=env, capture_output=True, text=True, timeout=420)
     finally:
-        for pid in pids_matching(lambda cmd: "flower-superlink" in cmd and str(home) in cmd):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
+        stop_superlinks(home)
     log = proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.returncode == 0, log
     privacy = json.loads((out / "privacy.json").read_text())

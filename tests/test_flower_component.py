@@ -367,10 +367,13 @@ def test_a_round_schedule_makes_the_rounds_start_on_time(tmp_path):
 
     dp = UserEntityDP(FedAvg(), places=8, num_rounds=3, mechanism="user_dp", privacy=cfg.privacy, out_dir=tmp_path,
                       round_period=1.5, noise_multiplier=1.0, noise=ZeroNoise())
-    dp.start(Quick(), ArrayRecord([np.zeros(2, np.float32)]), 3)
+    result = dp.start(Quick(), ArrayRecord([np.zeros(2, np.float32)]), 3)
     gaps = np.diff(starts)
     assert len(starts) == 3 and np.all(gaps >= 1.5 - 1e-3) and np.all(gaps < 1.5 + 0.5)
     assert dp.schedule_overruns == 0
+    # no target here (no budget check computes epsilons), yet every round's metrics carry its claimed epsilon
+    eps = [result.train_metrics_clientapp[r]["eps_user"] for r in (1, 2, 3)]
+    assert eps[0] < eps[1] < eps[2] and eps[2] == dp.claimed_epsilons()["eps_user"] == dp.epsilons()["eps_user"]
     with pytest.raises(ConfigError, match="round_period"):
         UserEntityDP(FedAvg(), places=8, num_rounds=3, privacy=cfg.privacy, out_dir=tmp_path, round_period=-1.0)
 

@@ -3,27 +3,20 @@ the run config overridden from a TOML file; the SuperLink it starts is stopped b
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from runtime.processes import pids_matching
+from tests.local_superlink import local_flwr_env, stop_superlinks
 
 ROOT = Path(__file__).parents[1]
 # The flwr CLI of this interpreter's environment (CI runs .venv/bin/python without activating the venv).
 FLWR = shutil.which("flwr", path=str(Path(sys.executable).parent)) or shutil.which("flwr")
-
-
-def _superlinks(flwr_home: Path) -> list[int]:
-    """Process ids of the SuperLinks started for this FLWR_HOME (its log file lives under it)."""
-    return pids_matching(lambda cmd: "flower-superlink" in cmd and str(flwr_home) in cmd)
 
 
 @pytest.mark.skipif(FLWR is None, reason="flwr CLI not installed")
@@ -38,9 +31,8 @@ def test_flwr_run_local_simulation(tmp_path):
         "uedp.privacy.target_epsilon = 6.0\n"
         f"uedp.federation.rounds = 2\nuedp.federation.eval_every = 2\nuedp.federation.out_dir = \"{out}\"\n"
     )
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-           "FLWR_HOME": str(home), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-           "UEDP_CACHE_DIR": str(tmp_path / "cache")}
+    env = local_flwr_env(home, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+                         UEDP_CACHE_DIR=str(tmp_path / "cache"))
     try:
         proc = subprocess.run(
             [FLWR, "run", ".", "--stream", "--run-config", str(overrides),
@@ -52,7 +44,5 @@ def test_flwr_run_local_simulation(tmp_path):
         assert summary["rounds"] == 2 and summary["strategy"] == "uedp"
         assert summary["eps_uedp"] <= 6.0
     finally:
-        for pid in _superlinks(home):
-            with contextlib.suppress(ProcessLookupError):  # it may exit between listing and signalling
-                os.kill(pid, signal.SIGTERM)
+        stop_superlinks(home)
     assert (ROOT / "pyproject.toml").read_text().count("[tool.flwr.federations") == 0

@@ -447,22 +447,15 @@ class UserEntityDP(Strategy):
         seconds = time.monotonic() - pending.started  # the round: configure, replies, release, ledger, update
         if rnd == self.num_rounds or (self.checkpoint_every and rnd % self.checkpoint_every == 0):
             self.save_checkpoint(rnd, new)
-        known = self._known_epsilons()
         self.last_round = RoundReport(rnd, metrics, self.ledger.head.hash, seconds)
-        return new, MetricRecord({**metrics, **known})
-
-    def _known_epsilons(self) -> dict[str, float]:
-        """The claimed epsilons after the last round where the budget check computed them already (a run with a
-        target); {} otherwise (`claimed_epsilons()` computes them on demand)."""
-        if not self.spec.private or self._eps_after is None:
-            return {}
-        self.eps = {f"eps_{k}": float(v) for k, v in self._eps_after.items()}
-        self._eps_rounds = len(self.ledger)
-        return dict(self.eps)
+        if self.spec.private and self._eps_after is not None:  # the budget check computed them already
+            self.eps = {f"eps_{k}": float(v) for k, v in self._eps_after.items()}
+            self._eps_rounds = len(self.ledger)
+        return new, MetricRecord({**metrics, **self.claimed_epsilons()})  # every private round carries them
 
     def claimed_epsilons(self) -> dict[str, float]:
         """The claimed epsilons after the rounds run ({f"eps_{adjacency}": value}; {} for a noiseless mechanism):
-        the budget check's, or computed from the ledger once per round (outside the round's own time)."""
+        the budget check's, or computed from the ledger once per round (after the round's own time is taken)."""
         if not self.spec.private or not len(self.ledger):
             return {}
         if self._eps_rounds != len(self.ledger):
