@@ -16,7 +16,8 @@ runtime/federation.py). Seconds per round, median over rounds 2..T. The real pro
 nodes, each twice in the same command: with Flower 1.42's defaults (the ServerApp's grid waits 3 s between
 pulls for replies, a node's SuperExec looks for tasks every 1 s) and with the project's levers on (`LEVERS`:
 federation.poll_interval 0.1 s, task poll TASK_POLL s, one OpenMP thread per node process). With `--baseline-
-rev REV` the real processes also run with the code at git revision REV (a worktree), first; `x_first_real` is
+rev REV` the real processes also run with the code at git revision REV (a worktree), first, with its own
+SuperNode launcher when REV has one (else with the levers only); `x_first_real` is
 each real-process row's seconds per round over the first real-process row of the same number of nodes.
 
 Both write OUT.md and OUT.json.
@@ -137,8 +138,9 @@ def bench_overhead(nodes: int, rounds: int, work: Path, *, baseline_rev: str | N
         who = f"real processes ({n} SuperNode{'s' if n > 1 else ''})"
         if baseline_rev:
             with _worktree(baseline_rev, work) as tree:
-                rows.append(_real_processes(n, rounds, work / f"processes-{n}-baseline", **LEVERS["levers on"],
-                                            root=tree, label=f"{who}, code at {baseline_rev}, levers on"))
+                best = LAUNCHER if (tree / "runtime" / "supernode_launcher.py").is_file() else "levers on"
+                rows.append(_real_processes(n, rounds, work / f"processes-{n}-baseline", **LEVERS[best],
+                                            root=tree, label=f"{who}, code at {baseline_rev}, {best}"))
         for label, levers in LEVERS.items():
             slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
             rows.append(_real_processes(n, rounds, work / f"processes-{n}-{slug}", **levers,
@@ -164,6 +166,7 @@ LEVERS = {"Flower defaults": {"poll": 0.0, "task_poll": None, "threads": None, *
           "levers on": {**_ON, **OFF},
           "levers + sleeps capped": {**_ON, "sleep_cap": SLEEP_CAP, "warm": False},
           "levers + launcher (sleeps capped, warm ClientApps)": {**_ON, "sleep_cap": SLEEP_CAP, "warm": True}}
+LAUNCHER = "levers + launcher (sleeps capped, warm ClientApps)"  # a baseline revision with a launcher runs with it
 
 
 @contextlib.contextmanager
@@ -191,7 +194,8 @@ def _real_processes(nodes: int, rounds: int, out: Path, *, poll: float | None, t
     if poll is not None:  # code before issue 12 has no such key
         overrides["federation.poll_interval"] = poll
     t0 = time.perf_counter()
-    launcher = {"sleep_cap": sleep_cap, "warm": warm} if root == ROOT else OFF  # older code has no launcher
+    has_launcher = (root / "runtime" / "supernode_launcher.py").is_file()  # code before issue 25 has none
+    launcher = {"sleep_cap": sleep_cap, "warm": warm} if has_launcher else OFF
     with federation(nodes, out.parent / f"{out.name}-home", task_poll=task_poll, threads=threads, root=root,
                     **launcher) as fed:
         rc = fed.run(overrides, timeout=1200)

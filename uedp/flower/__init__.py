@@ -21,10 +21,9 @@ the server's accounting.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from uedp.lazy import lazy_exports
 
-_EXPORTS = {
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "uedp.flower.strategy": ("UserEntityDP", "PrivacyBudgetExhausted", "RoundReport"),
     "uedp.flower.mod": ("UeDPMod", "uedp_mod", "bound_update"),
     "uedp.flower.selection": ("select_rows",),
@@ -32,18 +31,4 @@ _EXPORTS = {
     "uedp.flower.plan": ("MechanismSettings", "RoundPlan", "plan_round"),
     "uedp.protocol": ("RoundInstructions",),
     "uedp.config": ("PrivacyConfig",),
-}
-_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
-
-__all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+})

@@ -22,8 +22,7 @@ outside this package uses only public names (no leading underscore): tests/test_
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from uedp.lazy import lazy_exports
 
 _EXPORTS = {
     "mechanisms": ("MechanismSpec", "spec_for", "sampling_rates"),
@@ -42,17 +41,4 @@ _EXPORTS = {
                     "calibrate_noise_multiplier_reference", "clear_caches", "run_noise_multiplier"),
     "ledger": ("RoundRecord", "Ledger", "BudgetCheck"),
 }  # fmt: skip
-_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
-
-__all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {f"{__name__}.{m}": names for m, names in _EXPORTS.items()})
