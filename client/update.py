@@ -10,6 +10,10 @@ non-private runs only, training metrics. The update theta_local - theta_t is tak
 to beta and scaled by w_u by the client mod around the ClientApp (uedp.flower.mod), the code every node runs:
 this module never sends anything, and nothing about the round is logged.
 
+The model trains on the device federation.device resolves to on this node (uedp.devices: cpu, or cuda where
+there is a GPU); the new model comes back as CPU float32 arrays (get_weights), so the update and its clip
+are computed the same way on every device.
+
 `client_update` is the instance every real run uses. A hook on the gradients before each local step is
 injectable, for the audit's broken control only (uedp.audit.controls, with the mod's `bound` replaced too);
 nothing else differs, so a control is this code with one part swapped, never a copy of it.
@@ -26,6 +30,7 @@ import numpy as np
 import torch
 
 from uedp.config import RunConfig
+from uedp.devices import resolve_device
 from uedp.flower.selection import select_rows
 from uedp.models.base import UedpModel, get_weights, set_weights
 from uedp.owners import model_shape, owner_data
@@ -63,7 +68,15 @@ def _user_data(cfg_key: tuple, partition_id: int, deidentified: bool) -> UserDat
 @functools.lru_cache(maxsize=2)
 def _model(cfg_key: tuple):
     cfg = RunConfig.from_flat(dict(cfg_key))
-    return new_model(cfg, load_manifest(cfg))
+    return on_device(cfg, new_model(cfg, load_manifest(cfg)))
+
+
+def on_device(cfg: RunConfig, model: UedpModel) -> UedpModel:
+    """`model` on the device federation.device resolves to on this node (uedp.devices): its local training
+    runs there (uedp.training.local_train moves each batch to it); get_weights copies the new model back to
+    the CPU, where the client mod takes and clips the update."""
+    device = resolve_device(cfg.federation.device)
+    return model if device.type == "cpu" else model.to(device)
 
 
 def select(data: UserData, ins: RoundInstructions) -> tuple[np.ndarray, np.ndarray]:
@@ -91,7 +104,8 @@ class ClientRound:
         whose files name the same user never share an S-coin (docs/proofs.md section 2)."""
         data = owner_data(cfg, data_path, tokenizer, deidentified=ins.spec.deidentify)
         data = dataclasses.replace(data, user=f"node {identity}: {data.user}")
-        return self.train(data, new_model(cfg, model_shape(cfg, tokenizer)), weights, ins, training)
+        model = on_device(cfg, new_model(cfg, model_shape(cfg, tokenizer)))
+        return self.train(data, model, weights, ins, training)
 
     def train(self, data: UserData, model: UedpModel, weights: Weights, ins: RoundInstructions,
               training: LocalTraining) -> tuple[Weights | SplitModels, dict[str, float]]:

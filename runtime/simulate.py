@@ -8,6 +8,11 @@ user; `client_cpus` CPUs per client (2 clients train at once on 2 cores with the
 `federation.ray_address` (or $RAY_ADDRESS) set, the simulation joins that Ray cluster instead of starting
 one (runtime/ray_cluster.py starts a local one on loopback).
 
+Where federation.device resolves to cuda here, each client also asks Ray for a share of a GPU (`num_gpus`:
+`client_gpus`, or by default this machine's GPUs divided among the clients that train at once, CPUs /
+client_cpus, at most one GPU each), and a Ray started here is given the GPUs; otherwise clients ask for CPUs
+only (`backend_config`).
+
 The ServerApp is server/app.py's, except that Flower's in-memory grid pulls replies every
 SIMULATION_PULL_INTERVAL seconds instead of its default 0.1 s (studies/benchmark.py measured ~10% of a
 round's time here: the last reply waited for the next pull, and answered messages stay in the simulated
@@ -27,7 +32,9 @@ from flwr.serverapp import Grid, ServerApp
 
 from client.app import make_client_app
 from server.app import make_server_app
+from uedp.checks import positive
 from uedp.config import RunConfig
+from uedp.devices import resolve_device
 from uedp.pipeline import prepare
 from uedp.summary import SUMMARY, read_summary
 
@@ -51,7 +58,8 @@ def _quiet_libraries() -> None:
         flwr_logger.addFilter(_DropRunSimulationDeprecation())
     # Ray warns (FutureWarning) that it will stop overriding CUDA_VISIBLE_DEVICES for tasks with num_gpus=0;
     # choosing that future behaviour now is its documented way to turn the warning off (clients asking for
-    # no GPU then see the machine's GPUs; our clients train on the CPU unless a model is moved explicitly)
+    # no GPU then see the machine's GPUs; they train on the CPU unless federation.device resolves to cuda, and
+    # then backend_config asks for a GPU share)
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
 
 
@@ -103,9 +111,33 @@ def index_pending_messages() -> None:
     InMemoryLinkState.get_message_ins = get_message_ins  # type: ignore[method-assign]
 
 
-def simulate(cfg: RunConfig, *, client_cpus: int = 1, verbose: bool = False, server_app: ServerApp | None = None,
-             client_app: ClientApp | None = None) -> dict[str, Any]:
-    """`server_app` / `client_app`: apps to run instead of make_simulation_server_app(cfg) /
+def backend_config(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float | None = None) -> dict[str, Any]:
+    """Flower's Ray backend config for `cfg`: each client's resources and Ray's start arguments (the module
+    docstring). `num_gpus` only where federation.device resolves to cuda on this machine: `client_gpus` (> 0),
+    or None for this machine's GPUs shared among the clients that run at once."""
+    resources: dict[str, float] = {"num_cpus": client_cpus}
+    address = cfg.federation.ray_address or os.environ.get("RAY_ADDRESS")
+    init: dict[str, Any] = {"address": address} if address else {"num_cpus": os.cpu_count() or 2,
+                                                                 "include_dashboard": False,
+                                                                 "logging_level": logging.ERROR,
+                                                                 "_system_config": RAY_SYSTEM_CONFIG}
+    if resolve_device(cfg.federation.device).type == "cuda":
+        import torch
+
+        gpus = torch.cuda.device_count()
+        if client_gpus is None:
+            at_once = max(1, (os.cpu_count() or 2) // max(1, client_cpus))
+            client_gpus = min(1.0, gpus / at_once)
+        resources["num_gpus"] = positive("client_gpus", client_gpus)
+        if not address:  # a cluster joined by address keeps its own resources
+            init["num_gpus"] = gpus
+    return {"client_resources": resources, "init_args": init}
+
+
+def simulate(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float | None = None, verbose: bool = False,
+             server_app: ServerApp | None = None, client_app: ClientApp | None = None) -> dict[str, Any]:
+    """`client_gpus`: each client's share of a GPU where federation.device resolves to cuda (None: automatic,
+    backend_config). `server_app` / `client_app`: apps to run instead of make_simulation_server_app(cfg) /
     make_client_app(cfg) (the benchmark's instrumented ones); they must run `cfg`."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
@@ -115,12 +147,7 @@ def simulate(cfg: RunConfig, *, client_cpus: int = 1, verbose: bool = False, ser
     index_pending_messages()
 
     manifest = prepare(cfg)  # before Ray starts: clients only read the prepared files
-    backend: dict[str, Any] = {"client_resources": {"num_cpus": client_cpus}}
-    address = cfg.federation.ray_address or os.environ.get("RAY_ADDRESS")
-    backend["init_args"] = {"address": address} if address else {"num_cpus": os.cpu_count() or 2,
-                                                                  "include_dashboard": False,
-                                                                  "logging_level": logging.ERROR,
-                                                                  "_system_config": RAY_SYSTEM_CONFIG}
+    backend = backend_config(cfg, client_cpus=client_cpus, client_gpus=client_gpus)
     if not verbose:
         logging.getLogger("flwr").setLevel(logging.WARNING)
     summary_path = Path(cfg.federation.out_dir) / SUMMARY

@@ -95,7 +95,7 @@ def outside_guarantee(ctx: RunContext) -> str:
 def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, Any]:
     """Write summary.json and model.pt (the ledger is already saved) and return the summary."""
     lost = len(ctx.strategy.ledger) - ctx.strategy.model_round
-    final = evaluate(state.model, ctx.test) if state.stopped_by_budget or lost else state.last_eval
+    final = evaluate(state.model, ctx.test, device=ctx.device) if state.stopped_by_budget or lost else state.last_eval
     if lost:  # a resumed run whose checkpoint is older than its ledger, with no round left to run
         print(f"WARNING: model.pt is the model of round {ctx.strategy.model_round} (its checkpoint); the "
               f"models of the {lost} round(s) charged after it were lost in a crash and stay charged "
@@ -117,7 +117,7 @@ def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, 
         "public_entities": (policy_record(ctx.cfg.entities.public) if ctx.cfg.entities.public != "none"
                             else None),
         "outside_guarantee": outside_guarantee(ctx) if ctx.spec.private else None,
-        "model_round": strategy.model_round,
+        "model_round": strategy.model_round, "device": ctx.device,
         "seconds": round(seconds, 1),
     }
     write_summary(ctx.out, summary, kind="federated")

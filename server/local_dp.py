@@ -9,7 +9,8 @@
    per entity held by f documents.
 3. Train the model centrally on the pooled rewrites (post-processing of LDP outputs) for rewrite.epochs
    epochs with the train.* optimizer, learning rate and batch size, evaluating on the ORIGINAL test split
-   after each epoch; write metrics, summary.json and model.pt.
+   after each epoch, on the device federation.device resolves to here (uedp.devices); write metrics,
+   summary.json and model.pt. The nodes' rewriting stays on their CPUs.
 
 The summary has no central claim (eps_uedp = eps_user = inf): its local epsilons are `eps_local_document`,
 `eps_local_user` and `eps_local_entity`, in other units than the central ones (`local.units`). Released
@@ -34,6 +35,7 @@ from flwr.serverapp import Grid
 
 from server.metrics import MetricsWriter
 from uedp.config import RunConfig
+from uedp.devices import resolve_device
 from uedp.files import atomic_path, atomic_write_json
 from uedp.models.base import CLASSIFICATION, UedpModel, get_weights
 from uedp.pipeline import EncodedSentences, encode_sentences
@@ -139,8 +141,12 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
           f"{settings.mechanism_delta:g} sigma {local['sigma']:.4g}; per user eps {local['epsilon_user']:.4g} over "
           f"{documents} documents; population={data.population}", file=stream, flush=True)
 
+    device = resolve_device(cfg.federation.device)
+    print(f"device: {device} (federation.device = {cfg.federation.device}: the central training and evaluation)",
+          file=stream, flush=True)
     with all_cores():  # every owner has replied: nothing else competes for the cores now
         model = data.new_model(cfg, seed=cfg.privacy.seed if fixed else None)
+        model = model if device.type == "cpu" else model.to(device)
         initial = evaluate_encoded(model, data.test) if data.test is not None else {}
         pooled = encode_sentences(data.tokenizer, texts, labels, task=cfg.task.name, max_len=cfg.task.max_len)
         metric = get_task(cfg.task.name).metric  # the task registry (uedp.tasks)
@@ -164,7 +170,7 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
         "metric": metric, "initial": initial, "final": final, "private": not warnings,
         "warning": "; ".join(warnings) or None, "tokenizer": data.tokenizer_info, "detector": None,
         "metrics_note": "per-round counts (owners replying, documents) are operator logs outside the guarantee",
-        "seconds": round(time.monotonic() - t_start, 1),
+        "device": str(device), "seconds": round(time.monotonic() - t_start, 1),
     }
     write_summary(out, summary, kind="local")
     with atomic_path(out / "model.pt") as tmp:

@@ -46,7 +46,7 @@ class RoundLog:
             claimed = ctx.strategy.claimed_epsilons()
             row.update(claimed)
         if evaluate_now:
-            state.last_eval = evaluate(state.model, ctx.test)
+            state.last_eval = evaluate(state.model, ctx.test, device=ctx.device)
             row.update({f"test_{k}": v for k, v in state.last_eval.items()})
         ctx.metrics.write(row)
         shown = row.get(f"test_{ctx.metric_name}")

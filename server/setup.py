@@ -22,6 +22,7 @@ in-process runner passes the place map of its own owners (runtime/local_grid.py)
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from flwr.app import ArrayRecord
 from server.metrics import MetricsWriter
 from strategies import ModelOptimizer
 from uedp.config import RunConfig
+from uedp.devices import resolve_device
 from uedp.errors import ConfigError
 from uedp.flower.places import Places, SortedNodes, read_places
 from uedp.flower.strategy import UserEntityDP
@@ -73,6 +75,7 @@ class RunContext:
     stream: TextIO
     tokenizer: dict | None = None  # what the tokenizer was trained on (Manifest.tokenizer_info)
     initial_model: dict | None = None  # {"source": "random"} or a public start's file and corpus (model.init)
+    device: str = "cpu"  # where the server evaluates: federation.device resolved here (uedp.devices)
 
     @property
     def private(self) -> bool:
@@ -157,6 +160,9 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
     fixed = p.seed >= 0
     if components.broken:
         print(f"WARNING: {components.broken}; this run is NOT private", file=stream, flush=True)
+    device = str(resolve_device(cfg.federation.device))
+    print(f"device: {device} (federation.device = {cfg.federation.device}; the server evaluates there, each node "
+          "resolves it for its own training)", file=stream, flush=True)
     model = data.new_model(cfg, seed=p.seed if fixed else None)
     initial_model: dict[str, Any] = {"source": "random"}
     if cfg.model.init:  # a public start: weights trained on public text only (uedp.models.public_start)
@@ -176,7 +182,7 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
     )
     arrays = strategy.initial_arrays(ArrayRecord(get_weights(model)))
     set_weights(model, arrays.to_numpy_ndarrays())  # a resumed run continues from its checkpoint's model
-    initial = evaluate(model, data.test)
+    initial = evaluate(model, data.test, device=device)
     warning = components.broken or (FIXED_SEED_WARNING if fixed else None)
     labels = [data.tokenizer_warning,  # tokenizer.source=private_split: refused nowhere, labelled
               PAPER_Z_WARNING if spec.private and p.paper_z and spec.keyed else None]
@@ -187,12 +193,16 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
         cfg=cfg, spec=spec, out=out, population=population, strategy=strategy, test=data.test,
         metric_name=get_task(cfg.task.name).metric, warning=warning,
         metrics=MetricsWriter(out, stream=stream), stream=stream, tokenizer=data.tokenizer_info,
-        initial_model=initial_model,
+        initial_model=initial_model, device=device,
     )
     state = RunState(model=model, arrays=arrays, initial=initial, last_eval=initial)
     return ctx, state
 
 
-def evaluate(model: UedpModel, test: EncodedSentences | None) -> dict[str, float]:
-    """Central evaluation on the server's evaluation set ({} when the run has none)."""
-    return {} if test is None else evaluate_encoded(model, test)
+def evaluate(model: UedpModel, test: EncodedSentences | None, *, device: str = "cpu") -> dict[str, float]:
+    """Central evaluation on the server's evaluation set ({} when the run has none), on `device`: the server's
+    model itself on the CPU, a copy of it elsewhere (the model, its optimizer and every release stay on the
+    CPU, so a run's global models do not depend on where it evaluates)."""
+    if test is None:
+        return {}
+    return evaluate_encoded(model if device == "cpu" else copy.deepcopy(model).to(device), test)

@@ -19,7 +19,8 @@ Sentinels (TOML has no null): `privacy.k_cap = 0` (entity cap off), `privacy.m_m
 cohort cap whose truncation charge is at most 1% of delta: uedp.privacy.accounting.safe_m_max),
 `privacy.target_epsilon = 0` (use `privacy.noise_multiplier` as given), `privacy.target_on = ""` (the
 target bounds every epsilon the mechanism claims), `privacy.seed = -1` (cryptographically seeded noise),
-`federation.num_nodes = 0` (one node per corpus user), `train.local_steps = 0` (use local_epochs).
+`federation.num_nodes = 0` (one node per corpus user), `train.local_steps = 0` (use local_epochs),
+`federation.device = "auto"` (cuda where torch sees a GPU, else cpu; uedp.devices).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from uedp.devices import check_device
 from uedp.errors import ConfigError
 from uedp.privacy.mechanisms import spec_for
 
@@ -236,6 +238,9 @@ class FederationConfig:
     # run starts after exactly wait_timeout; 0: rounds run back to back, and their timing (when messages
     # arrive, how long a round takes) is outside the guarantee (docs/proofs.md section 1, "Timing")
     round_period: float = 0.0
+    # where each machine's torch work runs (uedp.devices): a node's local training and the server's evaluation;
+    # auto = cuda where torch sees a GPU, else cpu; cuda on a machine without one is refused
+    device: str = "auto"
 
 
 @dataclass
@@ -418,6 +423,7 @@ class RunConfig:
                               f"{_show(fed.round_period)}")
         if not self.federation.poll_interval >= 0:
             raise ConfigError(f"federation.poll_interval must be >= 0, got {self.federation.poll_interval}")
+        check_device(self.federation.device)  # a bad value, or cuda where this machine's torch has none
         self._validate_owners()
         if self.rewrite.epochs < 1:
             raise ConfigError(f"rewrite.epochs must be >= 1, got {self.rewrite.epochs}")

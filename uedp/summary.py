@@ -69,6 +69,9 @@ KEYS: dict[str, str] = {
     "outside_guarantee": "the summary's fields the guarantee does not cover (private runs), or null",
     "model_round": ("the round after which model.pt's weights were released: `rounds`, unless a resumed run "
                     "lost the models of rounds charged after its last checkpoint (they stay charged)"),
+    # every run of the server (federated and local), outside RUN: summaries written without it stay readable
+    "device": ("where the server evaluated (strategy=dp_bart: trained and evaluated): federation.device resolved "
+               "on the server, cpu or cuda; each node resolves the option for its own training (uedp.devices)"),
     # local runs only (server/local_dp.py, strategy=dp_bart)
     "eps_local_document": "local DP epsilon per document (rewrite.epsilon)",
     "eps_local_user": "local DP epsilon per user, composed over its documents",
@@ -85,8 +88,8 @@ RUN: tuple[str, ...] = (*COMMON, "method", "estimator", "noise_multiplier", "sig
 # The keys each writer writes, every one of them every time (a value may be null or inf).
 SUMMARY_KINDS: dict[str, frozenset[str]] = {
     "federated": frozenset((*RUN, "claims", "m_max", "noise", "undetected_rule", "delta_trunc", "initial_model",
-                            "public_entities", "outside_guarantee", "model_round")),
-    "local": frozenset((*RUN, "eps_local_document", "eps_local_user", "eps_local_entity", "local")),
+                            "public_entities", "outside_guarantee", "model_round", "device")),
+    "local": frozenset((*RUN, "eps_local_document", "eps_local_user", "eps_local_entity", "local", "device")),
     "reference": frozenset((*COMMON, "documents")),
 }
 

@@ -134,7 +134,9 @@ def local_train(
     generator: torch.Generator | None = None,
     before_step: Callable[[list[torch.nn.Parameter]], None] | None = None,
 ) -> tuple[float, int]:
-    """Train `model` in place on `data[rows]` with per-sentence weights `weights[rows]`.
+    """Train `model` in place on `data[rows]` with per-sentence weights `weights[rows]`, on the model's device
+    (`data`, `rows` and `weights` stay on the CPU and each minibatch moves to the model; the shuffling draws
+    from a CPU generator, so the minibatches are the same on every device).
 
     `before_step`, if given, is called with the model's parameters (gradients computed) before each
     optimizer step; real runs pass none (the audit's per-step-clipping control does).
@@ -144,11 +146,14 @@ def local_train(
         return 0.0, 0
     gen = generator or torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,)).item()))
     params = list(model.parameters())
+    device = params[0].device if params else torch.device("cpu")  # the batches follow the model
     opt = LocalOptimizer(params, name=cfg.optimizer, lr=cfg.lr, momentum=cfg.momentum)
     model.train()
     total, steps = 0.0, 0
     for chunk in _minibatches(rows, cfg, gen):
         batch = batch_of(data, chunk)
+        if device.type != "cpu":
+            batch = batch.to(device)
         loss = weighted_loss(per_sentence_loss(model, batch), weights[chunk])
         opt.zero_grad()
         loss.backward()
