@@ -5,9 +5,11 @@ Per query message (strategy=dp_bart): client/rewrite.py rewrites this owner's se
 replies with the rewrites only. Per training message: decode the round's instructions ("uedp" record) and
 local training settings ("config" record) (uedp.protocol), run `client_update` on this node's data
 (federation.data = "corpus": user partition-id of the run's corpus; "owners": only the file node config `data-
-path` names, encoded with the tokenizer the message carries), and return the new model (plus training
-metrics in non-private runs), as any Flower train function does; the mod turns it into the reply: the
-update, clipped once as a whole, and nothing else in private runs. Nothing about the round is logged.
+path` names, encoded with the tokenizer the message carries; a model started from a checkpoint only if this
+node's copy of it has the base digest the message carries: uedp.models.checkpoints.check_base), and return the
+new model (plus training metrics in non-private runs), as any Flower train function does; the mod turns it into
+the reply: the update, clipped once as a whole, and nothing else in private runs. Nothing about the round is
+logged.
 
 `read_node_config(cfg, node_config)` reads and checks what a node's config says its data is (ConfigError
 naming the entry: a missing, mistyped or out-of-range partition-id, a data-path that names no file).
@@ -38,9 +40,11 @@ from client.update import SplitModels, client_update
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
 from uedp.flower.mod import UeDPMod, decoded, uedp_mod
+from uedp.models.checkpoints import check_base
 from uedp.owners import shipped_tokenizer
 from uedp.protocol import (
     ARRAYS_RECORD,
+    BASE_RECORD,
     CONFIG_RECORD,
     INSTRUCTIONS_RECORD,
     REWRITE_RECORD,
@@ -206,6 +210,9 @@ class TrainHandler:
         if arrays is None:
             raise ValueError("a training message without its global model")
         weights = [np.array(a) for a in arrays]  # writable copies of the message's read-only views
+        base = msg.content.config_records.get(BASE_RECORD)
+        if base is not None:  # the model starts from a public checkpoint: this node's own copy must be the server's
+            check_base(run_cfg.model.name, run_cfg.model.option_dict(), str(base.get("digest", "")))
         if laps:
             laps.lap("decode", round=ins.round)
         if run_cfg.owners:  # this owner's own file, the tokenizer the server shipped

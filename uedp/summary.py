@@ -69,6 +69,11 @@ KEYS: dict[str, str] = {
     "outside_guarantee": "the summary's fields the guarantee does not cover (private runs), or null",
     "model_round": ("the round after which model.pt's weights were released: `rounds`, unless a resumed run "
                     "lost the models of rounds charged after its last checkpoint (they stay charged)"),
+    "noised_dimension": "the number of trainable numbers each client sends and the server noises (the update's "
+                        "dimension: with model.lora, the adapters and a classifier's new head only)",
+    "trainable_share": "noised_dimension / the model's parameters",
+    "base_model": ("a checkpoint's record ({entry, path, digest: SHA-256 of its config and weight files, lora}): "
+                   "the public base every node loads itself; null for a model from random weights"),
     # local runs only (server/local_dp.py, strategy=dp_bart)
     "eps_local_document": "local DP epsilon per document (rewrite.epsilon)",
     "eps_local_user": "local DP epsilon per user, composed over its documents",
@@ -85,7 +90,8 @@ RUN: tuple[str, ...] = (*COMMON, "method", "estimator", "noise_multiplier", "sig
 # The keys each writer writes, every one of them every time (a value may be null or inf).
 SUMMARY_KINDS: dict[str, frozenset[str]] = {
     "federated": frozenset((*RUN, "claims", "m_max", "noise", "undetected_rule", "delta_trunc", "initial_model",
-                            "public_entities", "outside_guarantee", "model_round")),
+                            "public_entities", "outside_guarantee", "model_round", "noised_dimension",
+                            "trainable_share", "base_model")),
     "local": frozenset((*RUN, "eps_local_document", "eps_local_user", "eps_local_entity", "local")),
     "reference": frozenset((*COMMON, "documents")),
 }
