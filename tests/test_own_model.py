@@ -8,6 +8,7 @@ local paths only (tests/conftest.py sets HF_HUB_OFFLINE)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shutil
@@ -90,6 +91,7 @@ def test_special_ids_are_read_from_the_tokenizer_and_survive_every_copy(checkpoi
     manifest = prepare(cfg)
     assert manifest.special_ids == llama.special_ids and manifest.tokenizer_info["source"] == "pretrained"
     assert manifest.text_tokenizer().pad_id == 2 and manifest.tokenizer_digest == tokenizer_digest(llama)
+    assert "with its eos token (id 2)" in manifest.tokenizer_info["padding"]  # summary.json says so
 
 
 # -- one UeDP round per checkpoint, LoRA and full fine-tuning -------------------------------------------------------
@@ -174,6 +176,27 @@ def test_a_release_of_the_projects_tokenizer_starts_a_run_with_tokenizer_project
     own = tokenizer_digest(load_hf_tokenizer(runs.checkpoints["gpt2"]))
     with pytest.raises(ConfigError, match=f"records none \\(its own tokenizer's digest is {own}\\)"):
         run_tokenizer(foreign, None)
+
+
+def test_owners_keep_their_files_and_get_the_checkpoints_tokenizer(checkpoints, runs, tmp_path):
+    """federation.data = owners with a checkpoint: the server ships the checkpoint's tokenizer (its special ids
+    with it) and reads no private text; each owner encodes its own file with it and builds the model from its own
+    copy of the base (the same directory here), whose tokenizer and digest it checks."""
+    from runtime.local_grid import run_local
+    from uedp.owner_files import write_owner_files
+
+    runs("llama", "next_word", 4)  # the module's runs share the accounting of these privacy settings
+    paths = write_owner_files(tmp_path / "owners", dataset="synthetic",
+                              options={"num_users": 4, "min_sentences": 20, "max_sentences": 30})
+    cfg = tiny_config(tmp_path / "run", model={"name": "hf", "options": {"path": str(checkpoints["llama"])},
+                                               "lora": {"r": 4}},
+                      entities={"detector": "rules"}, federation={"data": "owners", "num_nodes": 4, "rounds": 1,
+                                                                  "eval_every": 1, "wait_timeout": 0.0})
+    summary = run_local(cfg, data_paths=[str(p) for p in paths])
+    row = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    assert row["sampled"] > 0 and row["ok"] == row["replies"] == row["sampled"] - row["missing"] > 0
+    assert summary["tokenizer"]["source"] == "pretrained" and summary["base_model"]["lora"]["r"] == 4
+    assert (tmp_path / "run" / "hf_adapter" / "adapter_model.safetensors").is_file()
 
 
 # -- refusals ---------------------------------------------------------------------------------------------------
@@ -269,6 +292,26 @@ def test_a_node_whose_base_differs_refuses_to_train(checkpoints, tmp_path):
     run_server(LocalGrid(node, 8), server, stream=io.StringIO())
     row = json.loads((tmp_path / "server" / "metrics.jsonl").read_text().splitlines()[0])
     assert row["sampled"] > 0 and row["failed"] == row["sampled"] and row["replies"] == row["ok"] == 0
+    # a node's own copy elsewhere (node config model-path): the same files, so it trains
+    copy = shutil.copytree(checkpoints["gpt2"], tmp_path / "copy")
+    federation = dataclasses.replace(server.federation, out_dir=str(tmp_path / "ok"))
+    server = dataclasses.replace(server, federation=federation)
+    run_server(NodePathGrid(node, 8, model_path=str(copy)), server, stream=io.StringIO())
+    row = json.loads((tmp_path / "ok" / "metrics.jsonl").read_text().splitlines()[0])
+    assert row["sampled"] > 0 and row["ok"] == row["sampled"] and row["failed"] == 0
+
+
+class NodePathGrid(LocalGrid):
+    """The in-process grid whose nodes name their own copy of the checkpoint (node config model-path)."""
+
+    def __init__(self, cfg: RunConfig, num_nodes: int, *, model_path: str) -> None:
+        super().__init__(cfg, num_nodes)
+        self.model_path = model_path
+
+    def context(self, node: int):
+        context = super().context(node)
+        context.node_config["model-path"] = self.model_path
+        return context
 
 
 # -- LoRA: the update is the adapters', clipped --------------------------------------------------------------
@@ -319,3 +362,17 @@ def test_hydra_presets_restate_the_lora_defaults_and_take_overrides():
     assert cfg.model.lora.modules() == ["q_proj", "v_proj"]
     with pytest.raises(ConfigError, match="missing value for model.options.path"):
         compose_run_config(["model=hf"])
+
+
+@pytest.mark.e2e
+def test_a_lora_run_in_the_flower_simulation(checkpoints, tmp_path):
+    """The same LoRA round in Flower's simulation (Ray actors as nodes): each actor loads the base from the
+    checkpoint directory, checks its digest, trains and sends the adapters; the release is the adapter."""
+    from runtime.simulate import simulate
+
+    cfg = _config(tmp_path / "sim", checkpoints["llama"], lora={"r": 4})
+    summary = simulate(cfg)
+    row = json.loads((tmp_path / "sim" / "metrics.jsonl").read_text().splitlines()[0])
+    assert row["sampled"] > 0 and row["ok"] == row["sampled"] and row["failed"] == 0
+    assert summary["trainable_share"] < 0.1 and summary["base_model"]["lora"]["r"] == 4
+    assert (tmp_path / "sim" / "hf_adapter" / "adapter_model.safetensors").is_file()

@@ -166,6 +166,9 @@ def run_tokenizer(cfg: RunConfig, corpus: Corpus | None) -> tuple[TextTokenizer,
         tokenizer = build_tokenizer(cfg.model.name, corpus, options=options)
         info = {"source": "pretrained", "corpus": f"the pretrained {cfg.model.name} model's own tokenizer",
                 "vocab_size": tokenizer.vocab_size, "kind": "pretrained"}
+        if tokenizer.special_ids is not None and tokenizer.pad_id == tokenizer.eos_id:
+            info["padding"] = (f"with its eos token (id {tokenizer.pad_id}): the tokenizer declares no other pad "
+                               "token; the attention mask hides padding from the model and the loss")
         return tokenizer, info
     if cfg.tokenizer.source == "private_split":
         if corpus is None:
