@@ -12,6 +12,7 @@ import dataclasses
 import io
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +132,7 @@ def test_the_release_loads_back_with_transformers_and_gives_the_same_logits(runs
 
     texts = ["The bus was late this morning.", "Alice wrote to Bob"]
     for kind, task, r, lora in (("gpt2", "next_word", 0, {}), ("llama", "next_word", 4, {"export_merged": True}),
-                                ("bert", "classification", 4, {})):
+                                ("bert", "classification", 4, {"export_merged": True})):
         cfg, summary = runs(kind, task, r, **lora)
         out, final = Path(cfg.federation.out_dir), _final_model(cfg)
         tokenizer = load_manifest(cfg).text_tokenizer()
@@ -219,38 +220,37 @@ def test_the_gpt2_and_bert_entries_refuse_another_architecture_and_size_options(
     assert model.hf.config.n_embd == 16  # the checkpoint's size
 
 
-def test_missing_weights_are_refused_naming_them_unless_allowed(checkpoints, tmp_path, capsys):
+def _edited(source: Path, target: Path, edit: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]]) -> Path:
+    """A copy of checkpoint `source` in `target` whose model.safetensors is `edit` of the original's tensors."""
     from safetensors.torch import load_file, save_file
 
-    broken = Path(shutil.copytree(checkpoints["llama"], tmp_path / "broken"))
-    weights = load_file(broken / "model.safetensors")
-    gone = sorted(k for k in weights if k.endswith("q_proj.weight") or k == "lm_head.weight")
-    save_file({k: v for k, v in weights.items() if k not in gone}, broken / "model.safetensors",
-              metadata={"format": "pt"})
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target)
+    save_file(edit(load_file(target / "model.safetensors")), target / "model.safetensors", metadata={"format": "pt"})
+    return target
+
+
+def test_missing_or_mismatched_weights_are_refused_naming_them_unless_allowed(checkpoints, tmp_path, capsys):
+    gone = ["lm_head.weight", "model.layers.0.self_attn.q_proj.weight"]
+    broken = _edited(checkpoints["llama"], tmp_path / "broken", lambda w: {k: v for k, v in w.items() if k not in gone})
     tok = load_hf_tokenizer(broken)
     build = dict(task="next_word", vocab_size=tok.vocab_size, pad_id=tok.pad_id, path=str(broken))
     with pytest.raises(ConfigError) as refused:
         build_model("hf", **build)
     message = str(refused.value)
     assert str(broken) in message and "would start at random" in message and "allow_missing" in message
-    assert all(k in message for k in gone) and f"({len(gone)})" in message
+    assert f"missing {', '.join(gone)} (2)" in message
     capsys.readouterr()
     build_model("hf", **build, allow_missing=True)
     err = capsys.readouterr().err
     assert "WARNING" in err and "start at random (allow_missing: true)" in err and all(k in err for k in gone)
+    key = "model.layers.0.mlp.up_proj.weight"
+    reshaped = _edited(checkpoints["llama"], tmp_path / "reshaped", lambda w: {**w, key: w[key][:-1]})
+    with pytest.raises(ConfigError, match=f"another shape {key} \\(1\\)"):
+        build_model("hf", **{**build, "path": str(reshaped)})
     with pytest.raises(ConfigError, match="broken'.* weights the model needs are not in its files"):
-        build_model("gpt2", task="next_word", vocab_size=300, pad_id=0, pretrained=str(
-            _without(checkpoints["gpt2"], tmp_path / "broken", "transformer.h.0.mlp.c_fc.weight")))
-
-
-def _without(source: Path, target: Path, key: str) -> Path:
-    from safetensors.torch import load_file, save_file
-
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(source, target)
-    weights = load_file(target / "model.safetensors")
-    save_file({k: v for k, v in weights.items() if k != key}, target / "model.safetensors", metadata={"format": "pt"})
-    return target
+        build_model("gpt2", task="next_word", vocab_size=300, pad_id=0, pretrained=str(_edited(
+            checkpoints["gpt2"], tmp_path / "broken", lambda w: {k: v for k, v in w.items() if "c_fc.w" not in k})))
 
 
 def test_a_foreign_tokenizer_of_the_same_size_is_refused(checkpoints, tmp_path):
@@ -276,13 +276,8 @@ def test_a_foreign_tokenizer_of_the_same_size_is_refused(checkpoints, tmp_path):
 def test_a_node_whose_base_differs_refuses_to_train(checkpoints, tmp_path):
     """The server sends its base digest with every training message; a node with another copy of the base (one
     weight changed) refuses (its error names the digests), so the round gets no update from it."""
-    other = tmp_path / "other"
-    shutil.copytree(checkpoints["gpt2"], other)
-    from safetensors.torch import load_file, save_file
-
-    weights = load_file(other / "model.safetensors")
-    weights["transformer.h.0.mlp.c_fc.bias"] += 1.0
-    save_file(weights, other / "model.safetensors", metadata={"format": "pt"})
+    key = "transformer.h.0.mlp.c_fc.bias"
+    other = _edited(checkpoints["gpt2"], tmp_path / "other", lambda w: {**w, key: w[key] + 1.0})
     ours, theirs = base_digest(checkpoints["gpt2"]), base_digest(other)
     with pytest.raises(BaseCheckpointMismatch, match=f"has digest {theirs}, the server trains from {ours}"):
         check_base("hf", {"path": str(other)}, ours)

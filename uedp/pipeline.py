@@ -85,7 +85,7 @@ class Manifest:
     tokenizer_info: dict[str, Any] | None = None
     # a checkpoint's tokenizer: the special ids it declares (TextTokenizer.special_ids; None: found by name)
     special_ids: dict[str, int | None] | None = None
-    tokenizer_digest: str | None = None  # uedp.models.public_start.tokenizer_digest of the tokenizer
+    tokenizer_digest: str | None = None  # uedp.tokenization.tokenizer_digest of the tokenizer
 
     @property
     def num_labels(self) -> int | None:
