@@ -5,9 +5,11 @@ Per query message (strategy=dp_bart): client/rewrite.py rewrites this owner's se
 replies with the rewrites only. Per training message: decode the round's instructions ("uedp" record) and
 local training settings ("config" record) (uedp.protocol), run `client_update` on this node's data
 (federation.data = "corpus": user partition-id of the run's corpus; "owners": only the file node config `data-
-path` names, encoded with the tokenizer the message carries), and return the new model (plus training
-metrics in non-private runs), as any Flower train function does; the mod turns it into the reply: the
-update, clipped once as a whole, and nothing else in private runs. Nothing about the round is logged.
+path` names, encoded with the tokenizer the message carries; a model started from a checkpoint only if this
+node's copy of it, node config `model-path` or the run config's, has the base digest the message carries:
+uedp.models.checkpoints.check_base), and return the new model (plus training metrics in non-private runs), as
+any Flower train function does; the mod turns it into the reply: the update, clipped once as a whole, and
+nothing else in private runs. Nothing about the round is logged.
 
 `read_node_config(cfg, node_config)` reads and checks what a node's config says its data is (ConfigError
 naming the entry: a missing, mistyped or out-of-range partition-id, a data-path that names no file).
@@ -17,6 +19,7 @@ from `context.run_config` (`flwr run`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -38,9 +41,11 @@ from client.update import SplitModels, client_update
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
 from uedp.flower.mod import UeDPMod, decoded, uedp_mod
+from uedp.models.checkpoints import check_base
 from uedp.owners import shipped_tokenizer
 from uedp.protocol import (
     ARRAYS_RECORD,
+    BASE_RECORD,
     CONFIG_RECORD,
     INSTRUCTIONS_RECORD,
     REWRITE_RECORD,
@@ -135,6 +140,24 @@ def read_node_config(cfg: RunConfig, node_config: Mapping[str, Any], *, need_par
     return NodeData(partition_id=partition, data_path="")
 
 
+def with_node_checkpoint(cfg: RunConfig, node_config: Mapping[str, Any]) -> RunConfig:
+    """`cfg` with this node's own copy of the model's checkpoint: node config `model-path`, where it names one
+    (model hf: options.path; gpt2/bert: options.pretrained), else the run config's path. The copy must be the
+    server's base (its digest is checked with every training message: uedp.models.checkpoints.check_base)."""
+    path = node_config.get("model-path")
+    if path is None or path == "":
+        return cfg
+    if not isinstance(path, str):
+        raise ConfigError(f"node config model-path must be a directory path (a string), got {path!r}")
+    options = cfg.model.option_dict()
+    key = "path" if cfg.model.name == "hf" else "pretrained" if options.get("pretrained") is not None else None
+    if key is None:
+        raise ConfigError(f"node config model-path names a checkpoint, but model {cfg.model.name!r} starts from "
+                          "none (model hf, or gpt2/bert with options.pretrained)")
+    model = dataclasses.replace(cfg.model, options=json.dumps({**options, key: path}, sort_keys=True))
+    return dataclasses.replace(cfg, model=model)
+
+
 class _Laps:
     """Benchmark-only timing of one training message (make_client_app's `timings_dir`): seconds spent
     decoding the message, in client_update, and encoding the reply, the message's CPU seconds and the
@@ -200,12 +223,16 @@ class TrainHandler:
         run_cfg = self.cfg if self.cfg is not None else RunConfig.from_run_config(context.run_config)
         inject_fault(str(context.node_config.get("fault", "")))
         node = read_node_config(run_cfg, context.node_config)
+        run_cfg = with_node_checkpoint(run_cfg, context.node_config)
         ins = RoundInstructions.from_record(msg.content[INSTRUCTIONS_RECORD])
         training = LocalTraining.from_record(msg.content[CONFIG_RECORD])
         arrays = decoded(msg.content[ARRAYS_RECORD])
         if arrays is None:
             raise ValueError("a training message without its global model")
         weights = [np.array(a) for a in arrays]  # writable copies of the message's read-only views
+        base = msg.content.config_records.get(BASE_RECORD)
+        if base is not None:  # the model starts from a public checkpoint: this node's own copy must be the server's
+            check_base(run_cfg.model.name, run_cfg.model.option_dict(), str(base.get("digest", "")))
         if laps:
             laps.lap("decode", round=ins.round)
         if run_cfg.owners:  # this owner's own file, the tokenizer the server shipped

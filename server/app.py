@@ -6,9 +6,10 @@ uedp.flower.UserEntityDP, with server/round.py's `RoundLog` as its evaluate_fn),
 A budget stop is Flower's `PrivacyBudgetExhausted`, raised by the wrapper before a round that would pass the
 target: caught here around `start` (uncaught, Flower would end the ServerApp as failed and the run would lose
 its summary), and the run ends normally. At the end: summary.json and model.pt, both after the ledger (which
-each round saves before its model exists). `make_server_app(cfg)` binds a RunConfig (tests, the Hydra entry
-point, the simulation); the module-level `app` reads its RunConfig from the `uedp.*` keys of
-`context.run_config` (`flwr run`).
+each round saves before its model exists), then for a hf, gpt2 or bert model the release in Hugging Face format
+(uedp.models.export: hf_model/ or, with LoRA, hf_adapter/, each with a model card of the privacy summary).
+`make_server_app(cfg)` binds a RunConfig (tests, the Hydra entry point, the simulation); the module-level `app`
+reads its RunConfig from the `uedp.*` keys of `context.run_config` (`flwr run`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from uedp.errors import ConfigError
 from uedp.files import atomic_path
 from uedp.flower.places import Places
 from uedp.flower.strategy import PrivacyBudgetExhausted
-from uedp.models.base import get_weights
+from uedp.models.base import get_weights, parameter_counts
+from uedp.models.checkpoints import checkpoint_of
+from uedp.models.export import export_release
 from uedp.privacy.mechanisms import spec_for
 from uedp.summary import write_summary
 
@@ -102,6 +105,7 @@ def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, 
               "(summary.json: model_round)", file=ctx.stream, flush=True)
     strategy = ctx.strategy
     eps = strategy.epsilons()
+    trainable, total = parameter_counts(state.model)
     summary = {
         "strategy": ctx.cfg.strategy.name, "method": ctx.spec.summary_method, "estimator": ctx.spec.estimator,
         "rounds": len(strategy.ledger), "noise_multiplier": ctx.z, "sigma": strategy.sigma, "Z": strategy.denominator,
@@ -118,11 +122,18 @@ def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, 
                             else None),
         "outside_guarantee": outside_guarantee(ctx) if ctx.spec.private else None,
         "model_round": strategy.model_round, "device": ctx.device,
+        "noised_dimension": trainable, "trainable_share": trainable / total, "base_model": ctx.base_model,
         "seconds": round(seconds, 1),
     }
     write_summary(ctx.out, summary, kind="federated")
     with atomic_path(ctx.out / "model.pt") as tmp:
         torch.save({"weights": get_weights(state.model), "config": ctx.cfg.to_nested()}, tmp)
+    if ctx.text_tokenizer is not None:  # the release in Hugging Face format, after the ledger and the summary
+        cfg = ctx.cfg
+        for folder in export_release(ctx.out, state.model, tokenizer=ctx.text_tokenizer, summary=summary,
+                                     checkpoint=checkpoint_of(cfg.model.name, cfg.model.option_dict()),
+                                     merged=cfg.model.lora.export_merged):
+            print(f"released in Hugging Face format: {folder}", file=ctx.stream, flush=True)
     return summary
 
 

@@ -10,7 +10,8 @@
 3. Train the model centrally on the pooled rewrites (post-processing of LDP outputs) for rewrite.epochs
    epochs with the train.* optimizer, learning rate and batch size, evaluating on the ORIGINAL test split
    after each epoch, on the device federation.device resolves to here (uedp.devices); write metrics,
-   summary.json and model.pt. The nodes' rewriting stays on their CPUs.
+   summary.json and model.pt (and for a hf, gpt2 or bert model the release in Hugging Face format:
+   uedp.models.export). The nodes' rewriting stays on their CPUs.
 
 The summary has no central claim (eps_uedp = eps_user = inf): its local epsilons are `eps_local_document`,
 `eps_local_user` and `eps_local_entity`, in other units than the central ones (`local.units`). Released
@@ -38,6 +39,8 @@ from uedp.config import RunConfig
 from uedp.devices import resolve_device
 from uedp.files import atomic_path, atomic_write_json
 from uedp.models.base import CLASSIFICATION, UedpModel, get_weights
+from uedp.models.checkpoints import checkpoint_of
+from uedp.models.export import export_release
 from uedp.pipeline import EncodedSentences, encode_sentences
 from uedp.privacy.mechanisms import spec_for
 from uedp.privacy.noise import FIXED_SEED_WARNING
@@ -175,4 +178,8 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
     write_summary(out, summary, kind="local")
     with atomic_path(out / "model.pt") as tmp:
         torch.save({"weights": get_weights(model), "config": cfg.to_nested()}, tmp)
+    for folder in export_release(out, model, tokenizer=data.tokenizer, summary=summary,  # after local_dp.json
+                                 checkpoint=checkpoint_of(cfg.model.name, cfg.model.option_dict()),
+                                 merged=cfg.model.lora.export_merged):
+        print(f"released in Hugging Face format: {folder}", file=stream, flush=True)
     return summary

@@ -38,15 +38,18 @@ from uedp.devices import resolve_device
 from uedp.errors import ConfigError
 from uedp.flower.places import Places, SortedNodes, read_places
 from uedp.flower.strategy import UserEntityDP
-from uedp.models.base import UedpModel, get_weights, set_weights
+from uedp.models.base import UedpModel, get_weights, parameter_counts, set_weights
+from uedp.models.checkpoints import base_digest, checkpoint_of
 from uedp.models.public_start import load_public_start
 from uedp.pipeline import EncodedSentences
 from uedp.privacy.accounting import safe_m_max
 from uedp.privacy.aggregation import Aggregator, aggregate, denominator
 from uedp.privacy.mechanisms import MechanismSpec, spec_for
 from uedp.privacy.noise import FIXED_SEED_WARNING, NoiseSource
+from uedp.protocol import BASE_RECORD
 from uedp.server_data import ServerData, server_data
 from uedp.tasks import get_task
+from uedp.tokenization import TextTokenizer
 from uedp.training import LocalTraining, evaluate_encoded
 
 
@@ -76,6 +79,8 @@ class RunContext:
     tokenizer: dict | None = None  # what the tokenizer was trained on (Manifest.tokenizer_info)
     initial_model: dict | None = None  # {"source": "random"} or a public start's file and corpus (model.init)
     device: str = "cpu"  # where the server evaluates: federation.device resolved here (uedp.devices)
+    base_model: dict | None = None  # a checkpoint's {entry, path, digest, lora} (summary.json base_model)
+    text_tokenizer: TextTokenizer | None = None  # the run's tokenizer (the release saves it beside the model)
 
     @property
     def private(self) -> bool:
@@ -170,14 +175,16 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
             cfg.model.init, model, model_name=cfg.model.name, model_options=cfg.model.option_dict(),
             tokenizer=data.tokenizer, run=cfg)}
         print(f"public start: {cfg.model.init} (trained on {initial_model['corpus']})", file=stream, flush=True)
+    base_model, base_record = describe_model(cfg, model, stream)
     shipped = data.shipped()
+    extra = {**({"tokenizer": shipped} if shipped is not None else {}), **base_record}
     strategy = UserEntityDP(
         ModelOptimizer(model, name=cfg.server.optimizer, lr=cfg.server.lr, momentum=cfg.server.momentum),
         places=places, num_rounds=cfg.federation.rounds, mechanism=spec.name, privacy=p, out_dir=out,
         checkpoint_every=cfg.federation.checkpoint_every, resume=cfg.federation.resume,
         noise_multiplier=components.noise_multiplier, noise=components.noise, aggregator=components.aggregator,
         denominator=paper_denominator(cfg, spec, data, population),
-        extra_records={"tokenizer": shipped} if shipped is not None else None, stream=stream,
+        extra_records=extra or None, stream=stream,
         round_period=cfg.federation.round_period,
     )
     arrays = strategy.initial_arrays(ArrayRecord(get_weights(model)))
@@ -193,10 +200,31 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
         cfg=cfg, spec=spec, out=out, population=population, strategy=strategy, test=data.test,
         metric_name=get_task(cfg.task.name).metric, warning=warning,
         metrics=MetricsWriter(out, stream=stream), stream=stream, tokenizer=data.tokenizer_info,
-        initial_model=initial_model, device=device,
+        initial_model=initial_model, device=device, base_model=base_model, text_tokenizer=data.tokenizer,
     )
     state = RunState(model=model, arrays=arrays, initial=initial, last_eval=initial)
     return ctx, state
+
+
+def describe_model(cfg: RunConfig, model: UedpModel, stream: TextIO) -> tuple[dict | None, dict[str, dict]]:
+    """Print what the run trains (the noised dimension, its share of the model, a checkpoint's base and LoRA) and
+    return summary.json's base_model record and the record every training message carries about the base
+    ({BASE_RECORD: {"digest": ...}} for a checkpoint, else {}): the base never travels, nodes check its digest."""
+    trainable, total = parameter_counts(model)
+    checkpoint = checkpoint_of(cfg.model.name, cfg.model.option_dict())
+    lora = cfg.model.lora
+    adapters = f", LoRA r={lora.r} alpha={lora.alpha:g}" if lora.r else ""
+    if checkpoint is None:
+        print(f"model {cfg.model.name}: {trainable:,} of {total:,} parameters trained and sent "
+              f"({trainable / total:.2%}; the noised dimension {trainable:,}){adapters}", file=stream, flush=True)
+        return None, {}
+    digest = base_digest(checkpoint.path)
+    print(f"model {cfg.model.name} from checkpoint {checkpoint.path} (base digest {digest[:16]}...){adapters}: "
+          f"{trainable:,} of {total:,} parameters trained and sent ({trainable / total:.2%}; the noised dimension "
+          f"{trainable:,}); the base stays on every node", file=stream, flush=True)
+    record = {"entry": cfg.model.name, "path": str(checkpoint.path), "digest": digest,
+              "lora": dataclasses.asdict(lora) if lora.r else None}
+    return record, {BASE_RECORD: {"digest": digest}}
 
 
 def evaluate(model: UedpModel, test: EncodedSentences | None, *, device: str = "cpu") -> dict[str, float]:

@@ -54,7 +54,7 @@ from uedp.config import RunConfig
 from uedp.flower.mod import bound_update, model_update
 from uedp.markdown import table
 from uedp.models.base import get_weights, set_weights
-from uedp.pipeline import load_manifest, load_tokenizer, new_model, prepare
+from uedp.pipeline import load_manifest, new_model, prepare
 from uedp.privacy.clipping import clip_update
 from uedp.protocol import RoundInstructions
 from uedp.tasks import per_sentence_loss
@@ -65,7 +65,7 @@ from uedp.training import LocalTraining
 def plain_pytorch_update(cfg: RunConfig, model: torch.nn.Module, texts: list[str], weights: list[np.ndarray], *,
                          steps_per_epoch: int) -> None:
     """A straightforward implementation: tokenize and pad each batch as it comes, mean loss, SGD."""
-    tok = load_tokenizer(load_manifest(cfg).tokenizer)
+    tok = load_manifest(cfg).text_tokenizer()
     set_weights(model, weights)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.train.lr)
     model.train()

@@ -26,7 +26,7 @@ from uedp.entities.annotations import select_sids
 from uedp.entities.detectors import entity_sets
 from uedp.entities.public import public_keys
 from uedp.models.base import set_weights
-from uedp.pipeline import EVAL_SUBSET_SEED, encode_sentences, load_manifest, load_tokenizer, new_model
+from uedp.pipeline import EVAL_SUBSET_SEED, encode_sentences, load_manifest, new_model
 from uedp.training import evaluate_encoded
 
 
@@ -44,7 +44,7 @@ def split_perplexity(run: Path, limit: int) -> dict[str, object]:
     has = np.array([bool(s) for s in sets])
     model = new_model(cfg, manifest)
     set_weights(model, torch.load(run / "model.pt", weights_only=False)["weights"])
-    tok = load_tokenizer(manifest.tokenizer)
+    tok = manifest.text_tokenizer()
     texts = rows.column("text").to_pylist()
     out: dict[str, object] = {"run": str(run), "strategy": cfg.strategy.name}
     for name, mask in (("all", np.ones_like(has)), ("with_entity", has), ("entity_free", ~has)):

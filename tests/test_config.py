@@ -46,7 +46,7 @@ def test_pyproject_app_config_lists_every_key():
     data = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     app_cfg = data["tool"]["flwr"]["app"]["config"]
     assert set(app_cfg) == {NAMESPACE}
-    flat = {f"{g}.{k}": v for g, values in app_cfg[NAMESPACE].items() for k, v in values.items()}
+    flat = dict(_flat(app_cfg[NAMESPACE]))  # a nested block's keys too: uedp.model.lora.r
     defaults = RunConfig().to_flat()
     assert set(flat) - set(defaults) == set(), "keys RunConfig does not have"
     assert set(defaults) - set(flat) == set(), "RunConfig keys missing (flwr run --run-config could not set them)"
@@ -54,6 +54,35 @@ def test_pyproject_app_config_lists_every_key():
     differ = {k: (flat[k], v) for k, v in defaults.items() if flat[k] != v or type(flat[k]) is not type(v)}
     assert differ == {}, f"pyproject value != RunConfig default: {differ}"
     assert RunConfig.from_flat(flat) == RunConfig()
+
+
+def _flat(table: dict, prefix: str = ""):
+    for key, value in table.items():
+        if isinstance(value, dict):
+            yield from _flat(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def test_nested_block_keys():
+    """model.lora is a block of its own inside the model group: flat keys model.lora.r, a mapping in nested form,
+    and its misspelt or mistyped options are refused naming the flat key."""
+    cfg = RunConfig.from_flat({"model.lora.r": 8, "model.lora.target_modules": "c_attn"})
+    assert cfg.model.lora.r == 8 and cfg.model.lora.modules() == ["c_attn"]
+    assert cfg.to_flat()["model.lora.r"] == 8 and "model.lora" not in cfg.to_flat()
+    assert RunConfig.from_nested({"model": {"lora": {"r": 8, "target_modules": "c_attn"}}}) == cfg
+    assert RunConfig.from_flat(cfg.to_flat()) == cfg
+    assert RunConfig.from_run_config(cfg.to_run_config()) == cfg
+    for flat, message in (({"model.lora.rank": 8}, "unknown config key model.lora.rank; model.lora has: r,"),
+                          ({"model.lora.r": "8"}, "config key model.lora.r must be of type int"),
+                          ({"model.lora.r": -1}, "model.lora.r must be >= 0"),
+                          ({"model.lora": 8}, "config key model.lora must be a mapping"),
+                          ({"model.name.x": 1}, "unknown config key model.name.x"),
+                          ({"model.lora.export_merged": True}, "needs model.lora.r > 0")):
+        with pytest.raises(ConfigError, match=message):
+            RunConfig.from_flat(flat)
+    with pytest.raises(ConfigError, match=r"config key uedp\.model\.lora\.alpha must be of type float"):
+        RunConfig.from_run_config({"uedp.model.lora.alpha": "big"})
 
 
 def test_local_training_has_no_defaults_of_its_own():

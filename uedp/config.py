@@ -30,7 +30,7 @@ import enum
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -103,12 +103,47 @@ class TokenizerConfig:
 
 
 @dataclass
+class LoraConfig:
+    """model.lora: train low-rank adapters (LoRA, through peft) on a transformers model (hf, gpt2, bert, minilm
+    with pooling cls) instead of all its weights; off with r = 0. Only the adapters (and a classifier's new head)
+    are trainable, so they are all a client sends: clipped, noised and released. The base weights never travel:
+    every node loads them from its own copy of the public checkpoint (uedp.models.lora)."""
+
+    r: int = 0  # the adapters' rank; 0: off (every weight is trained)
+    alpha: float = 16.0  # scaling: the adapters' output is multiplied by alpha / r
+    dropout: float = 0.0  # dropout on the adapters' input
+    # comma-separated module names the adapters wrap ("": peft's default for the architecture, e.g. GPT-2's
+    # c_attn, Llama's q_proj and v_proj, BERT's query and value)
+    target_modules: str = ""
+    # the release (uedp.models.export): the adapter goes to out_dir/hf_adapter/; true also writes the base with
+    # the adapter merged into it to out_dir/hf_model/
+    export_merged: bool = False
+
+    def modules(self) -> list[str] | None:
+        """target_modules as a list, or None for peft's default."""
+        return [m.strip() for m in self.target_modules.split(",") if m.strip()] or None
+
+    def validate(self) -> None:
+        for name, f in self.__dataclass_fields__.items():
+            setattr(self, name, _coerce(f"model.lora.{name}", getattr(self, name), f.default))
+        if self.r < 0:
+            raise ConfigError(f"model.lora.r must be >= 0 (0: LoRA off), got {self.r}")
+        if not self.alpha > 0:
+            raise ConfigError(f"model.lora.alpha must be > 0, got {self.alpha}")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError(f"model.lora.dropout must lie in [0, 1), got {self.dropout}")
+        if self.export_merged and not self.r:
+            raise ConfigError("model.lora.export_merged merges an adapter into its base: it needs model.lora.r > 0")
+
+
+@dataclass
 class ModelConfig:
     name: str = "lstm"
     options: str = '{"emb_dim": 48, "hidden_dim": 96}'  # JSON object: the model factory's keyword options
     # a public start: a file written by `python -m experiments.pretrain` (weights trained on PUBLIC text only,
     # for this model and tokenizer); the global model starts from it instead of a random initialisation
     init: str = ""
+    lora: LoraConfig = field(default_factory=LoraConfig)  # flat keys model.lora.r, model.lora.alpha, ...
 
     def option_dict(self) -> dict[str, Any]:
         return json_object("model.options", self.options)
@@ -328,11 +363,8 @@ class RunConfig:
 
     # -- conversions ---------------------------------------------------------------------------------
     def to_flat(self) -> dict[str, Any]:
-        return {
-            f"{group.name}.{f.name}": getattr(getattr(self, group.name), f.name)
-            for group in fields(self)
-            for f in fields(getattr(self, group.name))
-        }
+        """group.option keys (a nested block's options as group.block.option: model.lora.r)."""
+        return dict(_leaves(self, ""))
 
     def to_nested(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -382,19 +414,8 @@ class RunConfig:
             if not isinstance(values, Mapping):
                 raise ConfigError(f"config group {group!r} must be a mapping, got {_show(values)}")
             target = getattr(cfg, group)
-            known = {f.name: f for f in fields(target)}
             for name, value in values.items():
-                if name not in known:
-                    raise ConfigError(
-                        f"unknown config key {group}.{_show(name, quote=False)}; {group} has: {', '.join(known)}"
-                    )
-                if isinstance(value, Mapping) and name == "options":
-                    try:
-                        value = json.dumps(value, sort_keys=True, allow_nan=False)
-                    except (TypeError, ValueError, RecursionError) as exc:
-                        raise ConfigError(f"config key {group}.{name} must be a JSON object ({exc}), got "
-                                          f"{_show(value)}") from None
-                setattr(target, name, _coerce(f"{group}.{name}", value, getattr(target, name)))
+                _assign(target, group, name, value)
         cfg.validate()
         return cfg
 
@@ -425,6 +446,10 @@ class RunConfig:
             raise ConfigError(f"federation.poll_interval must be >= 0, got {self.federation.poll_interval}")
         check_device(self.federation.device)  # a bad value, or cuda where this machine's torch has none
         self._validate_owners()
+        self.model.lora.validate()
+        if self.model.lora.r and self.model.init:
+            raise ConfigError("model.lora trains adapters on a checkpoint's public weights; model.init (a public start "
+                              "file) would replace them: use one of the two")
         if self.rewrite.epochs < 1:
             raise ConfigError(f"rewrite.epochs must be >= 1, got {self.rewrite.epochs}")
         if isinstance(self.rewrite.replicate, bool) or not isinstance(self.rewrite.replicate, int) \
@@ -501,6 +526,45 @@ def _show(value: Any, *, quote: bool = True, limit: int = 80) -> str:
     value without repeating it."""
     text = repr(value) if quote else str(value)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def _leaves(block: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    """(flat key, value) of every option of `block`, a nested block's under its own name."""
+    for f in fields(block):
+        value = getattr(block, f.name)
+        if dataclasses.is_dataclass(value):
+            yield from _leaves(value, f"{prefix}{f.name}.")
+        else:
+            yield f"{prefix}{f.name}", value
+
+
+def _assign(target: Any, prefix: str, name: Any, value: Any) -> None:
+    """Set option `name` of config block `target` (whose flat prefix is `prefix`: "privacy", "model.lora") to
+    `value`, checked against the default's type. A nested block (model.lora) takes a dotted name ("lora.r") or
+    a mapping of its options; `options` takes a JSON object string or a mapping."""
+    known = [f.name for f in fields(target)]  # in declaration order, as error messages list them
+    head, _, rest = name.partition(".") if isinstance(name, str) else (name, "", "")
+    if head not in known:
+        raise ConfigError(f"unknown config key {prefix}.{_show(name, quote=False)}; {prefix} has: {', '.join(known)}")
+    key, current = f"{prefix}.{head}", getattr(target, head)
+    if dataclasses.is_dataclass(current):
+        if rest:
+            _assign(current, key, rest, value)
+            return
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"config key {key} must be a mapping of its options "
+                              f"({', '.join(f.name for f in fields(current))}), got {_show(value)}")
+        for sub, v in value.items():
+            _assign(current, key, sub, v)
+        return
+    if rest:
+        raise ConfigError(f"unknown config key {prefix}.{_show(name, quote=False)}; {prefix} has: {', '.join(known)}")
+    if isinstance(value, Mapping) and head == "options":
+        try:
+            value = json.dumps(value, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ConfigError(f"config key {key} must be a JSON object ({exc}), got {_show(value)}") from None
+    setattr(target, head, _coerce(key, value, current))
 
 
 def json_object(key: str, text: str) -> dict[str, Any]:

@@ -36,15 +36,20 @@ from uedp.tokenization import TextTokenizer
 
 
 def model_shape(cfg: RunConfig, tokenizer: TextTokenizer) -> ModelShape:
+    from uedp.tokenization import tokenizer_digest
+
     labels = cfg.task.label_list() if cfg.task.name == CLASSIFICATION else None
-    return ModelShape(tokenizer.vocab_size, tokenizer.pad_id, None if labels is None else len(labels))
+    return ModelShape(tokenizer.vocab_size, tokenizer.pad_id, None if labels is None else len(labels),
+                      tokenizer_digest(tokenizer))
 
 
 # -- the tokenizer the server ships ---------------------------------------------------------------------
 def tokenizer_payload(tokenizer: TextTokenizer) -> dict[str, Any]:
-    """The tokenizer as message content: its JSON bytes and their SHA-256."""
+    """The tokenizer as message content: its JSON bytes and their SHA-256, and the special ids it was given
+    (a checkpoint's tokenizer: a JSON object; "" when they are found by name)."""
     data = tokenizer.backend.to_str().encode()
-    return {"json": data, "sha256": hashlib.sha256(data).hexdigest()}
+    special = "" if tokenizer.special_ids is None else json.dumps(tokenizer.special_ids, sort_keys=True)
+    return {"json": data, "sha256": hashlib.sha256(data).hexdigest(), "special_ids": special}
 
 
 def shipped_tokenizer(payload: dict[str, Any]) -> TextTokenizer:
@@ -55,7 +60,9 @@ def shipped_tokenizer(payload: dict[str, Any]) -> TextTokenizer:
     path = cache_root() / "owners" / f"tokenizer-{digest}.json"
     if not path.is_file():
         atomic_write_bytes(path, data, mode=PRIVATE)
-    return TextTokenizer(Tokenizer.from_str(data.decode()), source=f"shipped:{digest[:16]}")
+    special = str(payload.get("special_ids", "") or "")
+    return TextTokenizer(Tokenizer.from_str(data.decode()), source=f"shipped:{digest[:16]}",
+                         special_ids=json.loads(special) if special else None)
 
 
 # -- an owner's file ------------------------------------------------------------------------------------
@@ -82,7 +89,9 @@ def read_owner_file(cfg: RunConfig, path: str | os.PathLike[str]) -> Corpus:
 
 
 def _owner_key(cfg: RunConfig, path: Path, tokenizer: TextTokenizer, deidentified: bool) -> str:
+    special = {} if tokenizer.special_ids is None else {"special_ids": tokenizer.special_ids}  # they frame sentences
     payload = json.dumps({
+        **special,
         "file": hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest(),
         "tokenizer": hashlib.sha256(tokenizer.backend.to_str().encode()).hexdigest(),
         "detector": cfg.detector(), "protected": cfg.entities.protected, "public": cfg.entities.public,

@@ -14,9 +14,15 @@ the users' text (`tokenizer.public_corpus`, "auto" by default: the public corpus
 registered, uedp.data.loaders.DatasetFacts.public_corpus; uedp.public_corpora has the public corpora), so
 the vocabulary reveals nothing about them. `tokenizer.source = "private_split"` trains it on the users'
 training split, a non-private preprocessing step (its vocabulary is a function of every user's text): such
-runs are reported not private. Pretrained models (`minilm`, or `gpt2`/`bert` with `pretrained=<local
-path>`) keep their own tokenizer. `Manifest.tokenizer_info` says which was used (summary.json's
+runs are reported not private. Pretrained models (`minilm`, `hf`, or `gpt2`/`bert` with `pretrained=<local
+path>`) keep their own tokenizer (a Hugging Face checkpoint's with the special ids it declares, kept in the
+manifest: `Manifest.special_ids`); `hf` with option tokenizer "project" uses the public one, for a checkpoint
+that records its digest (uedp.models.checkpoints). `Manifest.tokenizer_info` says which was used (summary.json's
 `tokenizer`).
+
+`new_model` builds the run's model and checks that a checkpoint meets its own tokenizer (the digest of the
+run's tokenizer, `tokenizer_digest` of the manifest or model shape), then with model.lora.r > 0 wraps it in
+LoRA adapters (uedp.models.lora).
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ from uedp.entities.public import public_keys
 from uedp.errors import ConfigError
 from uedp.files import atomic_write_json
 from uedp.models.base import CLASSIFICATION, UedpModel
+from uedp.models.checkpoints import check_tokenizer, checkpoint_of
+from uedp.models.lora import with_lora
 from uedp.models.registry import MODELS, build_model, build_tokenizer
 from uedp.paths import cache_root
 from uedp.public_corpora import independent_public_corpora, private_dataset, private_text_clash
@@ -56,6 +64,7 @@ from uedp.tokenization import (
     get_public_tokenizer,
     public_corpus,
     resolve_public_corpus,
+    tokenizer_digest,
 )
 
 
@@ -74,10 +83,17 @@ class Manifest:
     num_extended: int = 0  # W_s: their training sentences without a protected entity
     # what the tokenizer was trained on: {source, corpus, vocab_size, kind} (summary.json's `tokenizer`)
     tokenizer_info: dict[str, Any] | None = None
+    # a checkpoint's tokenizer: the special ids it declares (TextTokenizer.special_ids; None: found by name)
+    special_ids: dict[str, int | None] | None = None
+    tokenizer_digest: str | None = None  # uedp.tokenization.tokenizer_digest of the tokenizer
 
     @property
     def num_labels(self) -> int | None:
         return None if self.label_names is None else len(self.label_names)
+
+    def text_tokenizer(self) -> TextTokenizer:
+        """The run's tokenizer, read back from its file with its special ids."""
+        return load_tokenizer(self.tokenizer, special_ids_key(self.special_ids))
 
 
 def data_key(cfg: RunConfig) -> str:
@@ -88,12 +104,19 @@ def data_key(cfg: RunConfig) -> str:
             "entities": cfg.detector(),
             "tokenizer": [cfg.tokenizer.kind, cfg.tokenizer.vocab_size, cfg.tokenizer.source,
                           cfg.tokenizer.public_corpus],
-            "model": [cfg.model.name, cfg.model.option_dict().get("pretrained")],
+            "model": _model_key(cfg),
             "task": cfg.task.name,
         },
         sort_keys=True,
     )
     return hashlib.blake2b(payload.encode(), digest_size=8).hexdigest()
+
+
+def _model_key(cfg: RunConfig) -> list[Any]:
+    """What of the model decides the tokenizer: a pretrained directory, model hf's path and tokenizer choice."""
+    options = cfg.model.option_dict()
+    key = [cfg.model.name, options.get("pretrained")]
+    return key + [options.get("path"), options.get("tokenizer", "own")] if cfg.model.name == "hf" else key
 
 
 def manifest_path(cfg: RunConfig) -> Path:
@@ -123,6 +146,7 @@ def prepare(cfg: RunConfig) -> Manifest:
         label_names=corpus.label_names if cfg.task.name == CLASSIFICATION else None,
         vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
         num_entities=num_entities, num_extended=num_extended, tokenizer_info=tokenizer_info,
+        special_ids=tokenizer.special_ids, tokenizer_digest=tokenizer_digest(tokenizer),
     )
     atomic_write_json(manifest_path(cfg), manifest.__dict__, indent=1)
     return manifest
@@ -135,12 +159,16 @@ def run_tokenizer(cfg: RunConfig, corpus: Corpus | None) -> tuple[TextTokenizer,
     users' training split (reported not private: uedp.server_data.ServerData.tokenizer_warning). `corpus`
     is None on a server that holds no private text (federation.data = owners), where only public and
     pretrained tokenizers exist."""
-    pretrained = cfg.model.option_dict().get("pretrained")
+    options = cfg.model.option_dict()
+    checkpoint = checkpoint_of(cfg.model.name, options)
     tok_cfg = TokenizerConfig(kind=cfg.tokenizer.kind, vocab_size=cfg.tokenizer.vocab_size)
-    if cfg.model.name == "minilm" or pretrained is not None:
-        tokenizer = build_tokenizer(cfg.model.name, corpus, pretrained=pretrained)
+    if cfg.model.name == "minilm" or (checkpoint is not None and checkpoint.tokenizer == "own"):
+        tokenizer = build_tokenizer(cfg.model.name, corpus, options=options)
         info = {"source": "pretrained", "corpus": f"the pretrained {cfg.model.name} model's own tokenizer",
                 "vocab_size": tokenizer.vocab_size, "kind": "pretrained"}
+        if tokenizer.special_ids is not None and tokenizer.pad_id == tokenizer.eos_id:
+            info["padding"] = (f"with its eos token (id {tokenizer.pad_id}): the tokenizer declares no other pad "
+                               "token; the attention mask hides padding from the model and the loss")
         return tokenizer, info
     if cfg.tokenizer.source == "private_split":
         if corpus is None:
@@ -154,6 +182,8 @@ def run_tokenizer(cfg: RunConfig, corpus: Corpus | None) -> tuple[TextTokenizer,
         MODELS.get(cfg.model.name)  # an unknown model name fails here, as in build_tokenizer
         tokenizer = get_public_tokenizer(source, tok_cfg)
         info = {"source": "public", "corpus": source.description}
+    if checkpoint is not None:  # hf with tokenizer "project": the checkpoint must record this tokenizer
+        check_tokenizer(checkpoint, tokenizer_digest(tokenizer))
     return tokenizer, {**info, "vocab_size": tokenizer.vocab_size, "kind": cfg.tokenizer.kind}
 
 
@@ -190,26 +220,47 @@ def load_manifest(cfg: RunConfig) -> Manifest:
     return prepare(cfg)
 
 
+SpecialIdsKey = tuple[tuple[str, int | None], ...] | None
+
+
+def special_ids_key(special_ids: dict[str, int | None] | None) -> SpecialIdsKey:
+    """TextTokenizer.special_ids as a hashable key (load_tokenizer is cached)."""
+    return None if special_ids is None else tuple(sorted(special_ids.items()))
+
+
 @functools.lru_cache(maxsize=4)
-def load_tokenizer(path: str) -> TextTokenizer:
-    return TextTokenizer(Tokenizer.from_file(path), source=path)
+def load_tokenizer(path: str, special_ids: SpecialIdsKey = None) -> TextTokenizer:
+    """The tokenizer file `path`; `special_ids` (special_ids_key of TextTokenizer.special_ids): the ids its
+    special tokens were given (a checkpoint's tokenizer), None: found by name."""
+    return TextTokenizer(Tokenizer.from_file(path), source=path,
+                         special_ids=None if special_ids is None else dict(special_ids))
 
 
 @dataclass(frozen=True)
 class ModelShape:
-    """What building the model needs besides the config: a Manifest has these too."""
+    """What building the model needs besides the config: a Manifest has these too (and `tokenizer_digest`, the
+    run tokenizer's digest, which a checkpoint's tokenizer must have; None: not checked)."""
 
     vocab_size: int
     pad_id: int
     num_labels: int | None
+    tokenizer_digest: str | None = None
 
 
 def new_model(cfg: RunConfig, manifest: Manifest | ModelShape, *, seed: int | None = None) -> UedpModel:
-    """The run's model, sized by `manifest` (anything with vocab_size, pad_id and num_labels)."""
+    """The run's model, sized by `manifest` (anything with vocab_size, pad_id and num_labels); a checkpoint
+    is refused unless the run's tokenizer is its own (manifest.tokenizer_digest, when it has one), and
+    model.lora.r > 0 puts LoRA adapters on it (only they, and a classifier's new head, are then trainable)."""
+    options = cfg.model.option_dict()
+    digest = getattr(manifest, "tokenizer_digest", None)
+    checkpoint = checkpoint_of(cfg.model.name, options)
+    if checkpoint is not None and digest is not None:
+        check_tokenizer(checkpoint, digest)
     if seed is not None:
         torch.manual_seed(seed)
-    return build_model(cfg.model.name, task=cfg.task.name, vocab_size=manifest.vocab_size,
-                       pad_id=manifest.pad_id, num_labels=manifest.num_labels, **cfg.model.option_dict())
+    model = build_model(cfg.model.name, task=cfg.task.name, vocab_size=manifest.vocab_size,
+                        pad_id=manifest.pad_id, num_labels=manifest.num_labels, **options)
+    return with_lora(model, cfg.model.lora)
 
 
 @dataclass(frozen=True)
@@ -259,7 +310,7 @@ def load_user_data(cfg: RunConfig, partition_id: int, *, deidentified: bool = Fa
     user = manifest.users[partition_id]
     rows = read_user_rows(manifest.corpus_dir, user, split="train")
     ann = read_user_annotations(manifest.annotations, rows.column("sid").to_numpy())
-    return _user_data(cfg, user, rows, ann, load_tokenizer(manifest.tokenizer), deidentified)
+    return _user_data(cfg, user, rows, ann, manifest.text_tokenizer(), deidentified)
 
 
 def user_data_from(cfg: RunConfig, corpus: Corpus, tokenizer: TextTokenizer, *, split: str = "train",
@@ -302,5 +353,5 @@ def load_split(cfg: RunConfig, split: str, *, limit: int = 0) -> EncodedSentence
         keep = np.sort(np.random.default_rng(EVAL_SUBSET_SEED).choice(table.num_rows, size=limit, replace=False))
         table = table.take(pa.array(keep))
     labels = table.column("label").to_pylist() if cfg.task.name == CLASSIFICATION else None
-    return encode_sentences(load_tokenizer(manifest.tokenizer), table.column("text").to_pylist(), labels,
+    return encode_sentences(manifest.text_tokenizer(), table.column("text").to_pylist(), labels,
                             task=cfg.task.name, max_len=cfg.task.max_len)

@@ -11,7 +11,9 @@ Server -> node, a training message (`message_type` "train", `group_id` the round
                             none), beta (0 = no clipping: noiseless mechanisms only), w_u, gamma (the entity
                             part's clip of a split update, 0 otherwise), private, seed (-1, or a seed for
                             the node's training randomness in fixed-seed reproduction runs)
-    and any record the server ships with every message (owners mode: "tokenizer").
+    and any record the server ships with every message (owners mode: "tokenizer"; a model started from a
+    checkpoint: "base", the SHA-256 of its config and weight files, uedp.models.checkpoints.base_digest: a node
+    whose own base differs refuses to train).
 
 The node's train function replies as in any Flower app, with its NEW model ("arrays"; a split update also
 "arrays_entity", trained from the same global model on the sentences with entities) and, optionally, a
@@ -44,6 +46,9 @@ ENTITY_ARRAYS_RECORD = "arrays_entity"  # a split update's second new model, in 
 # With federation.data = "owners", each training message also carries the tokenizer the server ships
 # (ConfigRecord "tokenizer": its JSON bytes and SHA-256; uedp.owners.tokenizer_payload).
 TOKENIZER_RECORD = "tokenizer"
+# A model started from a checkpoint (model hf, or gpt2/bert with pretrained): each training message also carries
+# ConfigRecord "base" {"digest": SHA-256 of the checkpoint's config and weight files}; the base never travels.
+BASE_RECORD = "base"
 # strategy=dp_bart: the query message carries the rewrite settings under REWRITE_RECORD (public: rewrite.*),
 # and the reply carries ConfigRecord REWRITES_RECORD {"texts": [...], "labels": [...]?}: only the rewrites.
 REWRITE_RECORD = "rewrite"

@@ -18,8 +18,8 @@ from typing import Any
 from uedp.config import DataSource, RunConfig
 from uedp.models.base import UedpModel
 from uedp.owners import eval_data, model_shape, tokenizer_payload
-from uedp.pipeline import EncodedSentences, load_split, load_tokenizer, new_model, prepare, run_tokenizer
-from uedp.tokenization import PRIVATE_SPLIT_WARNING, TextTokenizer
+from uedp.pipeline import EncodedSentences, load_split, new_model, prepare, run_tokenizer
+from uedp.tokenization import PRIVATE_SPLIT_WARNING, TextTokenizer, tokenizer_digest
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,11 @@ class ServerData:
         """What each training message carries besides instructions and model: the tokenizer, in owners mode."""
         return tokenizer_payload(self.tokenizer) if self.source is DataSource.OWNERS else None
 
+    @property
+    def tokenizer_digest(self) -> str:
+        """The run tokenizer's digest (a checkpoint's model is built only with its own: uedp.pipeline.new_model)."""
+        return tokenizer_digest(self.tokenizer)
+
     def new_model(self, cfg: RunConfig, *, seed: int | None = None) -> UedpModel:
         return new_model(cfg, self, seed=seed)
 
@@ -57,5 +62,5 @@ def server_data(cfg: RunConfig) -> ServerData:
     manifest = prepare(cfg)
     test = load_split(cfg, "test", limit=cfg.federation.eval_sentences)
     return ServerData(DataSource.CORPUS, len(manifest.users), manifest.vocab_size, manifest.pad_id, manifest.num_labels,
-                      load_tokenizer(manifest.tokenizer), manifest.tokenizer_info, test,
+                      manifest.text_tokenizer(), manifest.tokenizer_info, test,
                       manifest.num_entities, manifest.num_extended)

@@ -69,6 +69,11 @@ KEYS: dict[str, str] = {
     "outside_guarantee": "the summary's fields the guarantee does not cover (private runs), or null",
     "model_round": ("the round after which model.pt's weights were released: `rounds`, unless a resumed run "
                     "lost the models of rounds charged after its last checkpoint (they stay charged)"),
+    "noised_dimension": "the number of trainable numbers each client sends and the server noises (the update's "
+                        "dimension: with model.lora, the adapters and a classifier's new head only)",
+    "trainable_share": "noised_dimension / the model's parameters",
+    "base_model": ("a checkpoint's record ({entry, path, digest: SHA-256 of its config and weight files, lora}): "
+                   "the public base every node loads itself; null for a model from random weights"),
     # every run of the server (federated and local), outside RUN: summaries written without it stay readable
     "device": ("where the server evaluated (strategy=dp_bart: trained and evaluated): federation.device resolved "
                "on the server, cpu or cuda; each node resolves the option for its own training (uedp.devices)"),
@@ -88,7 +93,8 @@ RUN: tuple[str, ...] = (*COMMON, "method", "estimator", "noise_multiplier", "sig
 # The keys each writer writes, every one of them every time (a value may be null or inf).
 SUMMARY_KINDS: dict[str, frozenset[str]] = {
     "federated": frozenset((*RUN, "claims", "m_max", "noise", "undetected_rule", "delta_trunc", "initial_model",
-                            "public_entities", "outside_guarantee", "model_round", "device")),
+                            "public_entities", "outside_guarantee", "model_round", "device", "noised_dimension",
+                            "trainable_share", "base_model")),
     "local": frozenset((*RUN, "eps_local_document", "eps_local_user", "eps_local_entity", "local", "device")),
     "reference": frozenset((*COMMON, "documents")),
 }

@@ -25,7 +25,10 @@ Contract:
   `encode_batch(..., mode="lm")` frames a sentence as [BOS] ids [EOS]; `mode="cls"` as [CLS] ids [SEP];
   both then truncate to `max_len` tokens (an LM sentence cut short loses its [EOS]) and pad on the right.
 - `load_pretrained_tokenizer(dir)` wraps a model's own tokenizer (tokenizer.json, or any fast tokenizer
-  `transformers.AutoTokenizer` can read offline); its special tokens are found by their usual names.
+  `transformers.AutoTokenizer` can read offline); its special tokens are found by their usual names (minilm).
+  `load_hf_tokenizer(dir)` reads a Hugging Face checkpoint's tokenizer with AutoTokenizer and takes its special
+  ids from the tokenizer's own attributes (`hf_special_ids`: pad_token_id, ...; a causal LM tokenizer without a
+  pad token pads with eos, which the attention mask hides).
 
 `Batch` and `pad_sequences` (end of module) turn token-id lists into padded tensors.
 """
@@ -35,10 +38,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -52,6 +55,7 @@ from uedp.public_corpora import is_public_corpus, public_corpus_names, public_so
 from uedp.versions import package_version
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]", "[CLS]", "[SEP]", "[MASK]")
+SPECIAL_ROLES = ("pad", "unk", "bos", "eos", "cls", "sep")  # TextTokenizer's ids: pad_id, unk_id, ...
 _FORMAT_VERSION = 1  # bump when the training recipe changes, so old cache files are not reused
 _METASPACE = "\u2581"
 
@@ -91,19 +95,30 @@ class TokenizerConfig:
 
 
 class TextTokenizer:
-    """A `tokenizers.Tokenizer` plus the ids of its special tokens. `source`: "trained", "cache" or a path."""
+    """A `tokenizers.Tokenizer` plus the ids of its special tokens. `source`: "trained", "cache" or a path.
 
-    def __init__(self, tokenizer: Tokenizer, *, source: str) -> None:
+    The special tokens are found by their usual names (`_SPECIAL_NAMES`), or given: `special_ids` maps each role
+    of SPECIAL_ROLES to an id or None (a Hugging Face checkpoint's tokenizer says its own: `hf_special_ids`).
+    Given ids are kept in `special_ids` (None when found by name), so a copy saved elsewhere (a run's manifest,
+    the tokenizer an owners-mode server ships) is reloaded with the same ids."""
+
+    def __init__(self, tokenizer: Tokenizer, *, source: str, special_ids: Mapping[str, int | None] | None = None
+                 ) -> None:
         tokenizer.no_padding()
         tokenizer.no_truncation()
         self.backend = tokenizer
         self.source = source
-        ids = {}
-        for role, names in _SPECIAL_NAMES.items():
-            ids[role] = next((i for n in names if (i := tokenizer.token_to_id(n)) is not None), None)
+        if special_ids is None:
+            ids = {role: next((i for n in names if (i := tokenizer.token_to_id(n)) is not None), None)
+                   for role, names in _SPECIAL_NAMES.items()}
+        else:
+            ids = _checked_special_ids(special_ids, tokenizer, source)
+        self.special_ids: dict[str, int | None] | None = None if special_ids is None else ids
         if ids["pad"] is None:
             names = ", ".join(_SPECIAL_NAMES["pad"])
-            raise ConfigError(f"tokenizer from {source}: no padding token (looked for {names})")
+            looked = "its pad_token_id and eos_token_id are both None" if special_ids is not None else \
+                f"looked for {names}"
+            raise ConfigError(f"tokenizer from {source}: no padding token ({looked})")
         self.pad_id: int = ids["pad"]
         self.unk_id: int | None = ids["unk"]
         self.bos_id: int | None = ids["bos"]
@@ -164,6 +179,48 @@ class TextTokenizer:
         with atomic_path(path, mode=PRIVATE) as tmp:  # 0600 as before (a private_split tokenizer is private)
             write(tmp)
         return True
+
+
+def tokenizer_digest(tokenizer: TextTokenizer) -> str:
+    """A digest of the tokenizer's vocabulary (token -> id): equal digests, equal ids for equal text. A public
+    start (uedp.models.public_start) and a checkpoint (uedp.models.checkpoints) record the digest of the tokenizer
+    their embedding was trained with."""
+    vocab = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False)
+    return hashlib.blake2b(vocab.encode(), digest_size=16).hexdigest()
+
+
+def _checked_special_ids(special_ids: Mapping[str, int | None], tokenizer: Tokenizer,
+                         source: str) -> dict[str, int | None]:
+    unknown = sorted(set(special_ids) - set(SPECIAL_ROLES))
+    if unknown:
+        raise ValueError(f"special_ids: unknown role(s) {', '.join(unknown)}; the roles are {', '.join(SPECIAL_ROLES)}")
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    ids = {role: special_ids.get(role) for role in SPECIAL_ROLES}
+    for role, i in ids.items():
+        if i is not None and (isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < size):
+            raise ConfigError(f"tokenizer from {source}: its {role} id {i!r} is not a token id (vocabulary of {size})")
+    return ids
+
+
+def hf_special_ids(hf_tokenizer: Any) -> dict[str, int | None]:
+    """The special ids a Hugging Face tokenizer declares (its `pad_token_id`, `bos_token_id`, ... attributes),
+    read, never guessed from token names. What a role it does not declare falls back to:
+    - pad: eos. A causal LM tokenizer often has no pad token (GPT-2, Llama); the batch's attention mask hides
+      padding from the model and the losses count masked positions never, so padding with eos changes no logit
+      of a real token and no loss (a sentence's own final eos is a real token, inside the mask);
+    - bos: eos, then cls (GPT-2's documents start with its end-of-text token); eos: sep;
+    - cls: bos, sep: eos (a decoder used as a classifier frames a sentence as [bos] ids [eos]).
+    """
+    def declared(name: str) -> int | None:
+        value = getattr(hf_tokenizer, f"{name}_token_id", None)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    got = {role: declared(role) for role in SPECIAL_ROLES}
+    fallbacks = {"pad": ("eos",), "bos": ("eos", "cls"), "eos": ("sep",), "cls": ("bos", "eos"),
+                 "sep": ("eos",), "unk": ()}
+    return {role: got[role] if got[role] is not None else next((got[f] for f in fallbacks[role]
+                                                                 if got[f] is not None), None)
+            for role in SPECIAL_ROLES}
 
 
 def _normalizer(lowercase: bool) -> normalizers.Normalizer:
@@ -310,6 +367,24 @@ def get_public_tokenizer(
     if cache and not tok.save(path, exclusive=True):  # another process cached it first: use that one
         return TextTokenizer(Tokenizer.from_file(str(path)), source="cache")
     return tok
+
+
+def load_hf_tokenizer(directory: str | os.PathLike[str]) -> TextTokenizer:
+    """The tokenizer of a Hugging Face checkpoint directory, read with `transformers.AutoTokenizer` (offline, its
+    fast backend), with the special ids the tokenizer declares (`hf_special_ids`), not found by name."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ConfigError(f"pretrained tokenizer directory {str(directory)!r} does not exist")
+    from transformers import AutoTokenizer
+
+    try:
+        hf = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConfigError(f"no tokenizer could be loaded from {str(directory)!r}: {exc}") from None
+    if not getattr(hf, "is_fast", False):
+        raise ConfigError(f"tokenizer in {str(directory)!r} has no fast (tokenizers) version")
+    backend = Tokenizer.from_str(hf.backend_tokenizer.to_str())  # a copy: TextTokenizer turns padding off
+    return TextTokenizer(backend, source=str(directory), special_ids=hf_special_ids(hf))
 
 
 def load_pretrained_tokenizer(directory: str | os.PathLike[str]) -> TextTokenizer:

@@ -16,7 +16,7 @@ from uedp.audit.exposure import exposure, rank_of, sentence_nll
 from uedp.config import RunConfig
 from uedp.data.synthetic import canary_candidates
 from uedp.models.base import set_weights
-from uedp.pipeline import load_manifest, load_tokenizer, new_model
+from uedp.pipeline import load_manifest, new_model
 
 
 def candidates_for(canary: dict, num_candidates: int, *, seed: int) -> list[str]:
@@ -40,7 +40,7 @@ def score(cfg: RunConfig, canaries: list[dict], *, num_candidates: int) -> list[
     """Per canary: rank and exposure of its secret (the prefix is shared, so ranking whole-sentence NLLs
     ranks the secret's log-likelihood given the prefix), and its mean token loss (kept for reference)."""
     manifest = load_manifest(cfg)
-    tokenizer = load_tokenizer(manifest.tokenizer)
+    tokenizer = manifest.text_tokenizer()
     model = new_model(cfg, manifest)
     set_weights(model, torch.load(Path(cfg.federation.out_dir) / "model.pt", weights_only=False)["weights"])
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))

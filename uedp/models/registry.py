@@ -1,12 +1,14 @@
 """Models chosen by name: `build_model("lstm", task="next_word", vocab_size=4000, pad_id=0, hidden_dim=256)`.
 
-Names: `lstm` (next_word or classification, chosen by `task`), `gpt2` (next_word), `bert` and `minilm`
-(classification). Every factory takes `task`, `vocab_size`, `pad_id`, `num_labels` and its own
-keyword-only options; a misspelt or inapplicable option is a ConfigError.
+Names: `lstm` (next_word or classification, chosen by `task`), `hf` (any Hugging Face checkpoint: next_word or
+classification), `gpt2` (next_word), `bert` and `minilm` (classification). Every factory takes `task`,
+`vocab_size`, `pad_id`, `num_labels` and its own keyword-only options; a misspelt or inapplicable option is a
+ConfigError.
 
 Tokenizers go with models: `build_tokenizer(name, corpus, ...)` returns the model's own pretrained
-tokenizer for `minilm` and for `gpt2`/`bert` given `pretrained=...`, and otherwise one trained on the
-corpus's train split (cached). `build_model_and_tokenizer` does both, consistently.
+tokenizer for `minilm`, for `hf` (unless its option tokenizer is "project") and for `gpt2`/`bert` given
+`pretrained=...` (a checkpoint's own: uedp.models.checkpoints), and otherwise one trained on the corpus's train
+split (cached). `build_model_and_tokenizer` does both, consistently.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from typing import Any
 from uedp.data.corpus import Corpus
 from uedp.errors import ConfigError
 from uedp.models.base import CLASSIFICATION, NEXT_WORD, UedpModel, check_task
-from uedp.models.hf import build_bert, build_gpt2, build_minilm, minilm_dir, resolve_pretrained
+from uedp.models.checkpoints import check_tokenizer, checkpoint_of, own_tokenizer
+from uedp.models.hf import build_bert, build_gpt2, build_hf, build_minilm, minilm_dir
 from uedp.models.lstm import LSTMClassifier, LSTMLanguageModel
 from uedp.registry import Registry
-from uedp.tokenization import TextTokenizer, TokenizerConfig, get_tokenizer, load_pretrained_tokenizer
+from uedp.tokenization import TextTokenizer, TokenizerConfig, get_tokenizer, load_pretrained_tokenizer, tokenizer_digest
 
 MODELS: Registry[UedpModel] = Registry("model")
 
@@ -62,6 +65,14 @@ def _lstm(
     return LSTMClassifier(**common, num_labels=num_labels, **chosen)
 
 
+@MODELS.register("hf", options_of=build_hf)
+def _hf(*, task: str, vocab_size: int, pad_id: int, num_labels: int | None = None, **options: Any) -> UedpModel:
+    """Any Hugging Face checkpoint: `path` (a local directory, required; a hub name only online), `tokenizer`
+    ("own", the default, or "project"), `allow_missing` (false: weights missing from its files are refused)."""
+    check_task(task, num_labels, family="hf", supports=(NEXT_WORD, CLASSIFICATION))
+    return build_hf(task=task, vocab_size=vocab_size, pad_id=pad_id, num_labels=num_labels, **options)
+
+
 @MODELS.register("gpt2", options_of=build_gpt2)
 def _gpt2(*, task: str, vocab_size: int, pad_id: int, num_labels: int | None = None, **options: Any) -> UedpModel:
     """GPT-2 causal LM: `pretrained` (local dir or, online only, hub name) or random weights; options are
@@ -98,16 +109,25 @@ def build_model(
 
 
 def build_tokenizer(
-    name: str, corpus: Corpus, *, config: TokenizerConfig | None = None, pretrained: str | None = None
+    name: str, corpus: Corpus | None, *, config: TokenizerConfig | None = None, pretrained: str | None = None,
+    options: dict[str, Any] | None = None,
 ) -> TextTokenizer:
-    """The tokenizer model `name` needs (see module docstring). `config` only applies to trained ones."""
+    """The tokenizer model `name` needs (see module docstring). `options`: the model's options (`pretrained`
+    may also be given alone); `config` only applies to trained ones. Model hf with tokenizer "project" has no
+    tokenizer of its own: its run's public tokenizer is uedp.pipeline.run_tokenizer's."""
     MODELS.get(name)  # unknown names fail here, with the list of known ones
+    options = dict(options or {})
+    if pretrained is not None:
+        options["pretrained"] = pretrained
     if name == "minilm":
         return load_pretrained_tokenizer(minilm_dir())
-    if pretrained is not None:
-        if name == "lstm":
-            raise ConfigError("model 'lstm' has no pretrained weights; remove the 'pretrained' option")
-        return load_pretrained_tokenizer(resolve_pretrained(pretrained))
+    if name == "lstm" and options.get("pretrained") is not None:
+        raise ConfigError("model 'lstm' has no pretrained weights; remove the 'pretrained' option")
+    checkpoint = checkpoint_of(name, options)
+    if checkpoint is not None and checkpoint.tokenizer == "own":
+        return own_tokenizer(checkpoint)
+    if corpus is None:
+        raise ConfigError(f"model {name!r}: a tokenizer trained on the corpus needs the corpus")
     return get_tokenizer(corpus, config)
 
 
@@ -126,7 +146,10 @@ def build_model_and_tokenizer(
     if task == CLASSIFICATION and num_labels is None:
         corpus.require_labels()
         num_labels = len(corpus.label_names or [])
-    tokenizer = build_tokenizer(name, corpus, config=tokenizer_config, pretrained=options.get("pretrained"))
+    tokenizer = build_tokenizer(name, corpus, config=tokenizer_config, options=options)
+    checkpoint = checkpoint_of(name, options)
+    if checkpoint is not None:  # the embedding's rows are the checkpoint's tokenizer's ids
+        check_tokenizer(checkpoint, tokenizer_digest(tokenizer))
     model = build_model(name, task=task, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
                         num_labels=num_labels, **options)
     return model, tokenizer

@@ -257,9 +257,9 @@ class _Net(nn.Module):
 def _load_minilm() -> nn.Module:
     from transformers import BertModel
 
-    from uedp.models.hf import _quiet_transformers
+    from uedp.models.checkpoints import quiet_transformers
 
-    with _quiet_transformers():
+    with quiet_transformers():
         enc = BertModel.from_pretrained(str(_minilm_dir()), local_files_only=True, add_pooling_layer=False,
                                         dtype=torch.float32)
     enc.requires_grad_(False)
