@@ -97,9 +97,10 @@ def test_device_cpu_gives_the_default_runs_weights(tmp_path, one_torch_thread):
     bit, and the summary says where the server evaluated."""
     if torch.cuda.is_available():
         pytest.skip("auto is cuda on this machine")
-    runs = {}
+    runs = {}  # noiseless: no accounting to wait for (where training runs is no part of the mechanism)
     for name, federation in (("default", {}), ("cpu", {"device": "cpu"})):
-        summary = run_local(tiny_config(tmp_path / name, privacy={"seed": 0}, federation=federation))
+        summary = run_local(tiny_config(tmp_path / name, privacy={"seed": 0}, strategy={"name": "fedavg"},
+                                        federation={"rounds": 2, "eval_every": 2, **federation}))
         assert summary["device"] == "cpu"
         runs[name] = (summary, torch.load(tmp_path / name / "model.pt", weights_only=False)["weights"])
     (s_default, w_default), (s_cpu, w_cpu) = runs["default"], runs["cpu"]

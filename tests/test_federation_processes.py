@@ -66,6 +66,27 @@ def test_three_supernodes_two_rounds(tmp_path):
 
 
 @pytest.mark.e2e
+def test_a_lora_round_through_real_supernodes(tmp_path):
+    """One UeDP round of a Hugging Face checkpoint (a tiny Llama-style one) with LoRA through real SuperNodes:
+    each node loads the public base from the directory itself, checks its digest against the one each message
+    carries, and sends only its adapters; the release is the adapter (docs/own-model.md)."""
+    from tests.tiny_checkpoints import tiny_checkpoint
+
+    base = tiny_checkpoint(tmp_path / "llama", "llama")
+    out = tmp_path / "run"
+    with federation(2, tmp_path / "home") as fed:
+        rc = fed.run(_overrides(out, 2, **{"model.name": "hf", "model.options": json.dumps({"path": str(base)}),
+                                           "model.lora.r": 4, "federation.rounds": 1, "federation.eval_every": 1}),
+                     timeout=400)
+    _assert_all_stopped(fed)
+    assert rc == 0, (tmp_path / "home" / "logs" / "flwr-run.log").read_text()[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rounds"] == 1 and summary["base_model"]["lora"]["r"] == 4 and summary["trainable_share"] < 0.1
+    assert _rounds(out)[0]["replies"] == 2.0  # both nodes trained on their own copy of the base
+    assert (out / "hf_adapter" / "adapter_model.safetensors").is_file()
+
+
+@pytest.mark.e2e
 def test_owners_keep_their_files_and_only_registered_nodes_join(tmp_path):
     """Three data owners, each with its own JSONL file in its own directory (and its own cache directory:
     its own disk), the server with none, over TLS with SuperNode authentication (--auth): the registered
