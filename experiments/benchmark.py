@@ -5,6 +5,7 @@
     python -m experiments.benchmark --only calibration [--calibration-rounds 30 60 100]
     python -m experiments.benchmark --only caches [--repeats 5]
     python -m experiments.benchmark --only noise [--rounds 6]
+    python -m experiments.benchmark --only lora [--repeats 5]      (the LoRA client update, docs/own-model.md)
 
 What it does, and how to read its output: studies/benchmark.py.
 """
@@ -23,6 +24,7 @@ from studies.benchmark import (
     rounds_tables,
     run_caches,
     run_calibration,
+    run_lora,
     run_noise,
     save,
 )
@@ -34,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default="outputs/benchmark")
-    ap.add_argument("--only", choices=["rounds", "calibration", "caches", "noise"],
+    ap.add_argument("--only", choices=["rounds", "calibration", "caches", "noise", "lora"],
                     help="run only this section (rounds: the client update and the rounds, sections 1-2)")
     ap.add_argument("--calibration-rounds", type=int, nargs="+", default=[30, 60, 100], metavar="T")
     args = ap.parse_args(argv)
@@ -55,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.only == "noise":
         run_noise(cfg, out)
         return 0
+    if args.only == "lora":
+        run_lora(cfg, out, args.repeats)
+        return 0
     client = bench_client(cfg, args.repeats)
     rounds = bench_rounds(cfg, out)
     save(out, "benchmark", {"client": client, "rounds": rounds}, rounds_tables(client, rounds))
@@ -63,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     run_calibration(args.calibration_rounds, out)
     run_caches(args.repeats, out)
     run_noise(cfg, out)
+    run_lora(cfg, out, args.repeats)
     return 0
 
 

@@ -25,12 +25,16 @@
    against CSPRNG-seeded Philox, in-process runs of the main job's configuration side by side (privacy.seed:
    the same cohorts; each source injected), alternating philox, secure, philox, secure: the noise's own
    seconds per round (timed around every draw), the median round, and their ratios.
+6. LoRA (docs/own-model.md): section 1's comparison on the LoRA path: model hf on a small GPT-2 checkpoint
+   (random weights, saved with the run's public tokenizer: `lora_config`) with rank-8 adapters; the plain loop
+   trains the same adapters (the frozen base has no gradient) and clips them.
 
     python -m experiments.benchmark [--rounds 6] [--repeats 5] [--out outputs/benchmark]
     python -m experiments.benchmark --only rounds [--rounds 6]   (sections 1 and 2)
     python -m experiments.benchmark --only calibration [--calibration-rounds 30 60 100]
     python -m experiments.benchmark --only caches [--repeats 5]
     python -m experiments.benchmark --only noise [--rounds 6]
+    python -m experiments.benchmark --only lora [--repeats 5]
 """
 
 from __future__ import annotations
@@ -114,6 +118,38 @@ def bench_client(cfg: RunConfig, repeats: int) -> dict:
     return {"sentences": len(texts), "steps": steps, "client_update_s": statistics.median(ours),
             "plain_pytorch_s": statistics.median(plain),
             "ratio": statistics.median(ours) / statistics.median(plain)}
+
+
+# The LoRA client update (docs/own-model.md): a small GPT-2 of random weights, saved as a Hugging Face checkpoint
+# with the run's public tokenizer, then trained as model hf with adapters; the plain loop trains the same adapters.
+LORA_BASE = '{"n_layer": 2, "n_embd": 128, "n_head": 2}'
+
+
+def lora_config(cfg: RunConfig, work: Path, *, rank: int = 8, base: str = LORA_BASE) -> RunConfig:
+    """`cfg` with model hf: a GPT-2 (`base` options, random weights, cfg's tokenizer) saved under `work` as a
+    checkpoint, and LoRA adapters of rank `rank` on it."""
+    from uedp.config import LoraConfig, ModelConfig
+    from uedp.models.export import MODEL_DIR, export_release
+
+    gpt2 = replace(cfg, model=ModelConfig(name="gpt2", options=base))
+    manifest = prepare(gpt2)
+    export_release(work, new_model(gpt2, manifest, seed=0), tokenizer=manifest.text_tokenizer(), checkpoint=None,
+                   summary={"method": "none: random weights for the benchmark", "private": False})
+    options = json.dumps({"path": str(work / MODEL_DIR)})
+    return replace(cfg, model=ModelConfig(name="hf", options=options, lora=LoraConfig(r=rank)))
+
+
+def bench_lora(cfg: RunConfig, work: Path, repeats: int, **model: Any) -> dict:
+    """bench_client on the LoRA path (lora_config, given `model`'s rank and base): ours against a plain PyTorch
+    loop over the same adapters."""
+    return bench_client(lora_config(cfg, work, **model), repeats)
+
+
+def lora_table(c: dict) -> str:
+    return table(["measurement", "seconds", "ratio"], [
+        [f"LoRA client update (GPT-2 {LORA_BASE}, rank 8), one user ({c['sentences']} sentences, {c['steps']} "
+         "steps): ours", f"{c['client_update_s']:.3f}", f"{c['ratio']:.2f}x plain"],
+        ["same sentences and adapters, plain PyTorch loop", f"{c['plain_pytorch_s']:.3f}", "1.00"]])
 
 
 def _round_seconds(out: Path) -> list[float]:
@@ -527,6 +563,12 @@ def noise_table(r: dict) -> str:
             for mode, v in r.items()]
     return table(["noise", "coordinates a round", "noise s a round", "vs philox", "round s (median)",
                   "noise / round", "round vs philox"], rows, fmt=str)
+
+
+def run_lora(cfg: RunConfig, out: Path, repeats: int) -> dict:
+    r = bench_lora(cfg, out / "lora-base", repeats)
+    save(out, "lora", r, lora_table(r))
+    return r
 
 
 def run_noise(cfg: RunConfig, out: Path, *, repeats: int = 2) -> dict:

@@ -172,3 +172,20 @@ def test_the_simulated_superlink_skips_nodes_without_messages_and_still_delivers
         assert len(patched(state, 5, 1)) == 1 and calls == [3, 7, 5]
     finally:
         InMemoryLinkState.get_message_ins = saved
+
+
+def test_the_lora_benchmark_trains_only_the_adapters_both_ways(tmp_path, one_torch_thread):
+    """`python -m experiments.benchmark --only lora` at a tiny size: the checkpoint it saves loads as model hf,
+    and both loops train the same adapters (ours and the plain one each change only the trainable weights)."""
+    from studies.benchmark import bench_lora, lora_config, lora_table
+    from uedp.pipeline import new_model, prepare
+
+    cfg = tiny_config(tmp_path / "run")
+    small = {"rank": 2, "base": '{"n_layer": 1, "n_embd": 16, "n_head": 2}'}
+    lora = lora_config(cfg, tmp_path / "base", **small)
+    model = new_model(lora, prepare(lora), seed=0)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert 0 < trainable < sum(p.numel() for p in model.parameters()) / 2
+    result = bench_lora(cfg, tmp_path / "base2", 1, **small)
+    assert result["steps"] > 0 and result["client_update_s"] > 0 and result["plain_pytorch_s"] > 0
+    assert "LoRA client update" in lora_table(result)
