@@ -17,15 +17,17 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from runtime.hydra_job import run_job
+from runtime.hydra_job import objective, run_job
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> float:
+    """One job; returns its final test metric to a sweeper (runtime.hydra_job.objective: +inf if it failed)."""
     summary = run_job(cfg)
     if summary is None and HydraConfig.get().mode is not RunMode.MULTIRUN:  # a sweep goes on; one job exits
         error = json.loads((Path(str(OmegaConf.select(cfg, "federation.out_dir") or ".")) / "error.json").read_text())
         raise SystemExit(2 if error.get("bad_input") else 1)
+    return objective(summary)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 import traceback
 from pathlib import Path
@@ -54,6 +55,17 @@ def to_run_config(cfg: DictConfig) -> tuple[RunConfig, str]:
         raise ConfigError(f"replicate={replicate} with a fixed privacy.seed would repeat replicate 0 exactly; "
                           "leave privacy.seed at -1 for independent replicates")
     return run_cfg, runner
+
+
+def objective(summary: dict[str, Any] | None) -> float:
+    """What a job returns to Hydra's sweeper (an Optuna search minimizes it): the run's final test metric
+    (the task's headline metric, lower is better: perplexity, error rate); a run stopped by its privacy budget
+    is a finished run with its metric; a failed job returns +inf, which ranks below every finished one.
+    Tune on a tuning population (another seed or held-out users), never on the private one: the search's
+    choices depend on the data it evaluates, outside the accounting."""
+    if summary is None:
+        return math.inf
+    return float(summary["final"][summary["metric"]])
 
 
 def run_job(cfg: DictConfig) -> dict[str, Any] | None:

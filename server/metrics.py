@@ -48,14 +48,16 @@ class MetricsWriter:
             writer.writeheader()
             writer.writerows(rows)
 
-    def progress(self, *, round: int, rounds: int, eps: float | None, metric: tuple[str, float] | None,
+    def progress(self, *, round: int, rounds: int, eps: tuple[str, float] | None, metric: tuple[str, float] | None,
                  extra: str = "") -> None:
+        """One line per round: the round, the epsilon shown by its name (a private run's largest claimed one, e.g.
+        eps_undetected=7.988; `eps=n/a` without a claim), the metric, `extra`, the time so far."""
         if self.quiet:
             return
-        eps_s = "eps=   n/a" if eps is None else f"eps={eps:7.3f}"
+        eps_s = "eps=n/a" if eps is None else f"{eps[0]}={eps[1]:.3f}"
         met_s = "" if metric is None else f" {metric[0]}={_fmt(metric[1])}"
         elapsed = time.monotonic() - self._t0
-        print(f"[round {round:4d}/{rounds}] {eps_s}{met_s} {extra} ({elapsed:6.1f}s)".rstrip(),
+        print(f"[round {round:4d}/{rounds}] {eps_s}{met_s}{' ' + extra if extra else ''} ({elapsed:6.1f}s)",
               file=self.stream, flush=True)
 
 

@@ -51,7 +51,8 @@ class RoundLog:
         ctx.metrics.write(row)
         shown = row.get(f"test_{ctx.metric_name}")
         ctx.metrics.progress(round=rnd, rounds=fed.rounds,
-                             eps=max(claimed[f"eps_{k}"] for k in claims) if ctx.spec.private else None,
+                             eps=max(((f"eps_{k}", claimed[f"eps_{k}"]) for k in claims), key=lambda kv: kv[1])
+                             if ctx.spec.private else None,
                              metric=(ctx.metric_name, shown) if shown is not None else None,
                              extra=f"replies={int(row['replies'])}/{int(row['sampled'])}")
         return MetricRecord({k: v for k, v in state.last_eval.items()}) if evaluate_now and state.last_eval else None

@@ -101,6 +101,18 @@ def round_seconds(out_dir: Path) -> tuple[float, float]:
     return statistics.median(secs[1:] or secs), secs[0]
 
 
+PROGRESS = re.compile(r"^\[round\s+\d+/\d+\].*\(\s*([\d.]+)s\)\s*$", re.M)  # server/metrics.py's progress line
+
+
+def progress_seconds(log: Path) -> float:
+    """Median wall-clock seconds between consecutive rounds' progress lines (rounds 2..T) in a run's log: the
+    whole cycle of a round as the operator sees it (sampling, the budget check, the nodes, the release, the
+    central evaluation), the same whatever each version's own round timer includes; nan without two lines."""
+    times = [float(t) for t in PROGRESS.findall(log.read_text())] if log.is_file() else []
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    return statistics.median(gaps) if gaps else float("nan")
+
+
 def _job(runner: str, out: Path, extra: list[str]) -> list[str]:
     return [sys.executable, "-m", "experiments.run", f"runner={runner}", *TINY, *extra,
             f"hydra.run.dir={out}"]
@@ -201,7 +213,8 @@ def _real_processes(nodes: int, rounds: int, out: Path, *, poll: float | None, t
         rc = fed.run(overrides, timeout=1200)
     wall = time.perf_counter() - t0
     med, first = round_seconds(out) if rc == 0 else (float("nan"), float("nan"))
-    return {"runner": label, "s_per_round": med, "first_round_s": first, "wall_s": wall}
+    return {"runner": label, "s_per_round": med, "first_round_s": first, "wall_s": wall,
+            "wall_per_round_s": progress_seconds(out.parent / f"{out.name}-home" / "logs" / "flwr-run.log")}
 
 
 def _cell(v: Any) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from uedp.cli import main
 
@@ -75,3 +76,17 @@ def test_quality_has_intervals_overlap_and_flag_rates():
     assert flags["missed_flag_rate"] == 0.0 and flags["ci95"]["false_flag_rate"] == wilson(1, 2)
     lo, hi = wilson(60, 100)
     assert abs(lo - 0.5020) < 1e-4 and abs(hi - 0.6906) < 1e-4  # the textbook Wilson interval
+
+
+def test_the_default_detector_is_the_runs_and_is_named(capsys):
+    """No --detector: the detector a run on that dataset uses (entities.detector = auto, one rule:
+    EntityConfig.detector_for): gold on the synthetic corpus, balanced on a JSONL corpus; the output names it."""
+    from uedp.config import EntityConfig
+
+    assert main(["corpus-stats", "--dataset", "synthetic", "-o", "num_users=3"]) == 0
+    assert "(detector gold = auto, as runs on it, protected" in capsys.readouterr().out
+    path = Path(__file__).parent / "assets" / "my_corpus.jsonl"
+    assert main(["corpus-stats", "--dataset", "jsonl", "-o", f"path={path}", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["detector"] == EntityConfig().detector_for("jsonl") == "balanced" and out["detector_option"] == "auto"
+    assert "recall" in out  # balanced is measured against the file's gold spans

@@ -155,3 +155,17 @@ def test_dataset_jsonl_takes_its_path_and_the_task_from_the_task_group(tmp_path)
         _compose(["dataset=jsonl", "dataset.options.path=x", "+dataset.options.task=lm"])
     with pytest.raises(ConfigError, match=r"missing value for dataset.options.path: set it on the command line"):
         _compose(["dataset=jsonl"])
+
+
+def test_a_job_returns_its_final_metric_to_the_sweeper():
+    """experiments.run returns runtime.hydra_job.objective(summary), what a sweeper (Optuna) minimizes: the final
+    test metric (lower is better for both tasks' metrics); a failed job's +inf ranks below every finished one."""
+    import math
+
+    from runtime.hydra_job import objective
+    from uedp.tasks import get_task
+
+    summary = {"metric": "perplexity", "final": {"perplexity": 917.6, "loss": 6.8}}
+    assert objective(summary) == 917.6 and objective(None) == math.inf
+    assert objective({"metric": "error", "final": {"error": 0.25, "accuracy": 0.75}}) == 0.25
+    assert {get_task(t).metric for t in ("next_word", "classification")} == {"perplexity", "error"}

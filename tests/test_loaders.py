@@ -525,8 +525,9 @@ def test_jsonl_labels_optional_for_lm_and_integer_labels_sort_numerically(tmp_pa
         ('{"user": "u", "text": "x"', r"line 2: invalid JSON"),
         ('["u", "x"]', r"line 2: expected a JSON object, got list"),
         ('"just a string"', r"line 2: expected a JSON object, got str"),
-        ('{"text": "x"}', r"line 2: field 'user' must be a non-empty string, got None"),
-        ('{"user": 7, "text": "x"}', r"line 2: field 'user' must be a non-empty string, got 7"),
+        ('{"text": "x"}', r"line 2: field 'user' must be a non-empty string or an integer, got None"),
+        ('{"user": 7.5, "text": "x"}', r"line 2: field 'user' must be a non-empty string or an integer, got 7.5"),
+        ('{"user": true, "text": "x"}', r"line 2: field 'user' must be a non-empty string or an integer"),
         ('{"user": " ", "text": "x"}', r"line 2: field 'user' must be a non-empty string"),
         ('{"user": "u"}', r"line 2: field 'text' must be a string, got None"),
         ('{"user": "u", "text": ["x"]}', r"line 2: field 'text' must be a string"),
@@ -540,6 +541,20 @@ def test_jsonl_malformed_line(tmp_path: Path, line: str, message: str) -> None:
     path = write(tmp_path / "bad.jsonl", '{"user": "ok", "text": "Fine."}\n' + line + "\n")
     with pytest.raises(CorpusError, match=re.escape(str(path)) + " " + message):
         load_corpus("jsonl", path=path)
+
+
+def test_jsonl_numeric_user_ids_are_their_decimal_strings_and_mixed_forms_are_refused(tmp_path: Path) -> None:
+    """Exported data often has numeric ids: 42 is the user "42"; a file writing one id both ways is ambiguous."""
+    path = write_jsonl(tmp_path / "ids.jsonl", [{"user": 42, "text": "A walk."}, {"user": 7, "text": "Rain."},
+                                               {"user": 42, "text": "Tea."}, {"user": "ann", "text": "Hi."}])
+    corpus = load_corpus("jsonl", path=path, sentence_split=False)
+    assert sorted(corpus.users()) == ["42", "7", "ann"]
+    assert corpus.table.column("user").to_pylist().count("42") == 2
+    mixed = write_jsonl(tmp_path / "mixed.jsonl", [{"user": 42, "text": "A."}, {"user": "b", "text": "B."},
+                                                   {"user": "42", "text": "C."}])
+    with pytest.raises(CorpusError, match=re.escape(f"{mixed} lines 1 and 3: user 42 is written both as a number "
+                                                    'and as a string ("42")')):
+        load_corpus("jsonl", path=mixed)
 
 
 def test_jsonl_bad_files(tmp_path: Path) -> None:

@@ -13,8 +13,17 @@ from uedp.errors import UedpError
 COMMANDS = ("uedp.commands.corpus_stats", "uedp.commands.epsilon", "uedp.commands.fingerprint", "uedp.commands.rewrite")
 
 
+def _version() -> str:
+    """`uedp --version`: this package's version and the Flower and dp-accounting it runs with."""
+    from uedp.versions import package_version
+
+    return (f"uedp {package_version('uedp')} (flwr {package_version('flwr')}, dp-accounting "
+            f"{package_version('dp-accounting')}, torch {package_version('torch')})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="uedp", description="User-entity DP for federated language models")
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMANDS:
         importlib.import_module(module).add_parser(sub)

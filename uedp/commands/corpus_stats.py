@@ -1,6 +1,10 @@
 """`uedp corpus-stats`: corpus statistics and detector quality against gold.
 
-    uedp corpus-stats --dataset synthetic [--detector spacy+rules] [--protected all] [-o num_users=50] [--json]
+    uedp corpus-stats --dataset synthetic [--detector auto] [--protected all] [-o num_users=50] [--json]
+
+`--detector auto` (the default) is the detector a run on that dataset uses (entities.detector = auto:
+uedp.config.EntityConfig.detector_for: `gold` on the synthetic corpus, `balanced` elsewhere), and the output
+names the one it measured.
 
 Loads the corpus (options with -o KEY=VALUE, values parsed as JSON where possible), detects entities
 (cached), and prints users, sentences, sensitive sentences, distinct entities, users per entity and,
@@ -23,8 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("corpus-stats", help="corpus statistics and detector quality",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", required=True, help="loader name: synthetic, shakespeare, bbc_news, ...")
-    p.add_argument("--detector", default="spacy+rules",
-                   help="balanced (runs use it on real text) | recall | ensemble | spacy+rules | spacy | rules | gold")
+    p.add_argument("--detector", default="auto",
+                   help="auto (what a run on the dataset uses: gold on synthetic, balanced elsewhere) | balanced | "
+                        "recall | ensemble | spacy+rules | spacy | rules | gold")
     p.add_argument("--protected", default="all", help="protected categories: a group or a list")
     p.add_argument("-o", "--option", action="append", metavar="KEY=VALUE", help="loader option")
     p.add_argument("--n-process", type=int, default=None, help="spaCy worker processes")
@@ -34,18 +39,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from uedp.categories import resolve_categories
+    from uedp.config import EntityConfig
     from uedp.data.loaders import materialize
     from uedp.entities.annotations import annotate
     from uedp.entities.stats import corpus_stats
 
     protected = resolve_categories(args.protected)
+    detector = EntityConfig(detector=args.detector).detector_for(args.dataset)  # the runs' one rule for auto
     t0 = time.perf_counter()
     _, corpus = materialize(args.dataset, **parse_options(args.option))
     t1 = time.perf_counter()
     extra = {"n_process": args.n_process} if args.n_process else {}
-    annotations = annotate(corpus, args.detector, **extra)
+    annotations = annotate(corpus, detector, **extra)
     t2 = time.perf_counter()
-    stats = {"dataset": args.dataset, **corpus_stats(corpus, annotations, protected, detector=args.detector)}
+    stats = {"dataset": args.dataset, **corpus_stats(corpus, annotations, protected, detector=detector),
+             "detector_option": args.detector}
     stats["seconds"] = {"load": round(t1 - t0, 3), "detect": round(t2 - t1, 3)}
     if args.json:
         print(json.dumps(stats, sort_keys=True))
@@ -57,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
 def render(stats: dict) -> str:
     upe = stats["users_per_entity"]
     lines = [
-        f"dataset              {stats['dataset']}   (detector {stats['detector']}, "
+        f"dataset              {stats['dataset']}   (detector {stats['detector']}"
+        f"{' = auto, as runs on it' if stats.get('detector_option') == 'auto' else ''}, "
         f"protected {','.join(stats['protected'])})",
         f"users                {stats['users']}   (dropped without sentences: {stats['dropped_users']})",
         f"sentences            {stats['sentences']}   "

@@ -2,7 +2,8 @@
 
     {"user": "alice", "text": "I met Bob in Paris. He was late.", "label": "travel", "split": "train"}
 
-Fields: `user` (non-empty string) and `text` (string) are required; `label` (string or integer) and
+Fields: `user` (a non-empty string, or an integer: `42` is the user "42"; a file that writes one id both
+ways, `42` and `"42"`, is refused as ambiguous) and `text` (string) are required; `label` (string or integer) and
 `split` ("train", "valid" or "test") are optional; any other field is an error (a misspelt "lable" must
 not silently drop the labels). A `null` label or split counts as absent. Blank lines are skipped.
 
@@ -12,7 +13,7 @@ ORG, DATE, NORP, MISC, EMAIL, PHONE, ID, CARD, URL), spans not overlapping. If a
 every line must (`[]` for a sentence with no entity): a line without it is an error, never silently an
 entity-free sentence. The corpus then has gold spans: `uedp corpus-stats` measures a detector against
 them, and `entities.detector=gold` uses them (only when asked for: the default detector of a JSONL corpus,
-entities.detector = auto, is ensemble). With sentence splitting, each span moves to its sentence; a span
+entities.detector = auto, is balanced). With sentence splitting, each span moves to its sentence; a span
 across a sentence boundary is an error.
 
 - sentences: with `sentence_split=True` (default) each text is cut into sentences
@@ -49,7 +50,7 @@ FIELDS = ("user", "text", "label", "split", "entities")
 TASKS = ("lm", "classification")
 
 
-Record = tuple[str, str, str | int | None, str | None, list[GoldSpan] | None]
+Record = tuple[str | int, str, str | int | None, str | None, list[GoldSpan] | None]  # user: str after _user_ids
 
 
 def _show(value: Any, limit: int = 80) -> str:
@@ -181,11 +182,19 @@ def _record(line: str, *, where: str) -> Record:
             f"{where}: unknown field(s) {', '.join(map(repr, extra))}; allowed: {', '.join(FIELDS)}"
         )
     user, text = obj.get("user"), obj.get("text")
+    if isinstance(user, int) and not isinstance(user, bool):
+        return user, *_fields(obj, text, where=where)  # a numeric id: its decimal string (load_jsonl)
     if not isinstance(user, str) or not user.strip():
-        raise CorpusError(f"{where}: field 'user' must be a non-empty string, got {_show(user)}")
+        raise CorpusError(f"{where}: field 'user' must be a non-empty string or an integer, got {_show(user)}")
+    _encodable(user, "user", where=where)
+    return user, *_fields(obj, text, where=where)
+
+
+def _fields(obj: dict[str, Any], text: Any, *, where: str
+            ) -> tuple[str, str | int | None, str | None, list[GoldSpan] | None]:
+    """(text, label, split, entities) of a line's object, validated."""
     if not isinstance(text, str):
         raise CorpusError(f"{where}: field 'text' must be a string, got {_show(text)}")
-    _encodable(user, "user", where=where)
     _encodable(text, "text", where=where)
     label = obj.get("label")
     if label is not None and (isinstance(label, bool) or not isinstance(label, str | int)):
@@ -195,7 +204,21 @@ def _record(line: str, *, where: str) -> Record:
     split = obj.get("split")
     if split is not None and split not in SPLITS:
         raise CorpusError(f"{where}: field 'split' must be one of {', '.join(SPLITS)}, got {_show(split)}")
-    return user, text, label, split, _entities(obj.get("entities"), text, where=where)
+    return text, label, split, _entities(obj.get("entities"), text, where=where)
+
+
+def _user_ids(records: list[tuple], source: str) -> list[tuple]:
+    """The records with every user id a string: a numeric id (42) stands for its decimal string ("42"), unless
+    the file also writes that id as a string: then which user a line means is ambiguous, and it is refused."""
+    first: dict[str, tuple[int, bool]] = {}  # id -> (first line, written as a number)
+    for number, user, *_ in records:
+        name, numeric = str(user), not isinstance(user, str)
+        seen = first.setdefault(name, (number, numeric))
+        if seen[1] != numeric:
+            lines = sorted((seen[0], number))
+            raise CorpusError(f"{source} lines {lines[0]} and {lines[1]}: user {name} is written both as a number "
+                              f"and as a string (\"{name}\"); write every id of one user the same way")
+    return [(number, str(user), *rest) for number, user, *rest in records]
 
 
 def _label_names(labels: set[str | int]) -> tuple[list[str], dict[str | int, int]]:
@@ -242,6 +265,7 @@ def load_jsonl(
             records.append((number, *_record(line, where=f"{source} line {number}")))
     if not records:
         raise CorpusError(f"{source}: the file has no record (it is empty or holds only blank lines)")
+    records = _user_ids(records, source)
     labels = {r[3] for r in records if r[3] is not None}
     if task == "classification":
         missing = next((r[0] for r in records if r[3] is None), None)
