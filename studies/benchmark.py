@@ -134,7 +134,7 @@ def lora_config(cfg: RunConfig, work: Path, *, rank: int = 8, base: str = LORA_B
     gpt2 = replace(cfg, model=ModelConfig(name="gpt2", options=base))
     manifest = prepare(gpt2)
     export_release(work, new_model(gpt2, manifest, seed=0), tokenizer=manifest.text_tokenizer(), checkpoint=None,
-                   summary={"method": "none: random weights for the benchmark", "private": False})
+                   summary={"private": False, "warning": "random weights for the benchmark: no training, no data"})
     options = json.dumps({"path": str(work / MODEL_DIR)})
     return replace(cfg, model=ModelConfig(name="hf", options=options, lora=LoraConfig(r=rank)))
 
