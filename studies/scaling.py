@@ -150,7 +150,7 @@ def bench_overhead(nodes: int, rounds: int, work: Path, *, baseline_rev: str | N
         who = f"real processes ({n} SuperNode{'s' if n > 1 else ''})"
         if baseline_rev:
             with _worktree(baseline_rev, work) as tree:
-                best = LAUNCHER if (tree / "runtime" / "supernode_launcher.py").is_file() else "levers on"
+                best = LAUNCHER if has_launcher(tree) else "levers on"
                 rows.append(_real_processes(n, rounds, work / f"processes-{n}-baseline", **LEVERS[best],
                                             root=tree, label=f"{who}, code at {baseline_rev}, {best}"))
         for label, levers in LEVERS.items():
@@ -181,6 +181,11 @@ LEVERS = {"Flower defaults": {"poll": 0.0, "task_poll": None, "threads": None, *
 LAUNCHER = "levers + launcher (sleeps capped, warm ClientApps)"  # a baseline revision with a launcher runs with it
 
 
+def has_launcher(root: Path) -> bool:
+    """Whether the code at `root` has the SuperNode launcher (older revisions have none)."""
+    return (root / "runtime" / "supernode_launcher.py").is_file()
+
+
 @contextlib.contextmanager
 def _worktree(rev: str, work: Path):
     """A git worktree of `rev` (the code before a change, run side by side with it), removed afterwards."""
@@ -206,8 +211,7 @@ def _real_processes(nodes: int, rounds: int, out: Path, *, poll: float | None, t
     if poll is not None:  # code before issue 12 has no such key
         overrides["federation.poll_interval"] = poll
     t0 = time.perf_counter()
-    has_launcher = (root / "runtime" / "supernode_launcher.py").is_file()  # code before issue 25 has none
-    launcher = {"sleep_cap": sleep_cap, "warm": warm} if has_launcher else OFF
+    launcher = {"sleep_cap": sleep_cap, "warm": warm} if has_launcher(root) else OFF
     with federation(nodes, out.parent / f"{out.name}-home", task_poll=task_poll, threads=threads, root=root,
                     **launcher) as fed:
         rc = fed.run(overrides, timeout=1200)

@@ -1,4 +1,4 @@
-"""Bring your own model (issue 38): any Hugging Face checkpoint (model hf) or a clear refusal, LoRA on the update
+"""Bring your own model: any Hugging Face checkpoint (model hf) or a clear refusal, LoRA on the update
 the mechanism releases, and the release in Hugging Face format.
 
 Tiny checkpoints (a 1-layer GPT-2, a Llama-style and a BERT-style model of width 16, each with its own byte-level
