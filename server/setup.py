@@ -39,8 +39,8 @@ from uedp.errors import ConfigError
 from uedp.flower.places import Places, SortedNodes, read_places
 from uedp.flower.strategy import UserEntityDP
 from uedp.models.base import UedpModel, get_weights, parameter_counts, set_weights
-from uedp.models.checkpoints import base_digest, checkpoint_of
-from uedp.models.public_start import load_public_start
+from uedp.models.checkpoints import base_digest, checkpoint_of, recorded_public_corpus_of
+from uedp.models.public_start import load_public_start, refuse_private_start
 from uedp.pipeline import EncodedSentences
 from uedp.privacy.accounting import safe_m_max
 from uedp.privacy.aggregation import Aggregator, aggregate, denominator
@@ -224,6 +224,11 @@ def describe_model(cfg: RunConfig, model: UedpModel, stream: TextIO) -> tuple[di
           f"{trainable:,}); the base stays on every node", file=stream, flush=True)
     record = {"entry": cfg.model.name, "path": str(checkpoint.path), "digest": digest,
               "lora": dataclasses.asdict(lora) if lora.r else None}
+    corpus = recorded_public_corpus_of(checkpoint.path)  # a public start this project saved as a checkpoint
+    if corpus is not None:
+        refuse_private_start(corpus, cfg, where=checkpoint.where)
+        print(f"the checkpoint was pretrained on public text: {corpus}", file=stream, flush=True)
+        record["public_corpus"] = corpus
     return record, {BASE_RECORD: {"digest": digest}}
 
 

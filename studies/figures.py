@@ -116,6 +116,21 @@ I22_BBC_CHOSEN = ("strategy=uedp", "privacy.q_s=1", "privacy.q_u=1")
 I22_CLASSIFICATION_TUNING = (("strategy=fedavg",), ("strategy=user_dp",), ("strategy=uedp",),
                              ("strategy=uedp", "privacy.q_s=1"), I22_BBC_CHOSEN)
 
+# A small GPT-2 pretrained on PUBLIC text only (the offline stand-in for a downloaded GPT-2):
+#   python -m experiments.pretrain --public synthetic --set model.name=gpt2 'model.options={}' \
+#       --out outputs/public_start/gpt2-synthetic.pt --hf-out outputs/public_start/gpt2-synthetic
+# Private runs start from its Hugging Face directory (model hf, the project's public tokenizer it records).
+GPT2_START = "outputs/public_start/gpt2-synthetic"
+GPT2_MODEL = ("model=hf", f"model.options.path={GPT2_START}", "model.options.tokenizer=project")
+LORA = ("model.lora.r=8",)
+GPT2_REFERENCES = (("strategy=fedavg",), ("strategy=user_dp", "privacy.beta=1"))  # the LSTM's chosen clip (7c)
+# UeDP on the tuning population (seed 1): the LSTM's chosen clip, a smaller server step, a smaller client step
+# (a pretrained start may need smaller steps), LoRA (rank 8) and full fine-tuning
+GPT2_TUNING = (("strategy=uedp", "privacy.beta=0.5", *LORA),
+               ("strategy=uedp", "privacy.beta=0.5", "server.lr=0.3", *LORA),
+               ("strategy=uedp", "privacy.beta=0.5", "train.lr=0.1", *LORA), ("strategy=uedp", "privacy.beta=0.5"))
+GPT2_UEDP_CHOSEN = ("strategy=uedp", "privacy.beta=0.5")  # set from gpt2-tuning (docs/results.md)
+
 FIGURES: dict[str, Figure] = {
     f.name: f for f in (
         _utility("utility-synthetic", "Synthetic (200 users), next-word prediction", (), CATEGORIES),
@@ -178,6 +193,11 @@ FIGURES: dict[str, Figure] = {
         # FedAvg and user-level DP at 5,000 reported users are section 7c's runs (clip-reported)
         Figure("i22-5000-reported", "Synthetic next word, 5,000 users, reported population (seed 0), eps 8",
                population_setting(5000), (("strategy=uedp", "privacy.beta=0.5"),), "table"),
+        Figure("gpt2-tuning", "GPT-2 from a public start, 5,000 users, tuning population (seed 1), eps 8",
+               ("+dataset.options.seed=1", *population_setting(5000), *GPT2_MODEL), GPT2_TUNING, "table"),
+        Figure("gpt2-reported", "GPT-2 from a public start, 5,000 users, reported population (seed 0), eps 8",
+               (*population_setting(5000), *GPT2_MODEL),
+               tuple((*m, *lora) for lora in (LORA, ()) for m in (*GPT2_REFERENCES, GPT2_UEDP_CHOSEN)), "table"),
         Figure("i22-5000-tuning", "Synthetic next word, 5,000 users, tuning population (seed 1), eps 8",
                ("+dataset.options.seed=1", *population_setting(5000)),
                (("strategy=fedavg",), ("strategy=user_dp", "privacy.beta=1"),

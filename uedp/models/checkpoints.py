@@ -45,6 +45,7 @@ from uedp.tokenization import TextTokenizer, load_hf_tokenizer, tokenizer_digest
 
 TOKENIZER_CHOICES = ("own", "project")  # model hf option `tokenizer`
 DIGEST_KEY = "uedp_tokenizer_digest"  # config.json of a checkpoint this project saved
+PUBLIC_CORPUS_KEY = "uedp_public_corpus"  # config.json of a public start saved as a checkpoint (the corpus it learnt)
 WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin", "pytorch_model*.bin.index.json")
 TOKENIZER_PATTERNS = ("tokenizer*", "*.json", "*.txt", "*.model")  # what a directory's tokenizer is read from
 SHOWN = 5  # weights named in a refusal; the count says how many more
@@ -284,6 +285,16 @@ def _files(path: Path, patterns: Iterable[str]) -> list[Path]:
 def _stamp(path: Path, patterns: Iterable[str]) -> tuple:
     """Names, sizes and modification times: a cache key that changes when a file does."""
     return tuple((f.name, (s := f.stat()).st_size, s.st_mtime_ns) for f in _files(path, patterns))
+
+
+def recorded_public_corpus_of(path: Path) -> str | None:
+    """The public corpus a checkpoint this project pretrained records (PUBLIC_CORPUS_KEY), or None."""
+    try:
+        config = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    corpus = config.get(PUBLIC_CORPUS_KEY) if isinstance(config, dict) else None
+    return corpus if isinstance(corpus, str) else None
 
 
 def base_digest(path: Path) -> str:

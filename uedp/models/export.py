@@ -25,9 +25,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from uedp.errors import ConfigError
 from uedp.markdown import table
 from uedp.models.base import UedpModel
-from uedp.models.checkpoints import DIGEST_KEY, Checkpoint, quiet_transformers
+from uedp.models.checkpoints import DIGEST_KEY, PUBLIC_CORPUS_KEY, Checkpoint, quiet_transformers
 from uedp.models.lora import is_adapted
 from uedp.tokenization import SPECIAL_ROLES, TextTokenizer, tokenizer_digest
 
@@ -61,6 +62,34 @@ def export_release(out_dir: Path, model: UedpModel, *, tokenizer: TextTokenizer,
             (folder / "README.md").write_text(model_card(summary, model=model, checkpoint=checkpoint,
                                                          adapter=folder.name == ADAPTER_DIR), encoding="utf-8")
     return written
+
+
+def export_public_start(folder: Path, model: UedpModel, *, tokenizer: TextTokenizer, corpus: str,
+                        details: Mapping[str, Any]) -> Path:
+    """Write a model pretrained on PUBLIC text (uedp.pretraining) as a Hugging Face checkpoint directory that a
+    private run starts from with model `hf` (`model.options.path=FOLDER`, `model.options.tokenizer=project`): the
+    model (`save_pretrained`), the project's tokenizer, config.json recording that tokenizer's digest
+    (DIGEST_KEY) and the public corpus it learnt from (PUBLIC_CORPUS_KEY: the server refuses the checkpoint for
+    a run whose private text that corpus is, as it refuses a `model.init` start), and a card saying so."""
+    if model.family not in EXPORTED or is_adapted(model):
+        raise ConfigError(f"--hf-out: model {model.family!r} has no Hugging Face form (one of {', '.join(EXPORTED)}, "
+                          "without LoRA)")
+    folder = Path(folder)
+    with quiet_transformers(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.hf.config.update({DIGEST_KEY: tokenizer_digest(tokenizer), PUBLIC_CORPUS_KEY: corpus})
+        model.hf.save_pretrained(str(folder))
+        _hf_tokenizer(tokenizer, None).save_pretrained(str(folder))
+    rows = [[k, v] for k, v in details.items()]
+    (folder / "README.md").write_text("\n".join([
+        "---", "library_name: transformers", "tags: [uedp, public-pretraining]", "---", "",
+        f"# A {model.family} model pretrained on public text", "",
+        f"Trained on PUBLIC text only ({corpus}), with no private data: a public start for private runs. It spends "
+        "no privacy; a private run's guarantee covers what its private training adds.", "",
+        table(["", "value"], rows), "", "## Starting a private run from it", "", "```bash",
+        f"python -m experiments.run model=hf model.options.path={folder} model.options.tokenizer=project", "```", "",
+    ]), encoding="utf-8")
+    return folder
 
 
 def _hf_tokenizer(tokenizer: TextTokenizer, checkpoint: Checkpoint | None) -> Any:

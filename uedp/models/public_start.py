@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from uedp.config import RunConfig
 
 FORMAT = "uedp-public-start-1"
-__all__ = ["FORMAT", "load_public_start", "save_public_start", "tokenizer_digest"]
+__all__ = ["FORMAT", "load_public_start", "refuse_private_start", "save_public_start", "tokenizer_digest"]
 
 
 def save_public_start(path: Path, model: UedpModel, *, model_name: str, model_options: dict[str, Any],
@@ -72,7 +72,7 @@ def load_public_start(path: str | Path, model: UedpModel, *, model_name: str, mo
             raise ConfigError(f"{where}: field {field!r} is {_show(theirs)}, this run's is {_show(ours)} (pretrain "
                               "with the run's model, model.options and tokenizer settings)")
     if run is not None:
-        _refuse_private_start(blob.get("corpus"), run, where=where)
+        refuse_private_start(blob.get("corpus"), run, where=where)
     weights = _checked_state_dict(blob.get("state_dict"), model, where=where)
     model.load_state_dict(weights)  # every key, shape and value checked: the model is changed only now
     corpus, details = blob.get("corpus"), blob.get("details", {})
@@ -80,7 +80,7 @@ def load_public_start(path: str | Path, model: UedpModel, *, model_name: str, mo
             "details": details if _plain(details) else {}}
 
 
-def _refuse_private_start(corpus: Any, run: RunConfig, *, where: str) -> None:
+def refuse_private_start(corpus: Any, run: RunConfig, *, where: str) -> None:
     """Refuse a start whose recorded public corpus is the run's private text (uedp.public_corpora.private_text_clash):
     its weights would be a function of the users' text, outside the guarantee. The record is the description
     experiments.pretrain wrote (uedp.pretraining.public_text); one this version cannot parse is refused only
