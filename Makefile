@@ -31,6 +31,9 @@ $(STAMP): pyproject.toml Makefile
 	# (cloudpickle<3, ray[default], boto3): they serve its AWS launcher; the `ray` launcher we use imports
 	# only ray, hydra and omegaconf (tests/test_ray_cluster.py runs a sweep with it).
 	$(VENV)/bin/pip install -q --no-deps hydra-ray-launcher==1.2.2
+	# Hydra's Optuna sweeper (hydra/sweeper=search) without its pins: optuna 2.10's CLI needs cliff, whose cmd2
+	# needs rich>=15 while flwr needs rich<15; the sweeper imports optuna's samplers only (cmaes, colorlog).
+	$(VENV)/bin/pip install -q --no-deps hydra-optuna-sweeper==1.3.0 optuna==2.10.1 cmaes==0.13.1 colorlog==6.12.0
 	$(VENV)/bin/pip install -q -e ".[dev]"
 	# The checkout's own folders (server/, client/, runtime/, studies/, experiments/, ...) are not in the
 	# package (pyproject.toml): put the checkout on this venv's path for its processes (Ray workers, Flower's).

@@ -28,19 +28,30 @@ PULL_DEFAULTS = {"initial_backoff": 1, "backoff_cap": 10, "max_tries_per_object"
 PULL_CAP = 1.0
 
 
-def faster_object_pulls(initial: float, cap: float = PULL_CAP) -> None:
+def faster_object_pulls(initial: float, cap: float = PULL_CAP) -> bool:
     """Object pulls of this process back off from `initial` to `cap` seconds, tries unlimited (within
-    Flower's max_time); a second call changes nothing."""
+    Flower's max_time); a second call changes nothing. On a Flower whose pulls are not where they were (another
+    version) it warns, leaves Flower's own backoff and returns False: the grid still works, a little slower."""
     import importlib
+    import warnings
 
-    module = importlib.import_module(PULL_MODULE)
-    for name in PULL_FUNCTIONS:
-        defaults = getattr(module, name).__kwdefaults__
-        if defaults.get("max_tries_per_object") is None:  # already patched in this process
-            continue
-        if {k: defaults.get(k) for k in PULL_DEFAULTS} != PULL_DEFAULTS:
-            raise RuntimeError(f"{PULL_MODULE}.{name}'s defaults moved: {defaults}")
-        defaults.update(initial_backoff=initial, backoff_cap=max(initial, cap), max_tries_per_object=None)
+    try:
+        found = {name: getattr(importlib.import_module(PULL_MODULE), name).__kwdefaults__ or {}
+                 for name in PULL_FUNCTIONS}
+    except (ImportError, AttributeError) as e:
+        found, moved = {}, f"{PULL_MODULE}: {e}"
+    else:
+        moved = next((f"{PULL_MODULE}.{name}'s defaults {d}" for name, d in found.items()
+                      if d.get("max_tries_per_object") is not None
+                      and {k: d.get(k) for k in PULL_DEFAULTS} != PULL_DEFAULTS), "")
+    if moved:
+        warnings.warn(f"server/polling.py: {moved} are not Flower 1.42's {PULL_DEFAULTS}: object pulls keep "
+                      "Flower's own backoff", RuntimeWarning, stacklevel=2)
+        return False
+    for defaults in found.values():
+        if defaults.get("max_tries_per_object") is not None:  # not yet patched in this process
+            defaults.update(initial_backoff=initial, backoff_cap=max(initial, cap), max_tries_per_object=None)
+    return True
 
 
 class PollingGrid:

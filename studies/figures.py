@@ -125,10 +125,12 @@ GPT2_MODEL = ("model=hf", f"model.options.path={GPT2_START}", "model.options.tok
 LORA = ("model.lora.r=8",)
 GPT2_REFERENCES = (("strategy=fedavg",), ("strategy=user_dp", "privacy.beta=1"))  # the LSTM's chosen clip (7c)
 # UeDP on the tuning population (seed 1): the LSTM's chosen clip, a smaller server step, a smaller client step
-# (a pretrained start may need smaller steps), LoRA (rank 8) and full fine-tuning
+# (a pretrained start may need smaller steps), every entity-free sentence (q_s 1), LoRA (rank 8) and full
+# fine-tuning
 GPT2_TUNING = (("strategy=uedp", "privacy.beta=0.5", *LORA),
                ("strategy=uedp", "privacy.beta=0.5", "server.lr=0.3", *LORA),
-               ("strategy=uedp", "privacy.beta=0.5", "train.lr=0.1", *LORA), ("strategy=uedp", "privacy.beta=0.5"))
+               ("strategy=uedp", "privacy.beta=0.5", "train.lr=0.1", *LORA),
+               ("strategy=uedp", "privacy.beta=0.5", "privacy.q_s=1", *LORA), ("strategy=uedp", "privacy.beta=0.5"))
 GPT2_UEDP_CHOSEN = ("strategy=uedp", "privacy.beta=0.5")  # set from gpt2-tuning (docs/results.md)
 
 FIGURES: dict[str, Figure] = {

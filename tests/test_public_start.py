@@ -86,23 +86,25 @@ def test_a_public_gpt2_start_in_hugging_face_format_starts_a_run_and_is_refused_
     records the project tokenizer's digest and its public corpus; a run starts from it with model hf and the
     project's tokenizer (its first evaluation is the pretrained model's), and the server refuses it for a run whose
     private text is that corpus, as it refuses such a model.init start."""
+    from experiments.pretrain import main as pretrain_command
     from server.setup import describe_model
     from uedp.models.checkpoints import PUBLIC_CORPUS_KEY
-    from uedp.models.export import export_public_start
     from uedp.public_corpora import public_source
 
     size = {"n_layer": 1, "n_embd": 32, "n_head": 2}
-    cfg = tiny_config(tmp_path / "pretrain", model={"name": "gpt2", "options": size})
-    texts, description = public_text("synthetic", public_users=20)
-    model, tokenizer, history = pretrain(cfg, texts, epochs=1, lr=3e-3, batch_size=32)
-    folder = export_public_start(tmp_path / "gpt2-public", model, tokenizer=tokenizer, corpus=description,
-                                 details={"epochs": 1})
+    folder = tmp_path / "gpt2-public"
+    assert pretrain_command(["--public", "synthetic", "--public-users", "20", "--epochs", "1", "--out",
+                             str(tmp_path / "gpt2.pt"), "--hf-out", str(folder), "--set", "model.name=gpt2",
+                             f"model.options={json.dumps(size)}", "tokenizer.vocab_size=300", "task.max_len=16"]) == 0
+    record = json.loads((tmp_path / "gpt2.json").read_text())
+    description, history = record["corpus"], record["history"]
     config = json.loads((folder / "config.json").read_text())
     assert config[PUBLIC_CORPUS_KEY] == description and config["uedp_tokenizer_digest"]
     assert "public text" in (folder / "README.md").read_text()
 
     run = tiny_config(tmp_path / "run", model={"name": "hf", "options": {"path": str(folder), "tokenizer": "project"},
-                                              "lora": {"r": 4}}, federation={"rounds": 1, "eval_every": 1})
+                                              "lora": {"r": 4}}, federation={"rounds": 1, "eval_every": 1},
+                      strategy={"name": "fedavg"})  # noiseless: no accounting to wait for
     summary = run_local(run)
     assert summary["base_model"]["public_corpus"] == description
     assert summary["initial"]["perplexity"] < 0.5 * history[0]["perplexity"]  # the pretrained model, not random
@@ -111,6 +113,7 @@ def test_a_public_gpt2_start_in_hugging_face_format_starts_a_run_and_is_refused_
     config[PUBLIC_CORPUS_KEY] = bbc if bbc.startswith("bbc_news") else f"bbc_news: {bbc}"
     (folder / "config.json").write_text(json.dumps(config))
     on_bbc = replace(run, dataset=replace(run.dataset, name="bbc_news", options="{}"))
+    tokenizer, _ = run_tokenizer(run, None)
     start = new_model(run, ModelShape(tokenizer.vocab_size, tokenizer.pad_id, None))
     with pytest.raises(ConfigError, match=r"model 'hf' checkpoint .*gpt2-public.*not public"):
         describe_model(on_bbc, start, io.StringIO())

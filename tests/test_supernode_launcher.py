@@ -285,3 +285,33 @@ def test_the_shim_and_the_fork_server_speak_one_wire_format():
     for name in (launcher.SOCKET_ENV, launcher.REAL_ENV):
         assert f'os.environ.get("{name}"' in shim_source, name
     assert signal.SIGTERM in shim.RELAYED and signal.SIGKILL not in shim.RELAYED
+
+
+def test_another_flower_runs_plain_with_a_warning(monkeypatch, capsys):
+    """On a Flower other than the pinned one the launcher starts plain flower-supernode (no fork server, Flower's
+    own sleeps) and says so; the ServerApp's polling grid keeps Flower's object-pull backoff where it moved."""
+    import importlib
+
+    import flwr.supernode.cli
+
+    from server import polling
+
+    def other(version: str | None = None) -> None:
+        raise launcher.PatchError("runtime/supernode_launcher.py patches Flower 1.42.0, this is flwr 1.43.0")
+
+    started: list[list[str]] = []
+    monkeypatch.setattr(launcher, "check_flower", other)
+    monkeypatch.setattr(launcher, "start_forkserver", lambda **_: pytest.fail("no fork server on another Flower"))
+    monkeypatch.setattr(launcher, "cap_sleeps", lambda *_: pytest.fail("no sleep patch on another Flower"))
+    monkeypatch.setattr(flwr.supernode.cli, "flower_supernode", lambda: started.append(list(sys.argv)))
+    launcher.main(["--warm-clientapps", "--sleep-cap", "0.1", "--", "--insecure"])
+    assert started == [["flower-supernode", "--insecure"]]
+    err = capsys.readouterr().err
+    assert "WARNING" in err and "this is flwr 1.43.0" in err and "plain flower-supernode" in err
+
+    module = importlib.import_module(polling.PULL_MODULE)
+    fn = getattr(module, polling.PULL_FUNCTIONS[0])
+    monkeypatch.setattr(fn, "__kwdefaults__", {**fn.__kwdefaults__, "initial_backoff": 2, "max_tries_per_object": 9})
+    with pytest.warns(RuntimeWarning, match="keep Flower's own backoff"):
+        assert polling.faster_object_pulls(0.1) is False
+    assert fn.__kwdefaults__["initial_backoff"] == 2  # unchanged
