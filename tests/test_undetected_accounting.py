@@ -1,6 +1,6 @@
 """eps_undetected (docs/proofs.md Theorem 2): its labelled pairs against dp-accounting computed directly,
 against numerical integration of the TRUE pair of output distributions (the issue-22 counterexample among
-them), against the contract's old rule, and the reported bound's name."""
+them), against the first, unproved rule, and the reported bound's name."""
 
 from __future__ import annotations
 
@@ -199,7 +199,7 @@ def test_issue_22_numbers_and_the_rule_at_q_s_1() -> None:
 @pytest.mark.parametrize("z, q_u, q_e, q_s", [(0.9, 0.25, 0.2, 0.2), (0.9, 0.25, 0.2, 1.0), (1.5, 0.05, 0.5, 0.5),
                                               (0.6, 0.5, 0.1, 0.3), (2.0, 1.0, 0.2, 0.4)])
 def test_never_larger_than_the_old_rule_where_it_applied(z, q_u, q_e, q_s) -> None:
-    """The contract's rule (four-point [0, 3b, 2b, 5b] with (q_u, q_s), at the same noise std) covered
+    """The first rule (four-point [0, 3b, 2b, 5b] with (q_u, q_s), at the same noise std) covered
     entity-free sentences only; where q_s >= q_e (a sentence with detected entities is then selected no more
     often) the adopted eps_undetected is never larger, and it is never below eps_user."""
     m = mechanism("uedp", z=z, q_u=q_u, q_e=q_e, q_s=q_s, m_max=40, k_cap=1)

@@ -1,6 +1,6 @@
 """Deliberately BROKEN parts of the mechanism, for the audit only (never for a real run).
 
-They mimic the two defects of the paper's published code (contract section 6) so that the audit can show
+They mimic the two defects of the paper's published code (docs/mechanism.md section 6) so that the audit can show
 it detects them. Each is an ordinary component that a run is given in place of the sound one (the server's
 `Components`, the client's `ClientRound` and its mod, wired by studies/audit.py); nothing is patched.
 
@@ -164,7 +164,7 @@ def understated_sampling(record: RoundRecord, factor: float = 0.5) -> RoundRecor
 
 def undetected_four_point(sens: Sensitivities, sigma: float, *, q_u: float, p: float) -> Mixture:
     """N(0) against the four-point mixture [0, s_u, s_s, s_u + s_s] with probabilities [(1-q_u)(1-p),
-    q_u(1-p), (1-q_u)p, q_u p]: the contract's bound for eps_undetected with the S-coin's rate replaced by p
+    q_u(1-p), (1-q_u)p, q_u p]: the first (unproved) bound for eps_undetected with the S-coin's rate replaced by p
     (in the units of `sens`)."""
     s_u, s_s = sens.s_u, sens.s_s
     return Mixture(sigma=sigma, sensitivities=(0.0, s_u, s_s, s_u + s_s),

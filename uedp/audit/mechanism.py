@@ -524,7 +524,7 @@ def _calibrated(s: AuditSetting, method: str, q_u: float) -> float:
 @dataclass
 class AuditedMechanism:
     """One audited mechanism: sigma (what the aggregation is asked for and the run reports), the public
-    denominator (the contract's Z), the noise
+    denominator (Z of docs/mechanism.md step 8), the noise
     source (real, or a broken control's), and what the accountant claims for the scenario's adjacency (the
     pair, its epsilon and the bound that decided it: `claimed_bound`). `control` names the one broken
     component (None: the sound mechanism)."""
