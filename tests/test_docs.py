@@ -1,4 +1,4 @@
-"""The README and docs/ hold together (issue 23), fast and offline:
+"""The README and docs/ hold together, fast and offline:
 
 (a) every relative Markdown link in README.md and docs/*.md resolves: the file exists and a `#anchor` is
     a heading of the target under GitHub's slug rule (lowercase, punctuation other than - and _ dropped,
@@ -315,8 +315,8 @@ def test_slug_follows_github():
     assert slug("Data owners' own files") == "data-owners-own-files"
     assert slug("The `uedp epsilon` command") == "the-uedp-epsilon-command"
     assert slug("Loaders conll2003 and ag_news") == "loaders-conll2003-and-ag_news"
-    assert slug("7. Scale, public starts and what limits UeDP (issue 15)") == \
-        "7-scale-public-starts-and-what-limits-uedp-issue-15"
+    assert slug("7. Scale, public starts and what limits UeDP (5,000 users)") == \
+        "7-scale-public-starts-and-what-limits-uedp-5000-users"
     assert slug("**Bold** and [a link](x.md)") == "bold-and-a-link"
 
 
