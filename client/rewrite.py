@@ -1,4 +1,4 @@
-"""The data owner's side of strategy=dp_bart (local DP, shared/docs/dp-bart.md): rewrite this node's
+"""The data owner's side of strategy=dp_bart (local DP, docs/dp-bart-system.md): rewrite this node's
 training sentences once, on this machine, and reply with the rewrites only.
 
 The node reads its own sentences (partition-id's user of the prepared corpus, or its own file with

@@ -1,4 +1,4 @@
-"""The data owner's side of a round (contract steps 3-5): from a training message to the model it trains.
+"""The data owner's side of a round (docs/mechanism.md steps 3-5): from a training message to the model it trains.
 
 `ClientRound()(cfg, partition_id, weights, ins, training)`: read the user's sentences and entity sets (user
 `partition_id` of the run's prepared corpus, cached in this process; or, with `.owner(...)`, the owner's own

@@ -19,7 +19,7 @@ from uedp.errors import ConfigError  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["mechanism"]:  # the crafted-update audit of the mechanism (issue 16)
+    if argv[:1] == ["mechanism"]:  # the crafted-update audit of the mechanism
         from experiments.audit_mechanism import main as mechanism_main
 
         return mechanism_main(argv[1:])

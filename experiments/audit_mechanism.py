@@ -1,4 +1,4 @@
-"""Crafted-update audit of the mechanism (issue 16, under issue 22's accounting): `python -m experiments.audit
+"""Crafted-update audit of the mechanism (under the proved accounting of docs/proofs.md): `python -m experiments.audit
 mechanism [options]`.
 
     python -m experiments.audit mechanism --out docs/figures --seed 0

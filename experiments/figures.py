@@ -1,4 +1,4 @@
-"""Experiments 2-4 of issue 4 (paper Figs. 2, 3a, 3b and our entity-cap study): run the jobs, collect them,
+"""Experiments 2-4 of docs/results.md (paper Figs. 2, 3a, 3b and our entity-cap study): run the jobs, collect them,
 draw the figures. One command per figure; rerunning skips every job that already finished.
 
     python -m experiments.figures FIGURE [FIGURE ...] [--reps 3] [--workers 2] [--rounds 30]

@@ -1,4 +1,4 @@
-"""Scale and deployment overhead (issue 6), measured side by side in one run.
+"""Scale and deployment overhead (docs/performance.md), measured side by side in one run.
 
     python -m experiments.scaling users [--users 100 1000 5000] [--rounds 4] [--out docs/figures/scaling]
     python -m experiments.scaling overhead [--nodes 3] [--rounds 4] [--out docs/figures/overhead]

@@ -76,7 +76,7 @@ TASK_POLL = 0.2  # measured: docs/figures/overhead.md (python -m experiments.sca
 ACTIVATED = "SuperNode ID:"  # what flower-supernode logs once the SuperLink has activated it
 REFUSED_ACTIVATION = "[code: 2004]"  # ... and what it logs when the SuperLink refuses to (then it exits)
 SERVERAPP = "flwr-serverapp"  # the ServerApp's executable: one process per run
-SLEEP_CAP = 0.1  # runtime/supernode_launcher.py --sleep-cap (1 node: 5.4 -> 2.5-3.0 s a round, issue 25's note)
+SLEEP_CAP = 0.1  # runtime/supernode_launcher.py --sleep-cap (1 node: 5.4 -> 2.5-3.0 s a round)
 TELEMETRY_OFF = {"FLWR_TELEMETRY_ENABLED": "0"}  # every process started here (Flower reads it at import)
 # what `flwr run` prints once the SuperLink has accepted the run (Flower 1.42: flwr/cli/run/run.py)
 STARTED_RUN = re.compile(r"Successfully started run (\d+)")

@@ -40,7 +40,7 @@ from uedp.privacy.mechanisms import spec_for
 from uedp.summary import write_summary
 
 # What a private run's summary.json holds that the privacy guarantee does not cover (docs/proofs.md section 1,
-# found by the adversarial read of issue 22): release the model, the ledger and the epsilons, not these.
+# where the adversarial read found these fields): release the model, the ledger and the epsilons, not these.
 OUTSIDE_GUARANTEE = {
     "corpus": ("seconds (the run's wall time depends on the sampled users' data); initial and final (evaluated "
                "without noise on the held-out sentences of the same users: a simulation's measurement); "

@@ -1,4 +1,4 @@
-"""The server of strategy=dp_bart (local DP, shared/docs/dp-bart.md): no rounds of updates; one query.
+"""The server of strategy=dp_bart (local DP, docs/dp-bart-system.md): no rounds of updates; one query.
 
 1. Load the public rewriter (the same one the clients load).
 2. Send every invited node one query message; each rewrites its own sentences once (client/rewrite.py) and

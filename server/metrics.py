@@ -1,7 +1,7 @@
 """Per-round metrics as CSV and JSONL, and a one-line progress display (round, epsilon, metric).
 
 Only aggregate quantities are written: round, cohort size, reply/drop counts, epsilon, central evaluation
-metrics. Never per-client statistics, entity strings or round keys (contract section 1). The counts are
+metrics. Never per-client statistics, entity strings or round keys (docs/mechanism.md section 1). The counts are
 operator logs outside the guarantee (they reveal who took part in a round: `OPERATOR_LOGS`, which private
 runs' summary.json repeats); the model, ledger and epsilons are what a run releases.
 """

@@ -4,7 +4,7 @@
 holds the server's torch model and applies each released (noisy, mean) update to it as a pseudo-gradient,
 theta <- theta - lr * g with g = -update (torch SGD, optional momentum; or Adam: server.optimizer), then
 returns the model's trainable parameters as the next global arrays. Applying a released update is
-post-processing and costs no privacy (contract step 9). A Flower app wraps Flower's FedAvg / FedAdam instead
+post-processing and costs no privacy (docs/mechanism.md step 9). A Flower app wraps Flower's FedAvg / FedAdam instead
 (uedp.flower.optimizer); this one keeps the project's torch optimizers (and their exact arithmetic).
 
 It is a Flower Strategy only so that it can be wrapped: it samples, sends and aggregates nothing itself.

@@ -1,7 +1,7 @@
 """Empirical privacy audit: `python -m experiments.audit [--quick] [--out outputs/audit]`.
 
 `python -m experiments.audit mechanism ...` runs the crafted-update audit of the mechanism instead
-(issue 16: experiments/audit_mechanism.py).
+(experiments/audit_mechanism.py).
 
 Trains one model per variant (uedp.audit.variants) in process, with the real server loop and client code
 over a LocalGrid, on the synthetic corpus with coin-flipped canaries (`audit_synthetic`,

@@ -1,4 +1,4 @@
-"""Crafted-update audit of the mechanism (issue 16, under issue 22's accounting): `python -m experiments.audit
+"""Crafted-update audit of the mechanism (under the proved accounting of docs/proofs.md): `python -m experiments.audit
 mechanism [options]`.
 
 For each setting, the sound mechanisms (user_dp: eps_user; uedp: eps_uedp, eps_user, eps_undetected with the
@@ -201,7 +201,7 @@ def audit_row(sc: Scenario, control: str | None, *, trials: int, real_trials: in
 
 
 def refusals() -> list[dict[str, Any]]:
-    """Finding 9's truncating settings under the issue-22 accountant: their truncation charge and the
+    """Finding 9's truncating settings under the proved accountant: their truncation charge and the
     calibration's refusal (N + 1 places, as the audit counts them)."""
     out = []
     for name, s in REFUSED.items():
@@ -244,7 +244,7 @@ def rows_to_run(settings: list[AuditSetting], controls: list[str],
 
 def write_report(out: Path, results: dict[str, Any]) -> None:
     lines = [
-        "# Crafted-update audit of the mechanism (issue 16, issue-22 accounting)", "",
+        "# Crafted-update audit of the mechanism (the proved accounting)", "",
         f"Command: `{results['command']}`; {results['seconds']:.0f} s. Trials per world: "
         f"{results['trials']:,} (vectorized path), {results['real_trials']} (real path, sound rows). "
         f"Confidence {results['confidence']:.0%} (Clopper-Pearson, one-sided 97.5% on each rate); "

@@ -21,7 +21,7 @@
    cache (spacy+rules on the synthetic corpus: first run, detect and write, versus the cached run), the
    tokenizer cache (train and save versus load) and the synthetic generator's sentences per second; each
    the median of --repeats runs, the first runs each into a fresh cache directory.
-5. Noise (issue 24): the secure noise source (uedp.privacy.noise.SecureGaussianNoise: CSPRNG, sum of 4 draws)
+5. Noise: the secure noise source (uedp.privacy.noise.SecureGaussianNoise: CSPRNG, sum of 4 draws)
    against CSPRNG-seeded Philox, in-process runs of the main job's configuration side by side (privacy.seed:
    the same cohorts; each source injected), alternating philox, secure, philox, secure: the noise's own
    seconds per round (timed around every draw), the median round, and their ratios.

@@ -1,4 +1,4 @@
-"""Load and faults at once (issue 24, item 4): a real-process federation of data owners who keep their own
+"""Load and faults at once (the README's "Reliability"): a real-process federation of data owners who keep their own
 files, over TLS with SuperNode authentication, while a fault injector SIGKILLs random SuperNodes during
 rounds, restarts some of them, and kills the SuperLink (restarted) and the ServerApp alone once each; after
 each server fault the run is continued with a new `flwr run` and federation.resume = true. Over several

@@ -1,4 +1,4 @@
-"""Experiments 2-4 of issue 4 (paper Figs. 2, 3a, 3b and our entity-cap study): run the jobs, collect them,
+"""Experiments 2-4 of docs/results.md (paper Figs. 2, 3a, 3b and our entity-cap study): run the jobs, collect them,
 draw the figures. One command per figure; rerunning skips every job that already finished.
 
     python -m experiments.figures FIGURE [FIGURE ...] [--reps 3] [--workers 2] [--rounds 30]
@@ -74,8 +74,8 @@ def _utility(name: str, title: str, base: tuple[str, ...], categories: Iterable[
     return Figure(name, title, base, tuple(settings), "utility")
 
 
-# Population scaling (issue 15). The rule, fixed before any run: a FIXED EXPECTED COHORT of COHORT users per
-# round (q_u = COHORT / N), so every job does the same training work whatever N, and the noise per
+# Population scaling (docs/results.md section 7). The rule, fixed before any run: a FIXED EXPECTED COHORT of
+# COHORT users per round (q_u = COHORT / N), so every job does the same training work whatever N, and the noise per
 # coordinate falls with N only through the accounting (a smaller q_u amplifies more, so z falls); m_max =
 # 1.6 x the cohort, the main job's ratio (80 slots for 50 users), so the slot rule permits the same share of
 # entity sentences at every N; rounds, beta, q_e, q_s, learning rates: the main job's. delta 1e-5 < 1/N.
@@ -101,8 +101,9 @@ def _public_start_settings(n: int) -> tuple[tuple[str, ...], ...]:
                  for m in SCALE_METHODS)
 
 
-# Issue 22's tuning settings (each calibrated so that every claimed epsilon is 8; docs/results.md section 8):
-# the references, UeDP at three q_s, public entities, and the split update at the automatic gamma.
+# The tuning settings of the proved accounting (each calibrated so that every claimed epsilon is 8;
+# docs/results.md section 8): the references, UeDP at three q_s, public entities, and the split update at the
+# automatic gamma.
 I22_SETTINGS = (("strategy=fedavg",), ("strategy=user_dp",), ("strategy=uedp",), ("strategy=uedp", "privacy.q_s=0.5"),
                 ("strategy=uedp", "privacy.q_s=1"),
                 ("strategy=uedp", "privacy.q_s=1", "entities.public=places_calendar"),
@@ -148,7 +149,7 @@ FIGURES: dict[str, Figure] = {
         _utility("utility-shakespeare", "Shakespeare (200 roles), next-word prediction",
                  ("dataset=shakespeare", "entities.detector=spacy+rules"), ("all",), (4.0, 8.0)),
         # the paper's Fig. 3b fixes eps_uedp: the target bounds it alone (privacy.target_on=uedp), and
-        # eps_undetected (issue 22's proved rules) is reported as it grows with q_s
+        # eps_undetected (by the proved rules of docs/proofs.md) is reported as it grows with q_s
         Figure("qs", f"Effect of q_s at eps_uedp = {FIXED_EPS:g} (synthetic, next-word)",
                (f"privacy.target_epsilon={FIXED_EPS:g}", "privacy.target_on=uedp"),
                (("strategy=uedp_naive",),
@@ -173,7 +174,7 @@ FIGURES: dict[str, Figure] = {
                      for m, b in CLIP_CHOSEN.items()), "table"),
         Figure("public-start", "Public starts (synthetic, 5,000 users, eps 8)", (), _public_start_settings(5000),
                "public_start"),
-        # Issue 22: every epsilon a UeDP run reports (eps_uedp AND eps_undetected) calibrated to 8 under the
+        # Every epsilon a UeDP run reports (eps_uedp AND eps_undetected) calibrated to 8 under the
         # proved accounting (docs/proofs.md); q_s, public entities and the split update, each chosen on a
         # TUNING population, then run on the reported one (docs/results.md section 8).
         Figure("i22-synthetic-tuning", "Synthetic next word, 200 users, tuning population (seed 1), eps 8",
@@ -190,7 +191,7 @@ FIGURES: dict[str, Figure] = {
                GENRES_REPORTED, (("strategy=fedavg",), ("strategy=user_dp",), ("strategy=uedp", "privacy.q_s=1")),
                "table"),  # q_s 1 at the default cohort: BBC's choice (q_u 1) was ~1 min a round here, stopped
         # FedAvg and user-level DP on the reported BBC population are section 6's runs (their accounting is
-        # unchanged by issue 22)
+        # the same under the proved rules)
         Figure("i22-bbc-reported", "BBC News classification, reported population, eps 8",
                ("dataset=bbc_news", "task=classification"), (I22_BBC_CHOSEN,), "table"),
         # FedAvg and user-level DP at 5,000 reported users are section 7c's runs (clip-reported)

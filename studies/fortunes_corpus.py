@@ -1,5 +1,6 @@
-"""A bring-your-own JSONL corpus of REAL short texts from public data, for the DP-BART comparison (issue 26):
-the BSD fortune cookie files of Debian's `fortunes` package (quotes, jokes and sayings, by topic file).
+"""A bring-your-own JSONL corpus of REAL short texts from public data, for the DP-BART comparison
+(docs/dp-bart-system.md): the BSD fortune cookie files of Debian's `fortunes` package (quotes, jokes and
+sayings, by topic file).
 
     apt-get download fortunes && dpkg -x fortunes_*.deb outputs/fortunes/deb     # Debian bookworm 1:1.99.1-7.3
     python -m experiments.fortunes_jsonl --root outputs/fortunes/deb/usr/share/games/fortunes \

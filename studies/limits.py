@@ -1,5 +1,5 @@
-"""What limits each method, per population (issue 15): how much of a sampled client's text it uses per round,
-how large the noise is against one clipped update, and what it reaches WITHOUT noise.
+"""What limits each method, per population (docs/results.md section 7): how much of a sampled client's text it
+uses per round, how large the noise is against one clipped update, and what it reaches WITHOUT noise.
 
     python -m experiments.limits [--populations 200 1000 5000] [--users 400] [--keys 20]
                                  [--noise-free 5000] [--runs outputs/figures] [--out docs/figures]

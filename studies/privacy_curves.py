@@ -7,7 +7,7 @@ none overlaid. Pure accounting (uedp.privacy.accounting): no training.
 
 Each method's claim is drawn under its own adjacency: eps_user for user-level DP, eps_uedp for UeDP (plus
 eps_undetected for f_E+, the extended entities' guarantee). z is relative to each method's own sensitivity,
-so equal z does NOT mean equal noise (see the contract, section 5): this figure shows what the paper's
+so equal z does NOT mean equal noise (see docs/mechanism.md section 5): this figure shows what the paper's
 Fig. 4 compares, soundly accounted. Writes OUT.png, OUT.csv and OUT.md.
 """
 

@@ -1,4 +1,4 @@
-"""Scale and deployment overhead (issue 6), measured side by side in one run.
+"""Scale and deployment overhead (docs/performance.md), measured side by side in one run.
 
     python -m experiments.scaling users [--users 100 1000 5000] [--rounds 4] [--out docs/figures/scaling]
     python -m experiments.scaling overhead [--nodes 3] [--rounds 4] [--out docs/figures/overhead]
@@ -208,7 +208,7 @@ def _real_processes(nodes: int, rounds: int, out: Path, *, poll: float | None, t
                  "privacy.q_u": 1.0, "privacy.m_max": nodes, "privacy.target_epsilon": 8.0,
                  "federation.rounds": rounds, "federation.eval_every": rounds, "federation.num_nodes": nodes,
                  "federation.out_dir": str(out)}
-    if poll is not None:  # code before issue 12 has no such key
+    if poll is not None:  # an older baseline commit's code has no such key
         overrides["federation.poll_interval"] = poll
     t0 = time.perf_counter()
     launcher = {"sleep_cap": sleep_cap, "warm": warm} if has_launcher(root) else OFF

@@ -1,5 +1,5 @@
 """A bring-your-own JSONL classification corpus of real short texts: Shakespeare's speaking roles as data
-owners, each labelled with the genre of its play (issue 22's JSONL target).
+owners, each labelled with the genre of its play (the JSONL corpus of docs/known-gaps.md, "What limits UeDP").
 
     python -m experiments.shakespeare_genres --out outputs/byo
 

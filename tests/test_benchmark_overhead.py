@@ -1,4 +1,4 @@
-"""What cut the Flower simulation's per-message cost (studies/benchmark.py, issue 15), checked by behaviour:
+"""What cut the Flower simulation's per-message cost (studies/benchmark.py), checked by behaviour:
 the per-process user cache holds a whole population, the ClientApp pickles without by-value code (Ray ships
 it with every message), and the benchmark-only client timing writes durations only, and only when asked."""
 

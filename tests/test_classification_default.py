@@ -1,4 +1,4 @@
-"""The classification default (issue 15): the frozen MiniLM sentence embedding with a linear head.
+"""The classification default: the frozen MiniLM sentence embedding with a linear head.
 
 - `task=classification` picks it in Hydra unless a model is named; next-word keeps the LSTM.
 - Only the head is trained and exchanged, and each sentence is encoded once (the embedding cache).

@@ -55,7 +55,7 @@ def test_missing_file_and_unknown_dataset_exit_2(tmp_path, capsys):
 
 
 def test_quality_has_intervals_overlap_and_flag_rates():
-    """Issue 27: Wilson intervals, class-matched overlap and the sentence flag / false-flag rates, on counts
+    """Wilson intervals, class-matched overlap and the sentence flag / false-flag rates, on counts
     small enough to check by hand."""
     import pyarrow as pa
 

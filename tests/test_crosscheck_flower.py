@@ -340,7 +340,7 @@ def test_zero_and_nonfinite_updates_break_flower_but_not_ours():
 
 
 def test_just_above_the_bound_ours_and_flower_both_clip_to_exactly_the_bound():
-    """An update 0.5 ppm above the clip: both clip it to exactly C (ours since issue 22: the sensitivities
+    """An update 0.5 ppm above the clip: both clip it to exactly C (ours too: the sensitivities
     assume norm <= w_max beta exactly, docs/proofs.md section 7); ours does not COUNT it as re-clipped (within
     1 ppm: the float rounding of an honest client's clip), so the operator log reports no misbehaviour."""
     random.seed(9)

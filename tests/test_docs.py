@@ -1,4 +1,4 @@
-"""The README and docs/ hold together (issue 23), fast and offline:
+"""The README and docs/ hold together, fast and offline:
 
 (a) every relative Markdown link in README.md and docs/*.md resolves: the file exists and a `#anchor` is
     a heading of the target under GitHub's slug rule (lowercase, punctuation other than - and _ dropped,
@@ -144,7 +144,7 @@ def doc_files() -> list[Path]:
 
 # --- (b) references to named sections ---------------------------------------------------------------------
 
-_DOC = r"(?<![\w/.-])(?P<file>README(?:\.md)?|docs/[\w.-]+\.md|[\w-]+\.md)"  # not ../shared/docs/
+_DOC = r"(?<![\w/.-])(?P<file>README(?:\.md)?|docs/[\w.-]+\.md|[\w-]+\.md)"  # not a path into another folder
 SECTION_REF = [
     re.compile(_DOC + r"(?:'s)?[,:]?\s+(?:section\s+)?\"(?P<name>[^\"\n]{2,100}?)\""),
     re.compile(r"\((?P<file>README(?:\.md)?):\s+(?P<name>[^)\"]{2,100})\)"),
@@ -315,8 +315,8 @@ def test_slug_follows_github():
     assert slug("Data owners' own files") == "data-owners-own-files"
     assert slug("The `uedp epsilon` command") == "the-uedp-epsilon-command"
     assert slug("Loaders conll2003 and ag_news") == "loaders-conll2003-and-ag_news"
-    assert slug("7. Scale, public starts and what limits UeDP (issue 15)") == \
-        "7-scale-public-starts-and-what-limits-uedp-issue-15"
+    assert slug("7. Scale, public starts and what limits UeDP (5,000 users)") == \
+        "7-scale-public-starts-and-what-limits-uedp-5000-users"
     assert slug("**Bold** and [a link](x.md)") == "bold-and-a-link"
 
 
@@ -360,6 +360,26 @@ def test_readme_links_every_docs_page():
     targets = {(README.parent / t.partition("#")[0]).resolve() for t in links(README.read_text())}
     assert [p.name for p in sorted(DOCS.glob("*.md")) if p.resolve() not in targets] == []
     assert "## Where to add things" in (DOCS / "architecture.md").read_text().split("\n")
+
+
+def outside_citations(text: str) -> list[str]:
+    """The lines of `text` that cite a page outside the repository (the project's shared/docs folder)."""
+    return [line.strip() for line in text.split("\n") if re.search(r"shared/docs\b", line)]
+
+
+def test_outside_citation_check_catches_one():
+    assert outside_citations("the rule (see ../shared/docs/uedp-mechanism.md, section 3)\nok") != []
+    assert outside_citations("the rule (see docs/mechanism.md, section 3)") == []
+
+
+def test_no_file_cites_a_page_outside_the_repository():
+    """The mechanism's and DP-BART's specifications are docs/mechanism.md and docs/dp-bart-system.md: no
+    README, docs page (figures included), .py file, conf/, .ci/, Makefile or pyproject.toml cites a page a
+    user of the repository cannot read."""
+    files = scanned_files() + sorted((DOCS / "figures").glob("*.md"))
+    assert DOCS / "mechanism.md" in files and ROOT / "Makefile" in files and ROOT / "conf" / "config.yaml" in files
+    problems = [f"{p.relative_to(ROOT)}: {line}" for p in files for line in outside_citations(p.read_text())]
+    assert problems == []
 
 
 def test_readme_is_short():

@@ -380,7 +380,7 @@ def test_interrupted_command_stops_every_process(tmp_path):
     proc.send_signal(signal.SIGTERM)
     try:
         proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:  # seen once under load (issue 25): say what still ran, then clean up
+    except subprocess.TimeoutExpired:  # seen once under load: say what still ran, then clean up
         state = _process_report(proc.pid, pids)
         with contextlib.suppress(ProcessLookupError):
             proc.kill()

@@ -32,7 +32,7 @@ def test_job_ids_share_settings_that_differ_only_by_defaults():
 def test_job_ids_are_stable():
     """Job ids name finished jobs on disk (RUNS/jobs/ID): deriving the defaults from RunConfig and the default
     Hydra choices kept every id of every figure (those of the hard-coded default list it replaced). The qs
-    figure's ids changed on purpose in issue 22 (its base gained privacy.target_on=uedp: jobs of the old
+    figure's ids changed on purpose with the proved accounting (its base gained privacy.target_on=uedp: jobs of the old
     accounting are not reused)."""
     assert [j["id"] for j in jobs(FIGURES["qs"], 1, ())] == [
         "uedp_uedp_naive-c3a2aa03-r0", "uedp_0-d277fc12-r0", "uedp-0d167711-r0", "uedp_0.5-4744cf57-r0",
@@ -40,8 +40,8 @@ def test_job_ids_are_stable():
     assert [j["id"] for j in jobs(FIGURES["kcap"], 1, ())] == [
         "default-1271cf25-r0", "2-66f7aa59-r0", "4-fbc7e099-r0", "0-45e7dfdb-r0", "0.05-b2fbe00f-r0",
         "0.8-a61c939d-r0"]
-    issue4 = ("utility-synthetic", "utility-bbc", "utility-shakespeare", "qs", "kcap")  # figures added since
-    all_ids = {name: [j["id"] for j in jobs(FIGURES[name], 3, ())] for name in issue4}  # have ids of their own
+    paper = ("utility-synthetic", "utility-bbc", "utility-shakespeare", "qs", "kcap")  # figures added since
+    all_ids = {name: [j["id"] for j in jobs(FIGURES[name], 3, ())] for name in paper}  # have ids of their own
     digest = hashlib.sha256(json.dumps(all_ids, sort_keys=True).encode()).hexdigest()
     assert digest == "fa47170fdb2979670718e3198b50f3ccb8ddac465f32e4e05de5a958c76b789a"
 

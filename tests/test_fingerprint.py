@@ -1,8 +1,8 @@
-"""A fixed-seed fingerprint of the project's results, committed before issue 23's restructuring
+"""A fixed-seed fingerprint of the project's results, committed before a restructuring of the code
 (tests/assets/fingerprint.json) and compared on every test run: a refactor that changes what the code
 computes fails here, whatever test it forgot to touch.
 
-What it holds: `uedp epsilon --json` for the main job's defaults and for issue 22's BBC-style setting
+What it holds: `uedp epsilon --json` for the main job's defaults and for the BBC-style setting (q_s 1)
 (noise multiplier, every epsilon, delta_trunc, m_max); a small in-process run per mechanism (UeDP f_E+,
 user-level DP, noiseless FedAvg, privacy.seed 0) with its ledger's per-round epsilons and final
 perplexity; the main job's configuration at 2 rounds in process (privacy.seed 0) with its ledger

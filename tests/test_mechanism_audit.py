@@ -1,4 +1,4 @@
-"""The crafted-update audit of the mechanism (issue 16, under issue 22's accounting): uedp.audit.mechanism,
+"""The crafted-update audit of the mechanism (under the proved accounting of docs/proofs.md): uedp.audit.mechanism,
 uedp.audit.bounds, the controls, and the command. Fast (no model, no training); statistics at small trial
 counts, fixed seeds."""
 
@@ -221,8 +221,8 @@ def test_realizable_laws_main_and_entity_exact():
 
 
 def test_flip_design_law():
-    """Issue 22's counterexample: the holder sends -b in the cohort in world 0; in world 1 +b when its
-    sentence is sampled, else -b; u' +b. No truncation at m_max 89 (to 1e-9)."""
+    """The 1-D counterexample to the four-point rule: the holder sends -b in the cohort in world 0; in world 1
+    +b when its sentence is sampled, else -b; u' +b. No truncation at m_max 89 (to 1e-9)."""
     q, qs = MAIN.q_u, MAIN.q_s
     law = realizable_law(Scenario(MAIN, "uedp", "undetected", "flip"))
     assert law.offset == 0 and law.world0 == pytest.approx({-1: q, 0: 1 - q}, rel=1e-8)
@@ -423,7 +423,7 @@ def test_each_control_claims_less_than_its_true_epsilon_and_its_twin_does_not(co
 
 
 def test_unproved_four_point_bound_is_not_exceeded_by_the_flip_design():
-    """The four-point mixture at p = q_u q_s (issue 22: unproved), calibrated to 2 at main_qs1 (z measured
+    """The four-point mixture at p = q_u q_s (no lemma covers it), calibrated to 2 at main_qs1 (z measured
     once): the flip design's true epsilon is BELOW its claim, so this audit cannot certify a violation of it
     (a statement about this worst case, not a proof of the bound)."""
     sc = Scenario(_twin("main_qs1", "undetected"), "uedp", "undetected", "flip")

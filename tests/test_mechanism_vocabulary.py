@@ -1,4 +1,4 @@
-"""One vocabulary of mechanisms (issue 23, item 3): summary.json's "method", the crafted-update audit and the
+"""One vocabulary of mechanisms: summary.json's "method", the crafted-update audit and the
 config's local check all read uedp.privacy.mechanisms.MechanismSpec, and an unregistered name is refused."""
 
 from __future__ import annotations

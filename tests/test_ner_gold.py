@@ -1,4 +1,4 @@
-"""The informal gold set (tests/assets/ner_gold/informal.jsonl, docs/ner-gold.md) is well formed, has the issue's
+"""The informal gold set (tests/assets/ner_gold/informal.jsonl, docs/ner-gold.md) is well formed, has the
 200+ entity-free messages in both halves, and its blind second annotation is of the same texts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""PLD accounting of UeDP (contract 4): the reference comparison, orderings, composition (calibration:
+"""PLD accounting of UeDP (docs/mechanism.md section 4): the reference comparison, orderings, composition (calibration:
 tests/test_privacy_calibration.py)."""
 
 from __future__ import annotations
@@ -99,10 +99,10 @@ def test_user_dp_user_epsilon_is_dp_fedavg() -> None:
     assert ours == pytest.approx(reference_user_epsilon(0.02, 1.1, 300), rel=1e-3)
 
 
-def test_contract_sanity_eps_about_40() -> None:
-    """Contract 6: q_e = 0.5, no cap, z = 2, q_u = 0.05, 500 rounds gives epsilon about 40. The value grows
-    with m_max towards a limit (s_e dominates sigma): 38.2 at m_max=10, 40.5 at 100, 40.8 at 1000 (with s_u =
-    w_max beta, docs/proofs.md Theorem 1; 35.9, 40.3 and 40.8 with the contract's 2 w_max beta)."""
+def test_paper_setting_eps_about_40() -> None:
+    """docs/mechanism.md section 6: q_e = 0.5, no cap, z = 2, q_u = 0.05, 500 rounds gives epsilon about 40.
+    The value grows with m_max towards a limit (s_e dominates sigma): 38.2 at m_max=10, 40.5 at 100, 40.8 at 1000
+    (with s_u = w_max beta, docs/proofs.md Theorem 1; 35.9, 40.3 and 40.8 with the first rule's 2 w_max beta)."""
     values = {
         m_max: eps_uedp(mech(2.0, 0.05, 0.5, 0.0, m_max, None), rounds=500) for m_max in (10, 100, 1000)
     }

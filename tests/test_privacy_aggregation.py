@@ -1,4 +1,4 @@
-"""Clipping, noise, server re-check and the aggregation core (contract 2.6-2.8)."""
+"""Clipping, noise, server re-check and the aggregation core (docs/mechanism.md steps 6-8)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_clip_rejects_bad_input() -> None:
 
 # -- sensitivities and noise -----------------------------------------------------------------------
 def test_sensitivities_and_noise_std() -> None:
-    # s_u = w_max beta whatever the truncation and the cap (docs/proofs.md Theorem 1; the contract had 3 and 2)
+    # s_u = w_max beta whatever the truncation and the cap (docs/proofs.md Theorem 1; the first rule had 3 and 2)
     assert sensitivities(beta=2.0, w_max=0.5, m_max=10, k_cap=3) == Sensitivities(1.0, 6.0, 2.0, 1.0)
     assert sensitivities(beta=2.0, w_max=0.5, m_max=10, k_cap=None) == Sensitivities(1.0, 20.0, 2.0, 1.0)
     assert sensitivities(beta=1.0, w_max=1.0, m_max=10, k_cap=None, rule="user_dp").s_u == 1.0

@@ -1,5 +1,5 @@
-"""Calibration of the noise multiplier (contract 4, uedp.privacy.calibration): the fast search returns the
-reference's z within tol, and the documented guarantee eps(z*) <= target < eps(z* - tol) holds on the very
+"""Calibration of the noise multiplier (docs/mechanism.md section 4, uedp.privacy.calibration): the fast search
+returns the reference's z within tol, and the documented guarantee eps(z*) <= target < eps(z* - tol) holds on the very
 epsilon a ledger reports. Timings are for studies/benchmark.py (--only calibration), never asserted."""
 
 from __future__ import annotations

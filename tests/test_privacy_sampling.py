@@ -1,4 +1,4 @@
-"""Keyed-hash entity sampling, slots and sentence selection (contract 2.3-2.5)."""
+"""Keyed-hash entity sampling, slots and sentence selection (docs/mechanism.md steps 3-5)."""
 
 from __future__ import annotations
 

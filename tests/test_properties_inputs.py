@@ -1,4 +1,4 @@
-"""Bad input by the thousand (issue 24, item 3): property-based tests that generate malformed inputs and
+"""Bad input by the thousand: property-based tests that generate malformed inputs and
 check that each is refused with a clear error, never a traceback of another exception type, a hang or a
 partial output.
 

@@ -1,4 +1,4 @@
-"""Property tests (hypothesis): the server treats client replies as hostile (issue 24, item 3).
+"""Property tests (hypothesis): the server treats client replies as hostile (docs/mechanism.md step 7).
 
 Malformed replies reach UserEntityDP.aggregate_train: wrong shapes, wrong dtypes (int, bool, complex,
 float16, float128, big-endian, str), NaN/Inf, extra and missing arrays, crafted .npy payloads (object
@@ -438,7 +438,7 @@ def test_an_oversized_payload_is_never_built():
 
 
 def test_the_inputs_that_crashed_or_failed_open_before():
-    """Before issue 24: a mistyped update record raised AttributeError, an object-dtype payload ValueError,
+    """Before these tests: a mistyped update record raised AttributeError, an object-dtype payload ValueError,
     a torch stype TypeError, a huge header MemoryError; a non-private reply without train_loss KeyError, a
     list train_loss TypeError, a NaN one made the round's train_loss NaN; five replies of one node and three
     late ones all counted (released norm 4 beta with 3 nodes sampled: past the sensitivity bound)."""

@@ -186,7 +186,7 @@ def _ledger() -> Ledger:
 
 
 def _dp_event(record: RoundRecord, adjacency: str) -> dp_accounting.DpEvent:
-    """The record's round as dp-accounting's event, from the contract (section 4) directly: the noise std
+    """The record's round as dp-accounting's event, from docs/mechanism.md (section 4) directly: the noise std
     is the ledger's sigma, the shifts are uedp.privacy.sensitivity's, both in units of w_max * beta."""
     unit = record.w_max * record.beta
     sens = sensitivities(beta=record.beta, w_max=record.w_max, m_max=record.m_max, k_cap=record.k_cap,

@@ -1,4 +1,4 @@
-"""One vocabulary per concept (issue 23, item 3): datasets, tasks and public corpora are registries that
+"""One vocabulary per concept: datasets, tasks and public corpora are registries that
 refuse an unknown name, naming it. A loader registers its facts with it (gold by construction, public
 corpus, task option) in one call, and one registered without them is refused there; a toy loader and a toy
 public corpus, registered here and removed after, run through the pipeline and a one-round run."""

@@ -52,7 +52,7 @@ def _state(out: Path) -> dict[str, bytes]:
                                         ((LEDGER, METRICS, "metrics.csv"), "checkpoint.pt"),
                                         ((LEDGER, CHECKPOINT), "metrics.jsonl")])
 def test_a_missing_ledger_beside_a_checkpoint_or_metrics_is_refused(finished, tmp_path, skip, what):
-    """The issue's reproduction: checkpoint present, ledger.json gone. Resuming from the checkpoint's own
+    """The reported failure: checkpoint present, ledger.json gone. Resuming from the checkpoint's own
     ledger copy would forget the rounds charged after it, and an empty ledger would restart at round 1."""
     out = _copy(finished, tmp_path / "run", skip=skip)
     before = _state(out)
@@ -149,7 +149,7 @@ def test_the_entry_point_exits_with_status_2_on_a_refused_resume(finished, tmp_p
     assert json.loads((out / "error.json").read_text())["bad_input"]
 
 
-# -- the ledger's hash chain at resume (issue 24) -----------------------------------------------------------
+# -- the ledger's hash chain at resume -----------------------------------------------------------------------
 def _run(out: Path, rounds: int, *, every: int, resume: bool) -> dict:
     return run_local(tiny_config(out, federation={"rounds": rounds, "checkpoint_every": every, "resume": resume}))
 
@@ -159,7 +159,7 @@ def _ledger_json(out: Path) -> dict:
 
 
 def test_the_vanished_round_reproduction_is_refused_naming_round_3(tmp_path):
-    """The issue's reproduction: 2 rounds (checkpoint at 2), resumed to 4, the round-2 checkpoint put back
+    """The reported failure: 2 rounds (checkpoint at 2), resumed to 4, the round-2 checkpoint put back
     (the state after a crash following round 4), round 3 deleted from ledger.json, resumed to 6. Before the
     chain this printed "resuming after round 4" and exited 0 with rounds [1, 2, 4, 5, 6]; now the entry point
     exits 2 naming round 3 and nothing is written."""

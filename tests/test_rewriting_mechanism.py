@@ -1,4 +1,4 @@
-"""The DP-BART-CLV mechanism (uedp.rewriting.mechanism, shared/docs/dp-bart.md): the analytic Gaussian sigma
+"""The DP-BART-CLV mechanism (uedp.rewriting.mechanism, docs/dp-bart-system.md): the analytic Gaussian sigma
 against its defining inequality and two slow references, sensitivities, privatize (clamp, pruning, noise),
 Laplace, and per-user composition."""
 

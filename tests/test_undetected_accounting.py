@@ -1,6 +1,6 @@
 """eps_undetected (docs/proofs.md Theorem 2): its labelled pairs against dp-accounting computed directly,
-against numerical integration of the TRUE pair of output distributions (the issue-22 counterexample among
-them), against the contract's old rule, and the reported bound's name."""
+against numerical integration of the TRUE pair of output distributions (the 1-D counterexample to the
+four-point rule among them), against the first, unproved rule, and the reported bound's name."""
 
 from __future__ import annotations
 
@@ -158,11 +158,11 @@ SOUND = ("four_point_S", "revealed_L", "lps")
 
 @pytest.mark.parametrize("q_u, q_s, sigma", [(0.25, 1.0, 3.38), (0.25, 0.2, 2.68), (0.5, 0.5, 2.0), (0.05, 1.0, 1.5)])
 def test_every_sound_bound_dominates_the_true_pair_and_the_four_point_with_p_qu_qs_does_not(q_u, q_s, sigma) -> None:
-    """The counterexample of issue 22 (v sends -b in D and +b in D', u' adds b) and its mirror: the true
-    one-round hockey-stick divergence is below every sound bound at every epsilon tried, direction by
+    """The 1-D counterexample to the four-point rule (v sends -b in D and +b in D', u' adds b) and its mirror: the
+    true one-round hockey-stick divergence is below every sound bound at every epsilon tried, direction by
     direction (H(M(D')||M(D)) against the bound's remove direction, H(M(D)||M(D')) against its add
     direction: how the accountant composes them); the four-point mixture with p = q_u q_s in place of q_s
-    (claimed without a lemma) is exceeded in its add direction, as the issue found."""
+    (claimed without a lemma) is exceeded in its add direction: why it is not the rule."""
     sens = Sensitivities(s_u=1.0, s_e=2.0, s_s=2.0, unit=1.0)
     broken = Mixture(sigma=sigma, sensitivities=(0.0, 1.0, 2.0, 3.0),
                      probs=((1 - q_u) * (1 - q_u * q_s), q_u * (1 - q_u * q_s), (1 - q_u) * q_u * q_s, q_u * q_u * q_s))
@@ -181,9 +181,9 @@ def test_every_sound_bound_dominates_the_true_pair_and_the_four_point_with_p_qu_
     assert exceeded
 
 
-def test_issue_22_numbers_and_the_rule_at_q_s_1() -> None:
-    """The issue's computations (main setting, z 0.9228, s_u = 3 b, q_s = 1, 30 rounds): revealed-L 11.2,
-    the four-point with p = q_u q_s 8.75 (not valid); and the adopted rule: with s_u = b the bound that
+def test_first_rule_numbers_and_the_rule_at_q_s_1() -> None:
+    """The numbers that showed the first rule loose (main setting, z 0.9228, s_u = 3 b, q_s = 1, 30 rounds):
+    revealed-L 11.2, the four-point with p = q_u q_s 8.75 (not valid); and the adopted rule: with s_u = b the bound that
     decides eps_undetected at q_s = 1 is the labelled subsampled pair."""
     sigma = 0.9228 * 5
     assert mixture_epsilon(revealed_pair(sigma, 3.0, 2.0, 0.25, 0.25), 30, DELTA) == pytest.approx(11.2, abs=0.05)
@@ -199,7 +199,7 @@ def test_issue_22_numbers_and_the_rule_at_q_s_1() -> None:
 @pytest.mark.parametrize("z, q_u, q_e, q_s", [(0.9, 0.25, 0.2, 0.2), (0.9, 0.25, 0.2, 1.0), (1.5, 0.05, 0.5, 0.5),
                                               (0.6, 0.5, 0.1, 0.3), (2.0, 1.0, 0.2, 0.4)])
 def test_never_larger_than_the_old_rule_where_it_applied(z, q_u, q_e, q_s) -> None:
-    """The contract's rule (four-point [0, 3b, 2b, 5b] with (q_u, q_s), at the same noise std) covered
+    """The first rule (four-point [0, 3b, 2b, 5b] with (q_u, q_s), at the same noise std) covered
     entity-free sentences only; where q_s >= q_e (a sentence with detected entities is then selected no more
     often) the adopted eps_undetected is never larger, and it is never below eps_user."""
     m = mechanism("uedp", z=z, q_u=q_u, q_e=q_e, q_s=q_s, m_max=40, k_cap=1)

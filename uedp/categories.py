@@ -5,7 +5,7 @@ the contact/identifier patterns that rules find: EMAIL, PHONE, ID, CARD, URL.
 
 An entity key is `CATEGORY:text`, with the text case-folded and its white space collapsed, e.g.
 `PERSON:david johnson`. A sentence's entity set (what the mechanism samples on, see
-shared/docs/uedp-mechanism.md) is the set of keys of its entities in the protected categories.
+docs/mechanism.md section 1) is the set of keys of its entities in the protected categories.
 """
 
 from __future__ import annotations

@@ -280,7 +280,7 @@ class FederationConfig:
 
 @dataclass
 class RewriteConfig:
-    """strategy=dp_bart (local DP, shared/docs/dp-bart.md; uedp.rewriting): each client rewrites its training
+    """strategy=dp_bart (local DP, docs/dp-bart-system.md; uedp.rewriting): each client rewrites its training
     sentences once, the server trains on the pooled rewrites."""
 
     epsilon: float = 1000.0  # per document (local)

@@ -7,8 +7,8 @@ Contract:
   `NextWordTask.sentence_nll` also gives how many tokens each sentence predicts. For classification it is the
   cross-entropy of the sentence's label.
 - `weighted_loss(l, w) = sum(w * l) / sum(w)`, and 0 (still differentiable, zero gradient) when sum(w) = 0.
-  The mechanism's estimator divides the noisy sum of clipped updates by a public constant Z (contract
-  section 2.8). A weighted mean instead of a weighted sum in the client only rescales each update's step,
+  The mechanism's estimator divides the noisy sum of clipped updates by a public constant Z
+  (docs/mechanism.md step 8). A weighted mean instead of a weighted sum in the client only rescales each update's step,
   which the server learning rate absorbs; privacy is unaffected because the clipping bound beta applies to
   the update whatever loss produced it.
 - `evaluate(model, batches)` computes metrics over the whole set, never as averages of per-batch values:

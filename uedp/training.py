@@ -1,6 +1,6 @@
 """Local training and evaluation over `EncodedSentences` (tensor slices, no per-sentence Python loop).
 
-`local_train` runs the client's entity-weighted training (contract step 5): minibatches of the selected
+`local_train` runs the client's entity-weighted training (docs/mechanism.md step 5): minibatches of the selected
 sentences, loss = weighted mean of per-sentence losses with weights omega(x). It trains the model in place
 and returns the mean training loss and the number of steps, which callers in private runs must not send
 anywhere; the caller takes `theta_local - theta_t` and clips the WHOLE update (uedp.privacy.clipping),

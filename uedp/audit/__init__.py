@@ -9,7 +9,7 @@ variant, and the variant judged by how much of the canaries it exposes.
     exposure, membership   the statistics: exposure, chance p-value, Clopper-Pearson, one-run and rank bounds
     verdicts    typed per-group results, claims, the flag rule
     report      report.md and exposure.png from results.json
-    mechanism   the crafted-update audit of the aggregation path (issue 16): worst-case neighbouring worlds,
+    mechanism   the crafted-update audit of the aggregation path: worst-case neighbouring worlds,
                 crafted clients, the real server round and its vectorized twin, the broken sensitivities
     bounds      its likelihood-ratio score, held-out threshold and Clopper-Pearson epsilon lower bound
 

@@ -1,4 +1,4 @@
-"""The auditor's test statistic and the epsilon lower bound of a distinguishing game (issue 16).
+"""The auditor's test statistic and the epsilon lower bound of a distinguishing game.
 
 Game: many independent trials per world (world 0 without the canary, world 1 with it); in each the auditor
 sees the T released aggregates of a fresh run and computes a score, higher = "canary world".

@@ -7,7 +7,7 @@ control (a) and its twin beta, and for the private_tokenizer control tokenizer.s
 
 The audit runs the pipeline as `make main` does, tokenizer included: the default tokenizer is trained on
 a public corpus (uedp.tokenization; for audit_synthetic, the synthetic generator's other personas), so it
-does not depend on which canaries were planted. (Before issue 12 the default tokenizer was trained on the
+does not depend on which canaries were planted. (The first default tokenizer was trained on the
 training split and the audit trained its own without the canaries; docs/audit.md, Finding 1.)
 """
 

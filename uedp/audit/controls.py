@@ -1,6 +1,6 @@
 """Deliberately BROKEN parts of the mechanism, for the audit only (never for a real run).
 
-They mimic the two defects of the paper's published code (contract section 6) so that the audit can show
+They mimic the two defects of the paper's published code (docs/mechanism.md section 6) so that the audit can show
 it detects them. Each is an ordinary component that a run is given in place of the sound one (the server's
 `Components`, the client's `ClientRound` and its mod, wired by studies/audit.py); nothing is patched.
 
@@ -18,7 +18,7 @@ The controls of the crafted-update audit (uedp.audit.mechanism, docs/audit.md Fi
 `ScaledNoise` (noise std halved), `understated_sampling` (the accountant told q_u / 2), the sensitivity
 rules `sensitivities_entity_k_beta` (s_e = k_cap b) and `sensitivities_without_user_term` (s_u dropped),
 and the undetected-entity bounds `undetected_double_count` (the four-point mixture at p = q_u^2 q_s) and
-`undetected_four_point_qu_qs` (p = q_u q_s: the bound issue 22 found unproved; audited as a probe).
+`undetected_four_point_qu_qs` (p = q_u q_s: a bound no lemma covers; audited as a probe).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class UnclippedUpdate:
         return out
 
 
-# -- Controls of the crafted-update audit of the mechanism (issue 16, uedp/audit/mechanism.py) ------------------
+# -- Controls of the crafted-update audit of the mechanism (uedp/audit/mechanism.py) ------------------
 # Each is ONE wrong component handed to the real aggregation path or to the accountant; the rest is real.
 HALVED_NOISE_WARNING = "BROKEN CONTROL: noise standard deviation halved"
 ENTITY_TERM_WARNING = "BROKEN CONTROL: s_e computed as k_cap * w_max * beta (not 2 k_cap w_max beta)"
@@ -121,7 +121,7 @@ HALVED_RATE_WARNING = "BROKEN CONTROL: the accountant is told q_u / 2"
 DOUBLE_COUNT_WARNING = ("BROKEN CONTROL: eps_undetected claimed as the four-point mixture [0, s_u, s_s, s_u+s_s] "
                         "at p = q_u^2 q_s (the holder's cohort coin counted twice)")
 UNPROVED_BOUND_WARNING = ("UNPROVED RULE: eps_undetected claimed as the four-point mixture [0, s_u, s_s, s_u+s_s] "
-                          "at p = q_u q_s (issue 22: no lemma covers it)")
+                          "at p = q_u q_s (no lemma covers it)")
 
 
 class ScaledNoise(_WrongStdNoise):
@@ -164,7 +164,7 @@ def understated_sampling(record: RoundRecord, factor: float = 0.5) -> RoundRecor
 
 def undetected_four_point(sens: Sensitivities, sigma: float, *, q_u: float, p: float) -> Mixture:
     """N(0) against the four-point mixture [0, s_u, s_s, s_u + s_s] with probabilities [(1-q_u)(1-p),
-    q_u(1-p), (1-q_u)p, q_u p]: the contract's bound for eps_undetected with the S-coin's rate replaced by p
+    q_u(1-p), (1-q_u)p, q_u p]: the first (unproved) bound for eps_undetected with the S-coin's rate replaced by p
     (in the units of `sens`)."""
     s_u, s_s = sens.s_u, sens.s_s
     return Mixture(sigma=sigma, sensitivities=(0.0, s_u, s_s, s_u + s_s),
@@ -180,7 +180,7 @@ def undetected_double_count(sens: Sensitivities, sigma: float, *, q_u: float, q_
 
 def undetected_four_point_qu_qs(sens: Sensitivities, sigma: float, *, q_u: float, q_e: float,
                                 q_s: float) -> Mixture:
-    """The bound issue 22 found unproved (its counterexample exceeds it in one direction at one round): the
+    """A bound no lemma covers (a 1-D counterexample exceeds it in one direction at one round): the
     four-point mixture at p = q_u q_s. Not a deliberately broken component: the audit tries to certify a
     violation of it (docs/audit.md, Finding 10)."""
     return undetected_four_point(sens, sigma, q_u=q_u, p=q_u * q_s)

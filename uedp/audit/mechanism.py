@@ -1,4 +1,4 @@
-"""Crafted-update audit of the mechanism (issue 16, brought to the accounting of issue 22): the server's real
+"""Crafted-update audit of the mechanism (under the proved accounting of docs/proofs.md): the server's real
 round, clients the auditor controls.
 
 The canary audit (uedp.audit.canaries) trains a language model and can only see gross failures. Here the
@@ -24,8 +24,8 @@ e' (so that any permitted slot that is occupied holds a holder).
   - design "full" (adjacencies user and uedp): the same with -b in place of 0, so the entity flip is 2b. The
     world-0 sum -b * (benign kept) is a constant only when every benign place is kept every round (q_u = 1
     and N + 1 <= m_max: setting entity_exact); elsewhere it moves with the cohort size.
-  - design "flip" (adjacency "undetected", the counterexample of issue 22): the holder v sends -b whenever it
-    is in the cohort in world 0; in world 1 +b when it is in the cohort AND s' is sampled, else -b; u' +b;
+  - design "flip" (adjacency "undetected", the 1-D counterexample to the four-point rule): the holder v sends -b
+    whenever it is in the cohort in world 0; in world 1 +b when it is in the cohort AND s' is sampled, else -b; u' +b;
     every other client 0. World 0 is then a mixture too ({0, -b}).
 The law of the noiseless sum in both worlds (`realizable_law`, `Law`) is computed exactly from the sampling
 law on N + 1 places (binomial draw, uniform truncation, uniform slot injection, keyed sampling as
@@ -524,7 +524,7 @@ def _calibrated(s: AuditSetting, method: str, q_u: float) -> float:
 @dataclass
 class AuditedMechanism:
     """One audited mechanism: sigma (what the aggregation is asked for and the run reports), the public
-    denominator (the contract's Z), the noise
+    denominator (Z of docs/mechanism.md step 8), the noise
     source (real, or a broken control's), and what the accountant claims for the scenario's adjacency (the
     pair, its epsilon and the bound that decided it: `claimed_bound`). `control` names the one broken
     component (None: the sound mechanism)."""
@@ -768,7 +768,7 @@ def audit(mech: AuditedMechanism, law: Law, *, trials: int, rng: np.random.Gener
 # -- the controls: the real mechanism with ONE broken component (uedp.audit.controls) -----------------------------
 CONTROLS = ("noise_halved", "accountant_half_q_u", "entity_k_beta", "no_user_term", "undetected_double_count",
             "undetected_unproved_p")
-# Not a broken component but the bound issue 22 found unproved (eps_undetected as the four-point mixture with
+# Not a broken component but a bound no lemma covers (eps_undetected as the four-point mixture with
 # p = q_u q_s): audited like a control, not expected to be certified (docs/audit.md, Finding 10).
 PROBES = ("undetected_unproved_p",)
 

@@ -7,7 +7,7 @@
   why), each judged against its sound twin (`reference`);
 - user_dp_beta1: control (a)'s twin, user-level DP at the same beta with the correct noise;
 - private_tokenizer: UeDP with its tokenizer trained on the users' training split
-  (tokenizer.source=private_split, the pipeline's default before issue 12) instead of the public corpus:
+  (tokenizer.source=private_split, the pipeline's first default) instead of the public corpus:
   frequent canaries become tokens, so their secrets leak through the vocabulary whatever the noise
   (docs/audit.md, Finding 1). Judged against `uedp`, the same mechanism with the default public tokenizer.
   Every other variant runs the default pipeline as is (the public tokenizer), unless `--set

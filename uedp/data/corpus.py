@@ -195,7 +195,7 @@ class CorpusBuilder:
         rows = [self._rows[i] for i in order]
         # A sentence's split is a function of its own (user, text) and the public seed only, never of its
         # position: removing a sentence or a user must not move another sentence between train and test
-        # (docs/proofs.md section 2; a positional draw did, found by the adversarial read of issue 22).
+        # (docs/proofs.md section 2; a positional draw did, as the adversarial read found).
         draws = [split_draw(seed, user, text) for user, text, _, _, _ in rows]
         cut1, cut2 = split_fractions[0], split_fractions[0] + split_fractions[1]
         splits = [

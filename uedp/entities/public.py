@@ -1,4 +1,4 @@
-"""Public entities: a policy list of entity keys that a run does NOT protect (issue 22, part 3; off by default).
+"""Public entities: a policy list of entity keys that a run does NOT protect (off by default).
 
 A policy is a frozen list built from public data only, matched on the exact entity key (category plus the
 whole normalized span, `uedp.categories.entity_key`): `GPE:france` and `DATE:monday` are public

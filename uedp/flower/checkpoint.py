@@ -1,7 +1,7 @@
 """Checkpoints: the global arrays, the server optimizer's state, the round and a copy of the privacy ledger,
 written atomically (checkpoint.pt in the run's folder).
 
-Order at the end of a round (contract step 9): the ledger file is written first, the checkpoint second,
+Order at the end of a round (docs/mechanism.md step 9): the ledger file is written first, the checkpoint second,
 so no model is ever saved that the ledger does not account for. On resume (uedp.flower.resume), rounds that
 the ledger recorded after the last checkpoint (their models were lost in a crash, but nodes may have seen
 them) stay charged, and numbering continues after the ledger's last round: no round is counted twice and no

@@ -4,7 +4,7 @@ UeDP's wrapper (uedp.flower.strategy) samples, instructs, re-checks, sums, noise
 denominator itself; what it asks of the strategy it wraps is only how to apply the released (noisy, mean)
 update to the global model: plain FedAvg adds it, FedAvgM with momentum, FedAdam / FedYogi / FedAdagrad (Flower's
 FedOpt family) with their adaptive steps. Applying a released update is post-processing and costs no privacy
-(contract step 9).
+(docs/mechanism.md step 9).
 
 `ServerOptimizer.of(strategy)` picks how:
 - a strategy with `apply_update(server_round, arrays, update) -> ArrayRecord` (and, for checkpoints,

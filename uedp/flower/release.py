@@ -2,7 +2,7 @@
 
     release(sent, replies, settings=, template=, aggregator=, noise=) -> (update, counts)
 
-(contract steps 7-8) A reply counts only if it answers one of this round's messages, from that message's
+(docs/mechanism.md steps 7-8) A reply counts only if it answers one of this round's messages, from that message's
 node, once (uedp.privacy.replies: a late reply, one to another round, from a node not sent the message, or a
 node's second reply is refused and counted); error, malformed and missing replies (time-outs) contribute
 zero; every counted update is re-checked (shape, finite, norm <= w_max * beta: re-clip or drop, counted; a

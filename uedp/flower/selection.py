@@ -1,4 +1,4 @@
-"""Which of a node's sentences a UeDP round may use, and with what loss weights (contract steps 3-5).
+"""Which of a node's sentences a UeDP round may use, and with what loss weights (docs/mechanism.md steps 3-5).
 
     ins = RoundInstructions.of(msg)                         # None: not a UeDP training message
     rows, weights = select_rows(ins, owner=owner_id, entities=keys)

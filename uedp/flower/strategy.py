@@ -10,7 +10,7 @@
 It is used like Flower's own DP wrappers (`DifferentialPrivacyClientSideFixedClipping(strategy, ...)`), with
 the client mod uedp.flower.mod on the ClientApp, but the wrapped strategy's role is the SERVER OPTIMIZER only
 (uedp.flower.optimizer: FedAvg applies the released update, FedAdam / FedYogi / FedAdagrad / FedAvgM step
-with it). Everything else is UeDP's (the contract, shared with docs/proofs.md):
+with it). Everything else is UeDP's (docs/mechanism.md, proved in docs/proofs.md):
 
 configure_train (round t):
   budget: before a round that would take a claimed epsilon past `privacy.target_epsilon`, raise Flower's
@@ -327,8 +327,8 @@ class UserEntityDP(Strategy):
 
     @property
     def denominator(self) -> float:
-        """The public denominator, the contract's Z (summary.json's key "Z"); NaN for a noiseless mechanism,
-        which divides by its valid replies."""
+        """The public denominator, Z of docs/mechanism.md step 8 (summary.json's key "Z"); NaN for a noiseless
+        mechanism, which divides by its valid replies."""
         return self.settings.denominator if self.spec.private else math.nan
 
     @property

@@ -1,5 +1,5 @@
-"""The privacy core of UeDP: pure, framework-free code, one module per section of the contract
-(shared/docs/uedp-mechanism.md).
+"""The privacy core of UeDP: pure, framework-free code, one module per part of docs/mechanism.md
+(N.M: section N, step M).
 
     mechanisms   2, 4     the registry of mechanism specs (UeDP f_E+ / f_E, user-level DP, the baselines)
                           that the strategy, client, accountant and budget check all read

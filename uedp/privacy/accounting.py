@@ -1,4 +1,4 @@
-"""Privacy accounting with privacy loss distributions (contract 4, tightened by docs/proofs.md). Pure
+"""Privacy accounting with privacy loss distributions (docs/mechanism.md section 4; docs/proofs.md). Pure
 functions over immutable data.
 
 A round's mechanism is a `Mechanism` (rule, z, q_u, q_e, q_s, m_max, k_cap). Per round, the output
@@ -378,8 +378,8 @@ def undetected_pair(bound: str, sens: Sensitivities, sigma: float, *, q_u: float
 
 
 def adjacency_mixture(adjacency: str, sens: Sensitivities, sigma: float, *, q_u: float, q_e: float) -> Mixture:
-    """The per-round mixture of adjacency "uedp" or "user" (contract 4) for these sensitivities and noise
-    std, in the units they are given in: what `Mechanism.mixture` accounts, and what the audit gives a
+    """The per-round mixture of adjacency "uedp" or "user" (docs/mechanism.md section 4) for these sensitivities and
+    noise std, in the units they are given in: what `Mechanism.mixture` accounts, and what the audit gives a
     broken sensitivity function (uedp.audit.mechanism)."""
     if adjacency == "uedp":
         return _two_way(sigma, sens.s_u, sens.s_e, q_u, q_e)

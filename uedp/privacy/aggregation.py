@@ -1,4 +1,4 @@
-"""The one aggregation core every strategy shares (contract 2.7-2.8).
+"""The one aggregation core every strategy shares (docs/mechanism.md steps 7-8).
 
     recheck(update, template_shapes, w_max=, beta=) -> (update | None, status)
     aggregate(updates, template=, w_max=, beta=, sigma=, denominator=, noise=) -> (mean_update, stats)
@@ -15,7 +15,7 @@ otherwise "ok". A missing or failed
 client is simply absent from `updates`, i.e. contributes zero, as does a dropped update. The statistics hold
 counts only, never a per-client number.
 
-The denominator (the contract's Z) is a public constant fixed by the configuration, never computed from the
+The denominator (Z of docs/mechanism.md step 8) is a public constant fixed by the configuration, never computed from the
 round's data (the function `denominator`).
 The sum and the noise are computed in float64; the result has the template's container, array type, dtype
 (and torch device).
@@ -202,7 +202,7 @@ def denominator(
     W_s: float | None = None,
     paper_z: bool = False,
 ) -> float:
-    """The public constant Z of the estimator (contract 2.8) for a mechanism of accounting rule `rule`.
+    """The public constant Z of the estimator (docs/mechanism.md step 8) for a mechanism of accounting rule `rule`.
 
     Default (and user_dp): Z = q_u * W_u, the expected total weight of the sampled users (W_u defaults to
     num_users, i.e. unit weights; truncation at m_max is ignored, as it only bites with small

@@ -1,4 +1,4 @@
-"""Noise calibration (contract 4): the smallest noise multiplier z whose epsilon is at most a target.
+"""Noise calibration (docs/mechanism.md section 4): the smallest noise multiplier z whose epsilon is at most a target.
 
 The API, in the shape of dp-accounting's calibrate_dp_mechanism(make_fresh_accountant, make_event_from_param,
 ...): the rounds as a function of z, and the adjacencies the target bounds.

@@ -1,4 +1,4 @@
-"""Clipping of a whole model update (contract 2.6), and the update containers shared by the privacy code.
+"""Clipping of a whole model update (docs/mechanism.md step 6), and the update containers shared by the privacy code.
 
 An update is a dict name -> array or a list of arrays (a model's parameters in order); arrays are torch
 tensors or numpy arrays of a floating dtype. Norms are GLOBAL: the L2 norm over all arrays together,
@@ -10,7 +10,7 @@ computed in float64.
 Both return NEW arrays (the input is never mutated), in the input's container type and dtypes. A zero
 update stays zero. The clipped norm is guaranteed <= w_u * beta even after rounding to the arrays' dtype
 (if the rescaled float32 norm lands a hair above, the factor is nudged down). Clipping gradients step by step
-does not bound the update and is no substitute (contract 2.6). torch is never imported here: tensors are
+does not bound the update and is no substitute (docs/mechanism.md step 6). torch is never imported here: tensors are
 recognized only if the caller has imported torch.
 """
 

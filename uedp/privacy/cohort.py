@@ -1,9 +1,9 @@
-"""Server-side user sampling for one round (contract section 2, steps 1-2).
+"""Server-side user sampling for one round (docs/mechanism.md steps 1-2).
 
 Poisson sampling: every registered user is drawn independently with probability q_u. If more than m_max
-are drawn, a uniformly random m_max of them are kept (truncation bounds the sensitivity; the contract's
-s_u accounts for the one user an addition can displace). With the entity cap on, the sampled users are
-placed into distinct slots 0..m_max-1 by a uniformly random injection; a client may only use entity e in
+are drawn, a uniformly random m_max of them are kept (truncation bounds the sensitivity; the accountant charges
+the rare rounds where it acts as delta_trunc: docs/proofs.md section 4). With the entity cap on, the sampled
+users are placed into distinct slots 0..m_max-1 by a uniformly random injection; a client may only use entity e in
 its slot b if b is one of e's k_cap permitted slots (uedp.privacy.sampling.permitted_slots).
 
 Randomness comes from the caller's `random.Random`: `secrets.SystemRandom()` for private runs, a seeded

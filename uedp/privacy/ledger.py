@@ -1,4 +1,4 @@
-"""The privacy ledger: every round's public mechanism parameters, in order (contract 2.9 and 4).
+"""The privacy ledger: every round's public mechanism parameters, in order (docs/mechanism.md step 9 and section 4).
 
 A `RoundRecord` holds one round's mechanism parameters and nothing else: no key, no seed, no per-client
 statistic, no count of sampled users. The `Ledger` is the list of records; epsilons are always computed

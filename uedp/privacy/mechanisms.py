@@ -254,5 +254,5 @@ register(MechanismSpec(
     name="dp_bart", strategy="dp_bart", estimator=None, rule="noiseless", adjacency=None, keyed=False,
     truncate=False, entity_cap=False, local=True, summary_method="local_dp",
     description="DP-BART: each client rewrites its sentences under local DP (rewrite.*), the server trains on "
-                "the rewrites; no central claim, a local one per document (shared/docs/dp-bart.md)",
+                "the rewrites; no central claim, a local one per document (docs/dp-bart-system.md)",
 ))

@@ -1,4 +1,4 @@
-"""Gaussian noise for the aggregate (contract 2.8), and how it was drawn (recorded in the ledger: `mode`).
+"""Gaussian noise for the aggregate (docs/mechanism.md step 8), and how it was drawn (recorded in the ledger: `mode`).
 
 Three sources, chosen by `noise_source(seed=, choice=)` from privacy.seed and privacy.noise (`NOISE_CHOICES`):
 

@@ -1,5 +1,5 @@
 """The server's intake of one round's replies: which replies count, and what a counted one carries
-(contract 2.7: privacy never depends on clients behaving; a reply is hostile until checked).
+(docs/mechanism.md step 7: privacy never depends on clients behaving; a reply is hostile until checked).
 
     stamp(message)                                     -> message, with a fresh id (configure_train)
     intake(messages, replies, records=, shapes=, private=) -> Intake

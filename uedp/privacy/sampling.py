@@ -1,4 +1,4 @@
-"""Entity sampling by keyed hash, and the entity-cap slots (contract 2.3, and the slot rule of 2.4).
+"""Entity sampling by keyed hash, and the entity-cap slots (docs/mechanism.md step 3, and the slot rule of step 4).
 
 Every sampled client receives the same secret round key `k_t` and decides locally, with no entity list ever
 leaving the client, which entities are sampled in the round:
@@ -18,7 +18,7 @@ exactly q for every float q >= 2^-12, whose q * 2^64 is an integer (docs/proofs.
 
 The round key is a `RoundKey`: 16 bytes from `secrets`, whose repr/str never show the key material. It is
 sent to the sampled clients only (`to_bytes()`), never logged, never stored. A client that colludes with the
-adversary reveals which entities were sampled in that round (see the contract, section 1).
+adversary reveals which entities were sampled in that round (see docs/mechanism.md section 1).
 """
 
 from __future__ import annotations

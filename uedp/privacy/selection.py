@@ -1,4 +1,4 @@
-"""Client-side sentence selection and loss weights for one round (contract 2.4-2.5).
+"""Client-side sentence selection and loss weights for one round (docs/mechanism.md steps 4-5).
 
 A sentence x with entity set ent(x) is used in the round iff
   - ent(x) is non-empty and EVERY e in ent(x) is sampled (h(k, "E", e) < q_e) and, with the entity cap on,

@@ -1,11 +1,12 @@
-"""Sensitivities of the un-normalized sum of client updates, and the noise standard deviation (contract 3).
+"""Sensitivities of the un-normalized sum of client updates, and the noise standard deviation
+(docs/mechanism.md section 3).
 
 With clip bound beta and maximal user weight w_max, one client's contribution has norm <= w_max * beta
 (`unit`; the server's re-check enforces it). Adding or removing (docs/proofs.md, Theorems 1 and 2; places
 are public and an absent user is an empty place, section 1 there):
   - a user u' (s_u): its own update, s_u = w_max beta. On the good event of docs/proofs.md section 4
     (truncation at m_max never acts, charged as delta_trunc by the accountant) nobody is displaced and the
-    slots of the other users do not move. (The contract's 3 w_max beta with the entity cap and 2 w_max
+    slots of the other users do not move. (The first rule's 3 w_max beta with the entity cap and 2 w_max
     beta without charged a displaced user and a slot move.)
   - an entity e' (s_e): every sampled user allowed to use e' may change its update by up to 2 w_max beta:
     s_e = 2 k_cap w_max beta with the cap, 2 m_max w_max beta without;
@@ -19,7 +20,7 @@ Accounting rules (`RULES`; `MechanismSpec.rule`, `RoundRecord.rule`, the ledger 
     event may use e'), s_s = 2 w_max (beta + gamma) (one sentence moves one part, by at most 2 w_max
     max(beta, gamma); an undetected entity in several of one user's sentences of both kinds moves both
     parts: docs/proofs.md section 9, F2); sigma = z * (s_u + s_e).
-  - "user_dp" (DP-FedAvg baseline, contract 2.8): sigma = z * w_max * beta (z relative to `unit`). Its
+  - "user_dp" (DP-FedAvg baseline, docs/mechanism.md step 8): sigma = z * w_max * beta (z relative to `unit`). Its
     own sensitivities: s_u = w_max beta; every entity is always used (no entity sampling), by up to
     m_max users: s_e = 2 m_max w_max beta, infinite without truncation; s_s = 2 w_max beta.
   - "noiseless": sigma = 0 (not private; every epsilon is infinite); m_max may be None.

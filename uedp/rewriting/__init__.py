@@ -1,4 +1,4 @@
-"""DP-BART: privatized text rewriting under local DP (shared/docs/dp-bart.md).
+"""DP-BART: privatized text rewriting under local DP (docs/dp-bart-system.md).
 
 mechanism: the pure privacy mechanisms of DP-BART-CLV / -PR (value clipping) and of the ADePT mechanism on our
 model (norm clipping): sensitivities, the analytic Gaussian or Laplace noise, per-user composition over

@@ -1,5 +1,5 @@
 """How much of the original text a rewrite keeps: BLEU against the originals, and the fraction of the
-originals' entity strings that survive (shared/docs/dp-bart.md, "Downstream evaluation").
+originals' entity strings that survive (docs/dp-bart-system.md, "The downstream comparison").
 
     entity_survival(originals, rewrites, entities)   # entities[i]: the (start, end, category) spans of originals[i]
 

@@ -1,4 +1,4 @@
-"""The privacy mechanism of DP-BART-CLV (shared/docs/dp-bart.md, "The mechanism" and "DP-BART-PR"): pure numpy,
+"""The privacy mechanism of DP-BART-CLV (docs/dp-bart-system.md, "The mechanism (DP-BART-CLV)"): pure numpy,
 no model code.
 
 A document's encoder output z in R^{l x d} is clipped by value (every entry clamped to [-C, C]); the pruned
@@ -465,7 +465,7 @@ def norm_sensitivities(length: int, dim: int, clip: float) -> tuple[float, float
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class NormClipMechanism(_EncoderMechanism):
-    """The ADePT mechanism on our model (shared/docs/dp-bart.md, "ADePT"; docs/proofs.md section 10): each
+    """The ADePT mechanism on our model (docs/dp-bart-system.md; docs/proofs.md section 10): each
     document's encoder output, flattened to its l * d coordinates, is clipped to L2 norm C (`norm_clip`) and
     every coordinate gets i.i.d. noise calibrated to the CORRECTED sensitivity of any two documents: L2 2C
     (analytic Gaussian), L1 2C sqrt(l d) (Laplace). ADePT's published analysis took C: that under-noises by 2x

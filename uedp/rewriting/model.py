@@ -1,4 +1,4 @@
-"""The rewriter model of DP-BART (shared/docs/dp-bart.md, "Model", "DP-BART-PR", "DP-BART-PR+"): an encoder whose
+"""The rewriter model of DP-BART (docs/dp-bart-system.md, "The mechanism (DP-BART-CLV)"): an encoder whose
 output z in R^{l x d} is what the mechanism (uedp.rewriting.mechanism) clips, prunes and noises, and a decoder that
 turns a (privatized) z back into text. Weights come from PUBLIC text only (uedp.rewriting.public_text).
 

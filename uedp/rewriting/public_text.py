@@ -1,5 +1,5 @@
-"""Public training text for a DP-BART rewriter (shared/docs/dp-bart.md, "Model"): the rewriter's weights must come
-from public text only, independent of the corpus being privatized.
+"""Public training text for a DP-BART rewriter (docs/dp-bart-system.md, "The mechanism (DP-BART-CLV)"): the
+rewriter's weights must come from public text only, independent of the corpus being privatized.
 
 Contract:
 - `public_text_for(private_corpus)` returns (description, sentences) drawn from the PUBLIC_SOURCES other than the

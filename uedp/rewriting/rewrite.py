@@ -48,7 +48,7 @@ UNITS_NOTE = ("local DP: epsilon per document (any two documents are neighbours)
 class RewriteSettings:
     epsilon: float
     delta: float = 1e-5
-    variant: str = "clv"  # clv | pr | pr+ | adept (shared/docs/dp-bart.md)
+    variant: str = "clv"  # clv | pr | pr+ | adept (docs/dp-bart-system.md)
     noise: str = "gaussian"  # gaussian (analytic) | laplace (pure epsilon: delta 0)
     label_epsilon: float = 0.0  # > 0: labels released by randomized response with this epsilon
     max_documents: int = 0  # per user (0: all; the per-user guarantee then depends on the user's data)
