@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=0, help="test sentences (default: the run's eval subset)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.out:  # before the evaluations: a missing folder must not cost them
+        args.out.parent.mkdir(parents=True, exist_ok=True)
     rows = [split_perplexity(r, args.limit) for r in args.runs]
     text = table(["run", "strategy", "perplexity, all", "with an entity", "entity-free", "sentences (with / free)"],
                  [[Path(str(r["run"])).name, r["strategy"], f"{r['all']:.1f}", f"{r['with_entity']:.1f}",
