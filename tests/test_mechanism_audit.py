@@ -322,7 +322,7 @@ def test_real_round_is_the_strategys_round(setting, adjacency, design, tmp_path)
         strategy = UserEntityDP(FedAvg(), places=setting.places, num_rounds=4, privacy=privacy,
                                 out_dir=tmp_path / str(world), noise_multiplier=z, noise=GaussianNoise(seed=7))
         mech = build_mechanism(sc, z=z, noise=GaussianNoise(seed=7))
-        # the audit's sigma and denominator (in units of b and back) against the strategy's: a few ulps
+        # the audit's sigma and denominator, computed from the same settings as the strategy's: a few ulps
         assert mech.sigma == pytest.approx(strategy.sigma) and pytest.approx(mech.denominator) == strategy.denominator
         rng = random.Random(11)
 
