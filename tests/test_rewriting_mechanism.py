@@ -238,7 +238,7 @@ def test_laplace_variant():
     out = m.privatize(np.ones((4, 16)), np.random.default_rng(3))
     assert np.all(out[:, np.setdiff1d(np.arange(16), KEPT)] == 0.0)
     c = m.compose(7)
-    assert (c.epsilon, c.delta, c.pld_epsilon) == (pytest.approx(14.0), 0.0, None)
+    assert (c.epsilon, c.delta, c.pld_epsilon) == (pytest.approx(14.0), 0.0, None)  # n * epsilon: a product
 
 
 @pytest.mark.parametrize(("epsilon", "n"), [(1.0, 1), (1.0, 10), (4.0, 25), (250.0, 3)])
@@ -263,7 +263,7 @@ def test_compose_documents_validation():
         compose_documents(1.0, 0.0, 3, noise_multiplier=1.0)
     with pytest.raises(ConfigError, match="n \\* delta"):
         compose_documents(1.0, 0.2, 5, noise_multiplier=1.0)
-    assert compose_documents(1.0, 0.0, 3).epsilon == pytest.approx(3.0)
+    assert compose_documents(1.0, 0.0, 3).epsilon == pytest.approx(3.0)  # n * epsilon: a product, exact here
 
 
 def test_composition_with_negligible_noise_falls_back_to_basic():

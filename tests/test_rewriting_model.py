@@ -283,7 +283,7 @@ def test_adept_rewriter_norm_clips_with_a_public_bound_and_round_trips(tiny: Rew
     assert ad.variant == "adept" and ad.norm_bound == bound and ad.identity()["norm_bound"] == bound
     mech = ad.mechanism(1000.0)
     assert mech == NormClipMechanism(epsilon=1000.0, delta=1e-5, dim=64, length=20, clip=bound)
-    assert mech.l2_sensitivity == pytest.approx(2 * bound)
+    assert mech.l2_sensitivity == pytest.approx(2 * bound)  # 2.0 * clip, the same product: bit-identical
     z = ad.encode(sentences[:8]) * 3
     assert np.array_equal(ad.clamp(z), norm_clip(z, bound)) and np.array_equal(ad.clamp(z), mech.clamp(z))
     # torch's clip of the float32 encoding against numpy's float64 one: float32 rounding (~6e-8 relative)
