@@ -162,6 +162,7 @@ def test_aggregate_counts_and_value_dict_torch() -> None:
     assert stats.as_dict() == {"received": 5, "ok": 2, "reclipped": 1, "dropped_shape": 1,
                                "dropped_nonfinite": 1}  # fmt: skip
     assert set(mean) == {"w", "b"} and mean["w"].dtype == torch.float64
+    # float64 sums of a few decimals over 2.0: a few ulps, inside assert_close's float64 defaults (rtol 1e-7)
     torch.testing.assert_close(mean["w"], torch.full((2, 3), 0.1, dtype=torch.float64))
     torch.testing.assert_close(mean["b"], torch.tensor([0.1 + 0.3, 0.1 + 0.4, 0.1], dtype=torch.float64))
     assert big["b"][0].item() == 3.0  # inputs are not mutated
