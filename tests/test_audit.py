@@ -21,6 +21,9 @@ from uedp.audit.membership import (
 from uedp.config import RunConfig
 from uedp.privacy.noise import GaussianNoise
 
+# Hand-computed cases compare a closed form with the code's float64 evaluation of the same formula in another
+# order (a few ulps): pytest.approx's default rel 1e-6 is ample, and a wrong formula is off by far more.
+
 
 def test_rank_counts_ties_against_the_secret():
     assert rank_of(1.0, [0.5, 1.0, 2.0, 3.0]) == 3
@@ -59,7 +62,8 @@ def test_clopper_pearson_hand_computed():
     lo, hi = clopper_pearson(10, 10)
     assert hi == 1.0 and lo == pytest.approx(0.025 ** (1 / 10))
     lo, hi = clopper_pearson(5, 10)
-    assert lo == pytest.approx(0.18709, abs=1e-4) and hi == pytest.approx(0.81291, abs=1e-4)
+    # tabulated to 5 decimals: half a unit in the last place
+    assert lo == pytest.approx(0.18709, abs=5e-6) and hi == pytest.approx(0.81291, abs=5e-6)
     with pytest.raises(ValueError):
         clopper_pearson(3, 2)
 
@@ -93,7 +97,7 @@ def test_control_a_noise_is_at_least_100_times_too_small():
     assert broken_std(0.005) == pytest.approx(2.5e-5)  # the square, once it is the smaller
     noise = ReducedNoise(GaussianNoise(seed=0))
     draw = noise.normal((20000,), 1.0)
-    assert np.std(draw) == pytest.approx(0.01, rel=0.05)
+    assert np.std(draw) == pytest.approx(0.01, rel=0.05)  # 20,000 draws: standard error 0.5%, so 10 of them
     assert noise.asked == {1.0} and noise.drawn == {0.01}
 
 
@@ -104,6 +108,7 @@ def test_no_server_recheck_lets_an_oversized_update_through():
     big = [np.full(4, 10.0, dtype=np.float32)]  # norm 20 >> beta
     kw = {"template": tmpl, "w_max": 1.0, "beta": 0.5, "sigma": 0.0, "denominator": 1.0, "noise": GaussianNoise(seed=1)}
     checked, _ = aggregate([big], **kw)
+    # the float32 release of a clipped sum (no noise): rounding ~1e-7 relative, inside rel 1e-5
     assert np.linalg.norm(checked[0]) == pytest.approx(0.5, rel=1e-5)
     unchecked, _ = unchecked_aggregate([big], **kw)
     assert np.linalg.norm(unchecked[0]) == pytest.approx(20.0, rel=1e-5)
@@ -136,7 +141,8 @@ def test_control_b_client_update_exceeds_beta(tmp_path):
     assert _sound.bound is bound_update
     assert update_norm(good) <= 0.1 * (1 + 1e-5)
     assert update_norm(broken) > 3 * 0.1 and metrics == {}  # private: the norm stays in the audit process
-    assert bound.norms == [pytest.approx(update_norm(broken), rel=1e-4)]
+    # the same update, cast to the model's float32 for sending: each entry moves by at most 2^-24 relative
+    assert bound.norms == [pytest.approx(update_norm(broken), rel=1e-6)]
 
 
 def test_a_broken_component_is_injected_and_voids_the_claim(tmp_path):
@@ -150,6 +156,7 @@ def test_a_broken_component_is_injected_and_voids_the_claim(tmp_path):
     cfg = tiny_config(tmp_path, strategy={"name": "user_dp"}, federation={"rounds": 1})
     s = run_local(cfg, components=Components(noise=noise, broken=noise.warning))
     (asked,), (drawn,) = noise.asked, noise.drawn
+    # the summary's sigma is the one the server asks for; the drawn std is broken_std of it (same function)
     assert asked == pytest.approx(s["sigma"]) and drawn == pytest.approx(broken_std(s["sigma"]))
     assert not s["private"] and "BROKEN CONTROL" in s["warning"]
 

@@ -57,9 +57,11 @@ def test_only_the_head_is_exchanged_and_each_sentence_is_encoded_once(head_model
     first = head_model(a)
     again = head_model(_batch([[101, 7592, 102], [101, 2023, 2003, 102], [101, 2000, 102]]))
     assert encoded == [2, 1] and len(head_model._cache) == 3  # the second batch encodes only its new sentence
+    # the same cached float32 embeddings through the same head: allclose's defaults (rtol 1e-5, atol 1e-8)
     assert torch.allclose(first[0], again[1]) and torch.allclose(first[1], again[0])
     # the cached embedding is the encoder's, computed without the cache
     uncached = head_model.head(head_model.scale * real(a.input_ids, a.attention_mask))
+    # the same float32 encodings through another sequence of operations: float32 rounding, atol 1e-5
     assert torch.allclose(first, uncached, atol=1e-5)
     # padding does not change a sentence's embedding (the key is the unpadded ids)
     padded = _batch([[101, 7592, 102], [101, 2023, 2003, 2003, 2003, 102]])  # row 0 padded to 6

@@ -40,7 +40,7 @@ def test_json_output(capsys) -> None:
     assert data["eps_uedp"] == expected.eps_uedp
     assert data["eps_user"] == expected.eps_user
     assert data["noise_multiplier"] == 2.0 and data["delta"] == 1e-5 and data["k_cap"] == 3
-    assert data["sigma"] == pytest.approx(2.0 * (1 + 6) * 0.5)  # s_u = beta (docs/proofs.md Theorem 1)
+    assert data["sigma"] == pytest.approx(2.0 * (1 + 6) * 0.5)  # s_u = beta (docs/proofs.md Theorem 1); a product
     assert data["eps_undetected"] == expected.eps_undetected  # the same computation (above)
     assert data["undetected_rule"] == expected.undetected_bound and data["undetected_rule"]  # the JSON key kept
     assert data["claims"] == ["eps_uedp", "eps_undetected"] and data["delta_trunc"] == 0.0
@@ -59,6 +59,7 @@ def test_target_epsilon_prints_the_calibrated_z(capsys) -> None:
     data = json.loads(out)
     assert code == 0 and data["target_epsilon"] == 5.0 and data["noise_multiplier"] > 0
     assert data["eps_uedp"] <= 5.0 and data["eps_undetected"] <= 5.0
+    # z is calibrated to 1e-3 (absolute): epsilon sits below the target by up to |d eps / d z| 1e-3 (~1e-2 here)
     assert max(data["eps_uedp"], data["eps_undetected"]) == pytest.approx(5.0, abs=0.05)
     code, out, _ = run([*BASE, "--target-epsilon", "5"], capsys)
     assert code == 0 and "calibrated to eps_uedp and eps_undetected" in out
@@ -72,6 +73,7 @@ def test_target_on_one_epsilon_and_the_automatic_cap(capsys) -> None:
     code, out, _ = run([*argv, "--target-on", "uedp"], capsys)
     data = json.loads(out)
     assert code == 0 and data["m_max"] == 89 and 0.0 < data["delta_trunc"] <= 1e-7
+    # z calibrated to 1e-3: as in the test above
     assert data["eps_uedp"] == pytest.approx(8.0, abs=0.05) and data["eps_undetected"] > 8.5
     assert data["claims"] == ["eps_uedp"]
     code, out, _ = run(argv, capsys)

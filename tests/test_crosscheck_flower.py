@@ -209,6 +209,8 @@ def test_clipped_mean_is_identical_with_noise_off():
         strat_record, metrics = _ours_on_flowers_sample(_ours(ZeroNoise()), server_round,
                                                         [_our_reply(m) for m in messages], messages)
         strat = _released(strat_record)
+        # float64 sums of M = 4 clipped updates (entries <= C = 0.5) in different orders: ~1e-16, so atol 1e-12;
+        # ours releases float32: 2^-24 relative of entries <= 0.5, ~3e-8, so atol 1e-6
         for f, c, s, e in zip(fl, core, strat, expected):
             np.testing.assert_allclose(f, e, rtol=0, atol=1e-12)  # float64 end to end
             np.testing.assert_allclose(c, f, rtol=0, atol=1e-12)
@@ -228,10 +230,11 @@ def test_flower_noise_is_gaussian_with_std_z_clip_over_m_exactly():
     noise = [r - e for r, e in zip(_released(record), _clipped_mean(_nodes(messages), M))]
     np.random.seed(1234)
     expected = [np.random.normal(0.0, Z_MULT * CLIP / M, s) for s in SHAPES]
-    for got, want in zip(noise, expected):
+    for got, want in zip(noise, expected):  # (mean + n) - mean in float64: an ulp of values below 2
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
     # ours: sigma = z * w_max * beta on the sum, divided by Z = q_u N = m
     ours = _ours(GaussianNoise(seed=0))
+    # z * w_max * beta with w_max = 1.0: the same product, bit-identical
     assert ours.sigma == pytest.approx(Z_MULT * CLIP, rel=1e-15) and ours.denominator == M
 
 
@@ -282,7 +285,7 @@ def test_an_error_reply_aborts_flower_but_counts_as_zero_in_ours():
     record, metrics = _ours_on_flowers_sample(ours, 1, our_replies, messages)
     assert metrics["failed"] == 1 and metrics["replies"] == M - 1
     expected = _clipped_mean(_nodes(messages)[1:], M)  # the failed client adds zero; still divided by Z = m
-    for got, want in zip(_released(record), expected):
+    for got, want in zip(_released(record), expected):  # float32 release of entries <= C = 0.5: ~3e-8
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
 
 
@@ -296,7 +299,7 @@ def test_a_missing_reply_flower_averages_the_rest_with_noise_for_m_ours_adds_zer
     np.random.seed(77)
     noise = [np.random.normal(0.0, Z_MULT * CLIP / M, s) for s in SHAPES]
     mean_of_received = _clipped_mean(_nodes(received), M - 1)  # FedAvg divides by the received weight
-    for got, mean, n in zip(_released(record), mean_of_received, noise):
+    for got, mean, n in zip(_released(record), mean_of_received, noise):  # float64, other order: ~1e-16
         np.testing.assert_allclose(got, mean + n, rtol=0, atol=1e-12)
     # -> the sensitivity of the released mean is C / (m-1) but the noise is z C / m: effective noise
     #    multiplier z (m-1) / m = 0.9 here instead of 1.2.
@@ -308,7 +311,7 @@ def test_a_missing_reply_flower_averages_the_rest_with_noise_for_m_ours_adds_zer
     kept = ours_messages[1:]
     record, metrics = ours.aggregate_train(1, [_our_reply(m) for m in kept])
     assert metrics["missing"] == 1 and metrics["replies"] == len(kept)
-    for got, want in zip(_released(record), _clipped_mean(_nodes(kept), M)):
+    for got, want in zip(_released(record), _clipped_mean(_nodes(kept), M)):  # float32 release: ~3e-8
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
 
 
@@ -336,7 +339,7 @@ def test_zero_and_nonfinite_updates_break_flower_but_not_ours():
     assert metrics["ok"] + metrics["reclipped"] == M - 1 and metrics["dropped_nonfinite"] == 1
     for got, want in zip(_released(record), _clipped_mean(_nodes(messages)[2:], M)):
         assert np.all(np.isfinite(got))
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)  # float32 release: ~3e-8
 
 
 def test_just_above_the_bound_ours_and_flower_both_clip_to_exactly_the_bound():
@@ -352,6 +355,7 @@ def test_just_above_the_bound_ours_and_flower_both_clip_to_exactly_the_bound():
     core, st = aggregate([just_above] * M, template=GLOBAL, w_max=1.0, beta=CLIP, sigma=0.0, denominator=float(M),
                          noise=ZeroNoise())
     assert st.ok == M and st.reclipped == 0
+    # raw * (C / ||raw||) in float64 against raw / (1 + 5e-7): a few ulps, so rtol 1e-9
     for f, c, raw in zip(fl, core, just_above):
         np.testing.assert_allclose(c, raw / (1 + 5e-7), rtol=1e-9)  # ours: clipped to exactly C
         np.testing.assert_allclose(f, raw / (1 + 5e-7), rtol=1e-9)  # Flower: clipped to exactly C
@@ -390,6 +394,7 @@ def test_flower_accounted_wrapper_needs_no_amplification_and_bounds_our_epsilon(
     opacus = OpacusRDP()
     for _ in range(rounds):
         opacus.step(noise_multiplier=Z_MULT, sample_rate=1.0)
+    # both sum alpha / (2 z^2) over 5 releases at each order and convert alike, in float64: ~1e-15; rel 1e-9
     assert spent.epsilon == pytest.approx(opacus.get_epsilon(DELTA), rel=1e-9)
     standalone = _accountant(SamplingMethod.NO_AMPLIFICATION, n)
     event = GaussianPrivacyEvent(noise_multiplier=Z_MULT, sample_size=n, population_size=n)
@@ -406,6 +411,7 @@ def test_flower_accounted_wrapper_needs_no_amplification_and_bounds_our_epsilon(
     # without sampling, T Gaussian releases are one Gaussian with mu = sqrt(T) / z: closed-form epsilon
     mu = math.sqrt(rounds) / Z_MULT
     exact = _gaussian_epsilon(mu, DELTA)
+    # our pessimistic PLD exceeds the exact value by ~1e-4 of epsilon at most (accounting docstring; measured 5e-7)
     assert ours == pytest.approx(exact, rel=1e-4)
 
 

@@ -99,6 +99,8 @@ def test_only_mechanism_output_reaches_the_server(rewriter, tmp_path):
         epsilon=500.0, delta=1e-5, dim=6, length=4).sigma / ClvMechanism(
         epsilon=500.0, delta=1e-5, dim=6, length=4).l2_sensitivity).epsilon
     assert summary["strategy"] == "dp_bart" and summary["eps_local_document"] == 500.0
+    # compose_documents on the same inputs, read back from the JSON summary (exact): the same value; rel 1e-6
+    # is far below what another grid or document count would move it (~1e-4 and more)
     assert summary["eps_local_user"] == pytest.approx(expected_user, rel=1e-6)
     assert summary["eps_uedp"] == float("inf") and summary["rounds"] == 2
     assert not summary["private"] and "labels released in the clear" in summary["warning"]
@@ -196,6 +198,7 @@ def test_without_a_cap_the_user_guarantee_covers_the_largest_owner(rewriter, tmp
     assert len(pooled[0]) == len(privatized) > 8 * 5
     assert local["documents_per_user"] > 5 and "data-dependent" in local["documents_per_user_source"]
     mech = ClvMechanism(epsilon=500.0, delta=1e-5, dim=6, length=4)
+    # the same compose on the same count (JSON round trips exact): rel 1e-6, as in the test above
     assert summary["eps_local_user"] == pytest.approx(mech.compose(local["documents_per_user"]).epsilon, rel=1e-6)
     assert "computed from the data" in summary["warning"]
 
@@ -242,7 +245,7 @@ def test_the_comparison_replicates_clv_and_pr_plus_and_summarizes_their_spread()
     results["fedavg"] = {"final": {"macro_f1": 0.9, "error": 0.1}}
     ((name, count, mean, low, high, error),) = replicate_rows(results, "macro_f1")
     assert (name, count, low, high) == ("dp_bart-clv-eps1000", 3, 0.5, 0.7)
-    assert mean == pytest.approx(0.6) and error == pytest.approx(0.4)
+    assert mean == pytest.approx(0.6) and error == pytest.approx(0.4)  # float64 means of 3 decimals: a few ulps
 
 
 def test_a_fixed_seed_runs_rewrites_are_never_read_back_by_a_private_run(rewriter, tmp_path):
@@ -269,6 +272,7 @@ def test_the_guarantee_composes_the_labels_and_never_raises_after_a_release():
     mech = ClvMechanism(epsilon=100.0, delta=1e-5, dim=6, length=4)
     settings = RewriteSettings(epsilon=100.0, label_epsilon=2.0, max_documents=5)
     g = guarantee(mech, settings, documents_per_user=5)
+    # sums and products of small decimals (basic composition): a few ulps, default rel 1e-6
     assert g["epsilon_document_with_label"] == pytest.approx(102.0)
     assert g["epsilon_user_with_labels"] == pytest.approx(g["epsilon_user"] + 10.0)
     loose = ClvMechanism(epsilon=100.0, delta=0.05, dim=6, length=4)  # 32 documents: n * delta >= 1

@@ -373,6 +373,8 @@ def _quality_case():
 def test_quality_counts_on_hand_made_case() -> None:
     corpus, annotations = _quality_case()
     q = detection_quality(annotations, corpus)
+    # precision and recall are ratios of integer counts, correctly rounded: == where the ratio is a float exactly
+    # (0.5, 1.0), pytest.approx's default rel 1e-6 elsewhere
     assert q["classes"] == ["EMAIL", "GPE/LOC", "ORG", "PERSON"]
     assert {k: q["overall"][k] for k in ("tp", "fp", "fn")} == {"tp": 3, "fp": 2, "fn": 3}
     assert q["overall"]["precision"] == pytest.approx(0.6) and q["overall"]["recall"] == pytest.approx(0.5)
@@ -397,6 +399,7 @@ def test_stats_on_tiny_corpus() -> None:
     s = corpus_stats(corpus, gold, resolve_categories("pii"))
     assert json.loads(json.dumps(s)) == s
     assert (s["users"], s["sentences"], s["dropped_users"]) == (3, 5, 1)
+    # counts are integer-valued; fractions are ratios of counts (== where exact in binary, else default approx)
     assert s["splits"] == {"train": 3, "valid": 1, "test": 1}
     assert (s["sensitive_sentences"], s["extended_entities"], s["entities"]) == (4, 1, 4)
     assert s["sensitive_fraction"] == pytest.approx(0.8)
@@ -415,6 +418,6 @@ def test_stats_on_tiny_corpus() -> None:
     rules = DETECTORS.create("rules").annotate(corpus)
     r = corpus_stats(corpus, rules, resolve_categories("pii"))
     assert r["detector"] == "rules" and r["entities"] == 2
-    assert r["precision"] == 1.0 and r["recall"] == pytest.approx(2 / 6)
+    assert r["precision"] == 1.0 and r["recall"] == pytest.approx(2 / 6)  # integer ratios, as above
     assert r["per_category"]["PERSON"]["recall"] == 0.0 and r["per_category"]["EMAIL"]["recall"] == 1.0
     json.dumps(r)

@@ -80,6 +80,7 @@ def test_flowers_own_start_on_the_component_equals_the_projects_app(tmp_path, st
     for got, want in zip(result.arrays.to_numpy_ndarrays(), _weights(tmp_path / "app")):
         np.testing.assert_array_equal(got, want)  # FedAvg's float64 sum rounds like torch's float32 SGD step
     if strategy != "fedavg":
+        # privacy_spent reports the largest of the same epsilons: the same floats
         assert dp.privacy_spent().epsilon == pytest.approx(max(dp.epsilons()[f"eps_{c}"] for c in dp.claims))
         assert dp.privacy_spent().num_releases == cfg.federation.rounds
     else:
@@ -255,7 +256,7 @@ def test_fedavg_adds_the_update_and_fedadam_steps_with_it(tmp_path):
     for g, s, u in zip(got, start, update):
         u64 = u.astype(np.float64)
         want = s + eta * (0.1 * u64) / (np.sqrt(0.01 * u64**2) + 1e-3)
-        np.testing.assert_allclose(g, want.astype(np.float32), rtol=1e-6)
+        np.testing.assert_allclose(g, want.astype(np.float32), rtol=1e-6)  # float32 against float64: a few 2^-24
     with pytest.raises(TypeError, match="FedMedian"):
         UserEntityDP(FedMedian(), places=4, num_rounds=2, privacy=tiny_config(tmp_path).privacy, out_dir=tmp_path)
 
@@ -291,6 +292,7 @@ def test_a_resumed_wrapper_keeps_its_server_optimizers_state(tmp_path):
     assert second.rounds_left == 2 and second.checkpoint_round == 2
     result = second.start(Constant(), second.initial_arrays(start), second.rounds_left).arrays
     assert [r.round for r in second.ledger.records] == [1, 2, 3, 4]
+    # the same float32 FedAdam steps from moments restored exactly: rtol 1e-6 allows only a float32 reassociation
     np.testing.assert_allclose(result.to_numpy_ndarrays()[0], whole_result.to_numpy_ndarrays()[0], rtol=1e-6)
     assert not np.allclose(result.to_numpy_ndarrays()[0], 0.0)
 
@@ -373,6 +375,7 @@ def test_a_round_schedule_makes_the_rounds_start_on_time(tmp_path):
     assert dp.schedule_overruns == 0
     # no target here (no budget check computes epsilons), yet every round's metrics carry its claimed epsilon
     eps = [result.train_metrics_clientapp[r]["eps_user"] for r in (1, 2, 3)]
+    # the last round's value and the wrapper's are one computation on the same ledger: equal
     assert eps[0] < eps[1] < eps[2] and eps[2] == dp.claimed_epsilons()["eps_user"] == dp.epsilons()["eps_user"]
     with pytest.raises(ConfigError, match="round_period"):
         UserEntityDP(FedAvg(), places=8, num_rounds=3, privacy=cfg.privacy, out_dir=tmp_path, round_period=-1.0)

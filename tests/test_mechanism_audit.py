@@ -68,7 +68,9 @@ def test_resolution_limit_hand_computed():
     # a perfect outcome on n trials: FPR_hi = FNR_hi = 1 - 0.025^(1/n); ~ ln(n / 3.69)
     for n in (1000, 10_000):
         hi = 1 - 0.025 ** (1 / n)
+        # scipy's beta.ppf against the closed form, whose 1 - 0.025^(1/n) cancels to ~1e-12 relative: rel 1e-9
         assert resolution_limit(n, n, delta=0.0) == pytest.approx(math.log((1 - hi) / hi), rel=1e-9)
+        # ln(n / 3.689) drops the O(ln(40) / n) terms (-ln 0.025 / 2n = 1.8e-3 at n = 1000): abs 2e-3
         assert resolution_limit(n, n, delta=0.0) == pytest.approx(math.log(n / 3.689), abs=2e-3)
 
 
@@ -83,6 +85,7 @@ def test_bound_vector_matches_scalar_bound_and_perfect_separation_hits_the_limit
         # arithmetic may round differently from math.log (<= 1 ulp of a bound below 10: ~2e-15); measured 0.
         assert got == pytest.approx(want, abs=1e-12)
     lb = epsilon_lower_bound(np.zeros(2000), np.ones(2000), delta=1e-5)
+    # the scalar and the vectorized bound on the same counts (a few ulps apart at most): default rel 1e-6
     assert lb.eps_lb == pytest.approx(resolution_limit(1000, 1000, delta=1e-5))
     assert (lb.tp, lb.fp) == (1000, 0)
     null = epsilon_lower_bound(rng.normal(size=4000), rng.normal(size=4000), delta=1e-5)
@@ -93,6 +96,7 @@ def test_log_likelihood_ratio_two_point_closed_form():
     y = np.array([[0.3, -1.2, 2.0], [1.0, 0.0, -0.5]])
     q, s, sig = 0.25, 0.7, 1.3
     want = np.log(1 - q + q * np.exp((s * y - s * s / 2) / sig**2)).sum(axis=1)
+    # the closed form against a logsumexp of the same terms, float64 (~1e-15): default rel 1e-6 is ample
     assert log_likelihood_ratio(y, sigma=sig, shifts=[0.0, s], probs=[1 - q, q]) == pytest.approx(want)
 
 
@@ -115,6 +119,8 @@ def test_general_log_likelihood_ratio_is_the_density_ratio_and_reduces_to_the_po
     # 1e-12, ~75x that bound; measured 3e-16.
     assert got == pytest.approx(want, rel=0, abs=1e-12)
     old = log_likelihood_ratio(y, sigma=sig, shifts=s1, probs=p1)
+    # the point world 0 through the general code against the point-case code (and a shifted origin below):
+    # float64 logsumexps of the same terms in another form, ~1e-15; default rel 1e-6 is ample
     assert log_likelihood_ratio(y, sigma=sig, shifts=s1, probs=p1, shifts0=[0.0], probs0=[1.0]) == pytest.approx(old)
     # a point world 0 at c: the old score of y - c with shifts s - c
     c = 1.0
@@ -128,6 +134,8 @@ def test_general_log_likelihood_ratio_is_the_density_ratio_and_reduces_to_the_po
 def test_pair_pld_agrees_with_mixture_epsilon_where_world_0_is_a_point(sigma, shifts, probs):
     pld = pair_pld([0.0], [1.0], shifts, probs, sigma).self_compose(30)
     want = mixture_epsilon(Mixture(sigma=sigma, sensitivities=shifts, probs=probs), 30, 1e-5)
+    # two PLD constructions of the same pair on different grids: each pessimistic to ~1e-4 of epsilon
+    # (uedp.privacy.accounting's docstring), so rel 1e-3
     assert float(pld.get_epsilon_for_delta(1e-5)) == pytest.approx(want, rel=1e-3)
 
 
@@ -153,6 +161,7 @@ def test_pair_pld_dominates_the_one_round_divergence_in_both_directions():
         got_add = float(pld._pmf_add.get_delta_for_epsilon(eps))  # noqa: SLF001
         assert got_rem >= rem * (1 - 1e-6) - 1e-12 and got_add >= add * (1 - 1e-6) - 1e-12, eps
         assert got_rem <= rem * 1.01 + 1e-7 and got_add <= add * 1.01 + 1e-7, eps
+        # dp_accounting's delta of a pair is the max of its two PMFs' deltas: the same numbers
         assert float(pld.get_delta_for_epsilon(eps)) == pytest.approx(max(got_rem, got_add))
 
 
@@ -165,6 +174,7 @@ def test_accounted_mixture_is_the_accountants(method, adjacency):
     sens = sensitivities(beta=MAIN.beta, w_max=MAIN.w_max, m_max=sc.m_max, k_cap=sc.k_cap, rule=sc.rule)
     got = accounted_mixture(adjacency, sens, sigma=mech.sigma * MAIN.unit, q_u=0.25, q_e=sc.rates[0])
     want = mech.mixture(adjacency)
+    # the accountant's mixture against the audit's, converted to units of b and back (an ulp or two): default rel
     assert got.sensitivities == pytest.approx(want.sensitivities) and got.probs == pytest.approx(want.probs)
     assert got.sigma == pytest.approx(want.sigma)
     assert sens.s_u == pytest.approx(MAIN.unit)  # s_u = b (docs/proofs.md Theorem 1)
@@ -200,6 +210,8 @@ def test_accounted_undetected_epsilon_is_the_accountants():
 
 
 def test_realizable_laws_main_and_entity_exact():
+    # The laws are binomial sums over the places (truncation at m_max below 1e-9) against closed forms: rel 1e-6
+    # (approx's default) or 1e-8 leaves room for that truncation and for the sums' rounding (~1e-15).
     q = MAIN.q_u
     law = realizable_law(Scenario(MAIN, "user_dp", "user"))
     assert law.world0 == pytest.approx({0: 1.0}) and law.shifts == (0.0, 1.0)
@@ -224,6 +236,7 @@ def test_flip_design_law():
     """The 1-D counterexample to the four-point rule: the holder sends -b in the cohort in world 0; in world 1
     +b when its sentence is sampled, else -b; u' +b. No truncation at m_max 89 (to 1e-9)."""
     q, qs = MAIN.q_u, MAIN.q_s
+    # binomial sums against products of the rates: truncation below 1e-9 (docstring), so rel 1e-8
     law = realizable_law(Scenario(MAIN, "uedp", "undetected", "flip"))
     assert law.offset == 0 and law.world0 == pytest.approx({-1: q, 0: 1 - q}, rel=1e-8)
     want: dict[int, float] = {}
@@ -240,6 +253,7 @@ def test_flip_design_law():
 
 def test_distinct_slots():
     p = distinct_slots(3, 5)
+    # products and quotients of small integers in float64 (a few ulps): default rel 1e-6
     assert p == pytest.approx([0.0, 1 / 25, 3 * 4 / 25, 4 * 3 / 25])  # 1, then C(3,2) 4 / 5^2 ..., 5*4*3/5^3
     assert p.sum() == pytest.approx(1.0)
 
@@ -308,6 +322,7 @@ def test_real_round_is_the_strategys_round(setting, adjacency, design, tmp_path)
         strategy = UserEntityDP(FedAvg(), places=setting.places, num_rounds=4, privacy=privacy,
                                 out_dir=tmp_path / str(world), noise_multiplier=z, noise=GaussianNoise(seed=7))
         mech = build_mechanism(sc, z=z, noise=GaussianNoise(seed=7))
+        # the audit's sigma and denominator, computed from the same settings as the strategy's: a few ulps
         assert mech.sigma == pytest.approx(strategy.sigma) and pytest.approx(mech.denominator) == strategy.denominator
         rng = random.Random(11)
 
@@ -329,6 +344,7 @@ def test_real_round_is_the_strategys_round(setting, adjacency, design, tmp_path)
             released, _ = strategy.aggregate_train(rnd, replies)  # FedAvg on the zero model: the release
             y, _, _ = real_round(mech, world, rng, clients, offset=law.offset)
             got = released.to_numpy_ndarrays()[0].flat[0]
+            # the strategy releases float32 (2^-24 relative per operation, a few of them): rel 1e-5, abs 1e-7 near 0
             assert got == pytest.approx((y + law.offset * setting.unit) / mech.denominator, rel=1e-5, abs=1e-7)
 
 
@@ -348,6 +364,8 @@ def test_vectorized_path_matches_the_real_path():
 # -- controls --------------------------------------------------------------------------------------------------
 def test_controls_inject_one_component():
     noise = ScaledNoise(GaussianNoise(seed=0), 0.5)
+    # 200,000 draws: the std's standard error is 0.16%, so rel 1e-2 is 6 of them; the rest are products of
+    # b = 0.2 with small integers (a few ulps): default rel 1e-6
     assert noise.normal((200_000,), 2.0).std() == pytest.approx(1.0, rel=1e-2) and noise.drawn == {1.0}
     s = sensitivities_entity_k_beta(beta=0.2, w_max=1.0, m_max=89, k_cap=1)
     assert (s.s_u, s.s_e) == pytest.approx((0.2, 0.2))
@@ -371,6 +389,7 @@ def test_undetected_double_count_control_wiring():
                              undetected_bound=("four_point_qu2_qs", undetected_double_count))
     assert broken.sigma == sound.sigma and broken.claimed_bound == "four_point_qu2_qs" and sound.claimed_bound == "lps"
     q, p = QS1.q_u, QS1.q_u**2 * QS1.q_s
+    # the claimed mixture against the same products of the rates (a few ulps): default rel 1e-6
     assert broken.claimed.sensitivities == pytest.approx((0, 1, 2, 3))
     assert broken.claimed.probs == pytest.approx(((1 - q) * (1 - p), q * (1 - p), (1 - q) * p, q * p))
     assert broken.claimed_epsilon < sound.claimed_epsilon
@@ -414,6 +433,7 @@ def test_each_control_claims_less_than_its_true_epsilon_and_its_twin_does_not(co
         twin = build_mechanism(sc, z=z_sound or 3.3, noise=noise)
     law = realizable_law(sc)
     true = law.true_epsilon(mech.actual_sigma / s.unit, s.rounds, s.delta)
+    # z calibrated to a claim of 2 (the pinned z given to 4-5 digits, the calibration's own stopping rule): 0.01
     assert mech.claimed_epsilon == pytest.approx(2.0, abs=0.01)
     if z is None or z_sound is not None:  # the eps_undetected twin's z is not pinned (see the docstring)
         assert twin.claimed_epsilon == pytest.approx(2.0, abs=0.01)
@@ -429,7 +449,7 @@ def test_unproved_four_point_bound_is_not_exceeded_by_the_flip_design():
     sc = Scenario(_twin("main_qs1", "undetected"), "uedp", "undetected", "flip")
     mech = build_mechanism(sc, z=2.8854, noise=GaussianNoise(seed=0),
                            undetected_bound=("four_point_qu_qs", undetected_four_point_qu_qs))
-    assert mech.claimed_epsilon == pytest.approx(2.0, abs=0.01)
+    assert mech.claimed_epsilon == pytest.approx(2.0, abs=0.01)  # z = 2.8854 pinned to 5 digits: within 0.01
     assert 1.7 < realizable_law(sc).true_epsilon(mech.sigma / sc.setting.unit, 30, 1e-5) < mech.claimed_epsilon
 
 
@@ -463,6 +483,7 @@ def test_halved_noise_scores_separate_from_the_sound_mechanism_as_predicted():
             sc_ = score(mech, law, y)
             mean, std = _predicted_score_moments(mech.sigma, mech.actual_sigma, MAIN2.unit, MAIN2.q_u, world, T)
             assert abs(sc_.mean() - mean) < 4.5 * std / math.sqrt(n), (control, world)
+            # 3,000 trials: the std's standard error is ~1.3% for a near-Gaussian score, so 8% is ~6 of them
             assert sc_.std() == pytest.approx(std, rel=0.08)
             out[control, world] = sc_
     assert ks_2samp(out[None, 1], out["noise_halved", 1]).pvalue < 1e-10

@@ -111,7 +111,7 @@ def test_a_checkpoint_trains_one_uedp_round(runs, kind, task, r):
     trainable, total = parameter_counts(model)
     sent = sum(w.size for w in get_weights(model))
     assert summary["noised_dimension"] == trainable == sent  # what is trained is what is sent and noised
-    assert summary["trainable_share"] == pytest.approx(trainable / total)
+    assert summary["trainable_share"] == pytest.approx(trainable / total)  # the same quotient of integer counts
     assert f"the noised dimension {trainable:,}" in summary["log"]
     assert summary["base_model"]["digest"] == base_digest(runs.checkpoints[kind])
     if r:
@@ -152,6 +152,7 @@ def test_the_release_loads_back_with_transformers_and_gives_the_same_logits(runs
         for model in loaded:
             with torch.no_grad():
                 got = model.eval()(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+            # a saved and reloaded model (or its merged adapters) in float32: reassociation only, 1e-5
             torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
         card = (out / ("hf_adapter" if r else "hf_model") / "README.md").read_text()
         assert f"| eps_uedp | {summary['eps_uedp']:.4g} |" in card and "Outside the guarantee" in card
@@ -329,6 +330,7 @@ def test_an_adapter_update_above_beta_is_clipped_to_beta(checkpoints, tmp_path):
     raw = model_update(new, weights)
     assert len(raw) == 2  # lora_A and lora_B of the one layer's c_attn: nothing of the base is sent
     assert update_norm(raw) > 0.05  # the adapters moved beyond the clip
+    # a float32 clip, nudged by (1 - 1e-6) at most to stay below beta (uedp.privacy.clipping): rel 1e-5
     assert update_norm(bound_update(raw, ins)) == pytest.approx(0.05, rel=1e-5)
 
 

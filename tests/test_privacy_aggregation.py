@@ -16,6 +16,8 @@ from uedp.privacy.noise import FIXED_SEED_WARNING, GaussianNoise
 from uedp.privacy.sensitivity import Sensitivities, noise_std, sensitivities
 
 SHAPES = [(7, 5), (5,), (3, 2, 2), ()]
+# Sensitivities, sigmas and denominators below are products of a few decimals in float64 (a few ulps):
+# pytest.approx's default rel 1e-6 is ample, and a wrong term is off by far more.
 
 
 def np_update(rng: np.random.Generator, scale_: float, dtype=np.float32) -> list[np.ndarray]:
@@ -43,6 +45,8 @@ def test_clipped_norm_never_exceeds_w_u_beta(make) -> None:
                     a.copy() for a in update]  # fmt: skip
                 clipped, norm = clip_update(update, beta)
                 weighted, norm_w = clip_update(update, beta, w_u=w_u)
+                # float64 sums of the same 53 exact squares (float32 squares fit a float64) in torch's or numpy's
+                # order against ours: at most ~53 ulps apart, so rel 1e-12
                 assert norm == norm_w == pytest.approx(norm64(update), rel=1e-12)
                 assert norm64(clipped) <= beta and norm64(weighted) <= w_u * beta
                 assert norm64(scale(clipped, w_u)) <= w_u * beta * (1 + 1e-6)  # the server's slack
@@ -52,9 +56,10 @@ def test_clipped_norm_never_exceeds_w_u_beta(make) -> None:
                 else:
                     assert all(np.array_equal(a, b) for a, b in zip(update, before))
                     assert all(isinstance(a, np.ndarray) and a.dtype == np.float32 for a in clipped)
-                if norm <= beta:  # unchanged below the bound (zero stays zero)
-                    assert norm64(clipped) == pytest.approx(norm64(update), rel=1e-6, abs=0)
-                else:  # clipped exactly to the bound, direction kept
+                if norm <= beta:  # unchanged below the bound (zero stays zero): the factor 1.0, bit-identical
+                    assert norm64(clipped) == norm64(update)
+                else:  # clipped exactly to the bound, direction kept; a float32 clip may be nudged down by
+                    # (1 - 1e-6) to stay below it (uedp.privacy.clipping), so rel 1e-5
                     assert norm64(clipped) == pytest.approx(beta, rel=1e-5)
 
 
@@ -127,7 +132,7 @@ def test_recheck_statuses() -> None:
     big = [np.array([30.0, 40.0, 0.0]), np.zeros((2, 2))]
     clipped, status = recheck(big, shapes, w_max=0.5, beta=2.0)
     assert status == "reclipped" and norm64(clipped) <= 1.0 and big[0][0] == 30.0
-    np.testing.assert_allclose(clipped[0], [0.6, 0.8, 0.0])
+    np.testing.assert_allclose(clipped[0], [0.6, 0.8, 0.0])  # (30, 40) / 50 in float64: default rtol 1e-7
     bad_shape = [np.zeros(4), np.zeros((2, 2))]
     int_dtype = [np.zeros(3, dtype=np.int32), np.zeros((2, 2))]
     for update in (bad_shape, [np.zeros(3)], {"a": np.zeros(3)}, int_dtype, "junk", None, [np.zeros(3), "x"]):
@@ -157,6 +162,7 @@ def test_aggregate_counts_and_value_dict_torch() -> None:
     assert stats.as_dict() == {"received": 5, "ok": 2, "reclipped": 1, "dropped_shape": 1,
                                "dropped_nonfinite": 1}  # fmt: skip
     assert set(mean) == {"w", "b"} and mean["w"].dtype == torch.float64
+    # float64 sums of a few decimals over 2.0: a few ulps, inside assert_close's float64 defaults (rtol 1e-7)
     torch.testing.assert_close(mean["w"], torch.full((2, 3), 0.1, dtype=torch.float64))
     torch.testing.assert_close(mean["b"], torch.tensor([0.1 + 0.3, 0.1 + 0.4, 0.1], dtype=torch.float64))
     assert big["b"][0].item() == 3.0  # inputs are not mutated

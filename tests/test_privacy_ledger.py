@@ -27,7 +27,7 @@ def test_record_holds_public_parameters_only() -> None:
     # the file keeps its keys: the public denominator is saved as "Z", the accounting rule as "method" (FILE_KEYS)
     assert list(r.to_dict()) == ["round", "method", "q_u", "q_e", "q_s", "m_max", "k_cap", "beta", "w_max", "z", "Z",
                                  "gamma", "noise", "sigma"]
-    assert r.sigma == pytest.approx(1.2 * (1 + 4) * 0.5)  # z (s_u + s_e) w_max beta, cap on
+    assert r.sigma == pytest.approx(1.2 * (1 + 4) * 0.5)  # z (s_u + s_e) w_max beta, cap on: a product, few ulps
     assert RoundRecord.from_dict(r.to_dict()) == r
     with pytest.raises(ConfigError, match="sigma"):
         RoundRecord.from_dict({**r.to_dict(), "sigma": r.sigma * 0.5})
@@ -97,7 +97,7 @@ def test_json_round_trip_and_atomic_save(tmp_path) -> None:
     assert "key" not in path.read_text()
     loaded = Ledger.load(path)
     assert loaded.records == ledger.records and loaded.delta == ledger.delta and loaded.num_users == 500
-    assert loaded.epsilons() == ledger.epsilons()
+    assert loaded.epsilons() == ledger.epsilons()  # the same records (JSON round trips exact), the same code
     path.write_text(path.read_text().replace('"z": 1.2', '"z": -1.0', 1))
     with pytest.raises(ConfigError, match="ledger.json"):
         Ledger.load(path)

@@ -153,6 +153,7 @@ def test_fast_selection_matches_reference(params: SelectionParams) -> None:
         fast = select_sentences(key, **kwargs, entity_weights=weights, extended_weights=ext_w)
         slow = select_sentences_reference(key, **kwargs, entity_weights=weights, extended_weights=ext_w)
         np.testing.assert_array_equal(fast.mask, slow.mask)
+        # each weight a sum of a few entity weights, summed in another order: a few ulps, so rtol 1e-12
         np.testing.assert_allclose(fast.weights, slow.weights, rtol=1e-12)
         if params.q_s == 0.0:  # no extended entity: an entity-free sentence is never used
             assert not any(m for m, e in zip(fast.mask, ents) if not e)

@@ -57,33 +57,38 @@ def test_analytic_sigma_is_the_smallest_satisfying_sigma(epsilon, delta):
 @pytest.mark.parametrize(("epsilon", "delta"), CASES)
 def test_log_space_delta_matches_high_precision_reference(epsilon, delta):
     sigma = analytic_gaussian_sigma(epsilon, delta, 1.0)
+    # float64 log-space evaluation against 60-digit mpmath: float64 special functions, ~1e-13 (measured 6e-13)
     for s in (sigma * 0.7, sigma, sigma * 1.3):
         assert analytic_gaussian_delta(epsilon, s, 1.0) == pytest.approx(delta_reference_mp(epsilon, s, 1.0), rel=1e-8)
 
 
 @pytest.mark.parametrize(("epsilon", "delta"), [(0.5, 1e-5), (1.0, 1e-5), (1.0, 1e-3), (5.0, 1e-6)])
 def test_analytic_sigma_matches_plain_float_reference(epsilon, delta):
+    # two root finders (bisection to SIGMA_RTOL 1e-12; brentq to 1e-14 on the plain formula, whose cancellation
+    # costs ~1e-11 of delta): measured 4e-13 apart, so rel 1e-9
     assert analytic_gaussian_sigma(epsilon, delta, 2.0) == pytest.approx(
-        sigma_reference_float(epsilon, delta, 2.0), rel=1e-6
+        sigma_reference_float(epsilon, delta, 2.0), rel=1e-9
     )
 
 
 def test_known_value_balle_wang():
-    # epsilon 1, delta 1e-5, sensitivity 1: 3.7306 (analytic) against 4.8448 (classic)
-    assert analytic_gaussian_sigma(1.0, 1e-5, 1.0) == pytest.approx(3.73063, rel=1e-5)
-    assert classic_gaussian_sigma(1.0, 1e-5, 1.0) == pytest.approx(4.84481, rel=1e-5)
+    # epsilon 1, delta 1e-5, sensitivity 1: 3.7306 (analytic) against 4.8448 (classic); printed to 5 decimals,
+    # so half a unit in the last place
+    assert analytic_gaussian_sigma(1.0, 1e-5, 1.0) == pytest.approx(3.73063, abs=5e-6)
+    assert classic_gaussian_sigma(1.0, 1e-5, 1.0) == pytest.approx(4.84481, abs=5e-6)
 
 
 def test_classic_formula_under_noises_about_2_8x_at_epsilon_250():
     # Measured 2.7835: the published DP-BART scripts' classic sigma at epsilon 250 is far too small.
     ratio = analytic_gaussian_sigma(250.0, 1e-5, 1.0) / classic_gaussian_sigma(250.0, 1e-5, 1.0)
-    assert ratio == pytest.approx(2.78, abs=0.02)
+    assert ratio == pytest.approx(2.78, abs=0.005)  # 2.78 to 2 decimals: half a unit in the last place
     # and the classic sigma really is not (250, 1e-5)-DP
     assert analytic_gaussian_delta(250.0, classic_gaussian_sigma(250.0, 1e-5, 1.0), 1.0) > 1e-2
 
 
 def test_sigma_scales_with_sensitivity_and_decreases_with_epsilon():
     base = analytic_gaussian_sigma(3.0, 1e-5, 1.0)
+    # two bisections, each to SIGMA_RTOL 1e-12 and then raised by steps of 1e-12: rel 1e-10
     assert analytic_gaussian_sigma(3.0, 1e-5, 4.0) == pytest.approx(4.0 * base, rel=1e-10)
     sigmas = [analytic_gaussian_sigma(e, 1e-5, 1.0) for e in (0.5, 1, 10, 250, 1000, 2000)]
     assert all(a > b for a, b in zip(sigmas, sigmas[1:]))
@@ -110,6 +115,7 @@ def test_sigma_input_validation(kwargs, name):
 
 def test_sensitivities():
     l2, l1 = sensitivities(20, 384, 0.1)
+    # a few float64 products and a sqrt (laplace_scale raised by at most 2^-50): a few ulps, so rel 1e-12
     assert l2 == pytest.approx(0.2 * math.sqrt(7680), rel=1e-12)
     assert l1 == pytest.approx(0.2 * 7680, rel=1e-12)
     assert sensitivities(20, 768, 0.1)[0] == pytest.approx(math.sqrt(2) * l2, rel=1e-12)
@@ -131,11 +137,13 @@ def mechanism(**kw) -> ClvMechanism:
 def test_mechanism_properties():
     m = mechanism()
     assert m.dim_released == 5
+    # a few float64 ops: rel 1e-12; sigma: the same function on the same inputs, bit-identical
     assert m.l2_sensitivity == pytest.approx(0.2 * math.sqrt(20), rel=1e-12)
     assert m.sigma == analytic_gaussian_sigma(10.0, 1e-5, m.l2_sensitivity)
     full = mechanism(kept=None)
     assert full.dim_released == 16
-    assert full.sigma == pytest.approx(m.sigma * math.sqrt(16 / 5), rel=1e-9)  # pruning: noise / sqrt(d/d')
+    # pruning: noise / sqrt(d/d'); two bisections to 1e-12 relative each, so rel 1e-9
+    assert full.sigma == pytest.approx(m.sigma * math.sqrt(16 / 5), rel=1e-9)
     assert mechanism(kept=[15, 0, 9, 3, 4]) == m  # order does not matter; equality and hash use kept
     assert hash(mechanism(kept=[15, 0, 9, 3, 4])) == hash(m)
     assert mechanism(kept=[0, 3]) != m
@@ -178,6 +186,7 @@ def test_clamp_and_pruning_are_exact():
     assert np.all(out[..., KEPT] != clamped[..., KEPT])  # noise on every released coordinate
     # the noise added is exactly the noise drawn: one array of shape (..., d'), standard normal times sigma
     drawn = np.random.default_rng(1).standard_normal((3, 4, 5)) * m.sigma
+    # (c + d) - c differs from d by at most an ulp of c + d (below 4 here: <= 8.9e-16)
     np.testing.assert_allclose(out[..., KEPT] - clamped[..., KEPT], drawn, rtol=0, atol=1e-15)
     # z itself is untouched
     assert np.abs(z).max() > 0.1
@@ -214,6 +223,7 @@ def test_empirical_noise_spread_matches_sigma(noise):
     z = np.zeros((4000, 4, 16))  # 80,000 noise draws on the released coordinates
     noise_draws = m.privatize(z, np.random.Generator(np.random.Philox(1234)))[..., KEPT].ravel()
     expected_std = m.sigma if noise == "gaussian" else math.sqrt(2.0) * m.sigma  # Laplace(b): std b sqrt(2)
+    # 80,000 draws: the std's standard error is 0.25% (Gaussian), 0.4% (Laplace); 2% is 5 or more of them
     assert abs(noise_draws.mean()) < 0.02 * expected_std
     assert noise_draws.std() == pytest.approx(expected_std, rel=0.02)
     if noise == "laplace":
@@ -222,24 +232,26 @@ def test_empirical_noise_spread_matches_sigma(noise):
 
 def test_laplace_variant():
     m = mechanism(noise="laplace", delta=0.0, epsilon=2.0)
+    # laplace_scale rounds l1 / epsilon up by at most 2^-50; products of small numbers: rel 1e-12
     assert m.sigma == pytest.approx(m.l1_sensitivity / 2.0, rel=1e-12)
     assert m.l1_sensitivity == pytest.approx(0.2 * 4 * 5, rel=1e-12)
     out = m.privatize(np.ones((4, 16)), np.random.default_rng(3))
     assert np.all(out[:, np.setdiff1d(np.arange(16), KEPT)] == 0.0)
     c = m.compose(7)
-    assert (c.epsilon, c.delta, c.pld_epsilon) == (pytest.approx(14.0), 0.0, None)
+    assert (c.epsilon, c.delta, c.pld_epsilon) == (pytest.approx(14.0), 0.0, None)  # n * epsilon: a product
 
 
 @pytest.mark.parametrize(("epsilon", "n"), [(1.0, 1), (1.0, 10), (4.0, 25), (250.0, 3)])
 def test_pld_composition_between_single_and_basic(epsilon, n):
     m = mechanism(epsilon=epsilon)
     c = m.compose(n)
+    # n * epsilon, n * delta as the code computes them: a product, default rel 1e-6 is ample
     assert (c.basic_epsilon, c.basic_delta) == (pytest.approx(n * epsilon), pytest.approx(n * 1e-5))
     assert c.pld_epsilon is not None
     assert c.epsilon <= c.basic_epsilon
     assert c.pld_epsilon >= epsilon * (1 - 1e-3)
     if n == 1:  # one Gaussian: the PLD reads back the analytic calibration (up to its grid)
-        assert c.pld_epsilon == pytest.approx(epsilon, rel=1e-3)
+        assert c.pld_epsilon == pytest.approx(epsilon, rel=1e-3)  # the grid is <= 3e-4 epsilon (pessimistic)
     else:
         assert c.pld_epsilon < c.basic_epsilon
 
@@ -251,7 +263,7 @@ def test_compose_documents_validation():
         compose_documents(1.0, 0.0, 3, noise_multiplier=1.0)
     with pytest.raises(ConfigError, match="n \\* delta"):
         compose_documents(1.0, 0.2, 5, noise_multiplier=1.0)
-    assert compose_documents(1.0, 0.0, 3).epsilon == pytest.approx(3.0)
+    assert compose_documents(1.0, 0.0, 3).epsilon == pytest.approx(3.0)  # n * epsilon: a product, exact here
 
 
 def test_composition_with_negligible_noise_falls_back_to_basic():

@@ -62,7 +62,7 @@ def test_tiny_rewriter_reproduces_its_training_sentences(tiny: Rewriter, sentenc
 def test_clamp_is_the_mechanisms_clamp(tiny: Rewriter, sentences: list[str]) -> None:
     z = tiny.encode(sentences[:5]) * 5  # push values outside [-C, C]
     assert np.array_equal(tiny.clamp(z), tiny.mechanism(100.0).clamp(z))
-    assert np.abs(tiny.clamp(z)).max() == pytest.approx(TINY.clip)
+    assert np.abs(tiny.clamp(z)).max() == pytest.approx(TINY.clip)  # a value clip: exactly C, default rel
 
 
 def _reference_greedy(rw: Rewriter, z: np.ndarray) -> list[str]:
@@ -276,15 +276,17 @@ def test_adept_rewriter_norm_clips_with_a_public_bound_and_round_trips(tiny: Rew
 
     bound = public_norm_bound(tiny, sentences[:50], 0.05)
     norms = np.linalg.norm(tiny.encode(sentences[:50]).reshape(50, -1), axis=1)
+    # the same quantile of the same encodings' norms (float32 encodings, norms maybe summed in another order): ~1e-7
     assert bound == pytest.approx(np.quantile(norms, 0.05)) and (norms >= bound).mean() >= 0.9
     ad = train_rewriter(sentences, TINY, valid=sentences[:50], init=tiny, steps=40, variant="adept", norm_bound=bound,
                         progress=False)
     assert ad.variant == "adept" and ad.norm_bound == bound and ad.identity()["norm_bound"] == bound
     mech = ad.mechanism(1000.0)
     assert mech == NormClipMechanism(epsilon=1000.0, delta=1e-5, dim=64, length=20, clip=bound)
-    assert mech.l2_sensitivity == pytest.approx(2 * bound)
+    assert mech.l2_sensitivity == pytest.approx(2 * bound)  # 2.0 * clip, the same product: bit-identical
     z = ad.encode(sentences[:8]) * 3
     assert np.array_equal(ad.clamp(z), norm_clip(z, bound)) and np.array_equal(ad.clamp(z), mech.clamp(z))
+    # torch's clip of the float32 encoding against numpy's float64 one: float32 rounding (~6e-8 relative)
     assert np.allclose(ad.clip_tensor(torch.from_numpy(z)).numpy(), ad.clamp(z), rtol=1e-6)
     assert reconstruction_bleu(ad, sentences) >= 50  # no noise: it still reconstructs what it was trained on
     with pytest.raises(ConfigError, match="does not match"):

@@ -23,6 +23,7 @@ def test_run_writes_ledger_metrics_summary_and_model(tmp_path):
     assert s["rounds"] == 3 and s["private"] and s["warning"] is None
     ledger = Ledger.load(tmp_path / "ledger.json")
     assert [r.round for r in ledger.records] == [1, 2, 3]
+    # the summary's epsilon is this ledger's, by the same code (JSON round trips of floats are exact)
     assert s["eps_uedp"] == pytest.approx(ledger.epsilons()["eps_uedp"])
     assert s["eps_user"] <= s["eps_uedp"] <= s["eps_rdp_bound"]
     assert np.isfinite(s["final"]["perplexity"])
@@ -146,6 +147,7 @@ def test_fixed_seed_is_reported_and_reproducible(tmp_path):
     a = run_local(tiny_config(tmp_path / "a", privacy={"seed": 7}))
     b = run_local(tiny_config(tmp_path / "b", privacy={"seed": 7}))
     assert a["warning"] == "not private: fixed seed" and not a["private"]
+    # the same seed, the same float32 computations; rel 1e-6 allows only a float32 reassociation (~1e-7 relative)
     assert a["final"]["perplexity"] == pytest.approx(b["final"]["perplexity"], rel=1e-6)
 
 
@@ -165,6 +167,7 @@ def test_paper_denominator_option(tmp_path):
     m = load_manifest(cfg)
     assert m.num_entities > 0 and m.num_extended > 0
     p = cfg.privacy
+    # the same products of config decimals and integer counts, maybe in another order: a few ulps, default rel
     assert s["Z"] == pytest.approx(p.q_u * 8 * (p.q_e * m.num_entities + p.q_s * m.num_extended))
 
 
@@ -174,7 +177,7 @@ def test_user_level_dp_is_calibrated_on_user_adjacency(tmp_path):
     assert s["method"] == "user_dp" and not s["stopped_by_budget"]
     assert 3.9 < s["eps_user"] <= 4.0
     assert s["eps_uedp"] == float("inf")  # no entity protection: user-level DP claims nothing about entities
-    assert s["sigma"] == pytest.approx(s["noise_multiplier"] * 0.5)  # sigma = z * w_max * beta
+    assert s["sigma"] == pytest.approx(s["noise_multiplier"] * 0.5)  # sigma = z * w_max * beta: a product, few ulps
 
 
 def test_budget_stop_on_the_undetected_epsilon(tmp_path):

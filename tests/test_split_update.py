@@ -22,6 +22,8 @@ from uedp.privacy.sensitivity import sensitivities
 from uedp.protocol import RoundInstructions, SplitUpdate, reply_content
 from uedp.training import LocalTraining
 
+# Sensitivities, sigmas and clipped norms below are products of a few decimals in float64 (a few ulps): pytest.approx's
+# default rel 1e-6 is ample, and a wrong term is off by far more.
 TRAINING = LocalTraining(optimizer="sgd", lr=0.5, momentum=0.0, local_epochs=1, local_steps=0, batch_size=8)
 
 
@@ -116,6 +118,7 @@ def test_the_client_trains_each_part_on_its_own_sentences(tmp_path) -> None:
     assert has.any() and (~has).any()
     ref_free, _ = ClientRound()._trained(data, model, weights, np.flatnonzero(~has), np.ones(int((~has).sum())),
                                          loose, TRAINING)
+    # float32 torch training of the same rows by two call paths: rounding ~1e-7 relative per step, rtol 1e-5
     for a, b in zip(split.free, ref_free):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
     tight = RoundInstructions(mechanism="uedp_split", beta=0.3, gamma=0.01, **base)
@@ -132,7 +135,7 @@ def test_the_client_trains_each_part_on_its_own_sentences(tmp_path) -> None:
 
     failed = _through_the_mod(EntityPartFails()(cfg, 0, weights, tight, TRAINING)[0], weights, tight)
     assert update_norm(failed.entity) == 0.0  # zero, and the free part is still sent as without the failure
-    for a, b in zip(failed.free, clipped.free):
+    for a, b in zip(failed.free, clipped.free):  # float32 training and clip, as above: rtol 1e-5
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
@@ -168,4 +171,5 @@ def test_a_split_run_records_gamma_and_its_sigma(tmp_path) -> None:
     assert all(r.rule == "uedp_split" and r.gamma == pytest.approx(gamma) for r in ledger.records)
     assert s["sigma"] == pytest.approx(1.0 * ((0.5 + gamma) + 2 * 8 * gamma))
     assert s["rounds"] == 3 and np.isfinite(s["final"]["perplexity"])
+    # the summary's epsilon is this ledger's, by the same code (JSON round trips of floats are exact)
     assert s["eps_uedp"] == pytest.approx(ledger.epsilons()["eps_uedp"])

@@ -224,6 +224,7 @@ def test_sleeps_after_empty_pulls_back_off_from_the_cap_to_the_bound(monkeypatch
         pulled(empty)
         proxy.sleep(3)  # Flower's sleep after an empty pull
     proxy.sleep(0.5)
+    # a back-off doubled from 0.1 and capped at 1.0: products of decimals, a few ulps (default rel 1e-6)
     assert slept == pytest.approx([0.1, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 0.1, 0.1])
     assert proxy.monotonic is time.monotonic  # everything else is the real module
 
