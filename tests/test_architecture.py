@@ -4,7 +4,9 @@
                         <-  studies (what is measured)  <-  experiments (thin commands, imported by nothing)
 
 each layer imports only those to its left; tests import any layer but experiments (no import, importlib or
-runpy of a command module: a test runs a command as a subprocess, as a user would); inside the library,
+runpy of a command module: a test runs a command as a subprocess, as a user would; the one exception is
+tests/test_doc_commands.py, which only parses the commands the docs cite with each command's own parser, in
+process, since ~150 interpreters would cost minutes); inside the library,
 uedp.data (corpora) does not import uedp.entities (detection), which builds on it; and no module imports
 itself back through others (no import cycle)."""
 

@@ -355,7 +355,11 @@ def test_hydra_presets_restate_the_lora_defaults_and_take_overrides():
             dataclasses.asdict(LoraConfig()), preset
     cfg = compose_run_config(["model=hf", "model.options.path=/models/x", "model.lora.r=8",
                               "model.lora.target_modules='q_proj,v_proj'"])
-    assert cfg.model.option_dict() == {"path": "/models/x"} and cfg.model.lora.r == 8
+    # the preset restates build_hf's defaults of the other options, so that they take plain overrides
+    assert cfg.model.option_dict() == {"path": "/models/x", "tokenizer": "own", "allow_missing": False}
+    assert cfg.model.lora.r == 8
+    assert compose_run_config(["model=hf", "model.options.path=/m", "model.options.tokenizer=project"]
+                              ).model.option_dict()["tokenizer"] == "project"
     assert cfg.model.lora.modules() == ["q_proj", "v_proj"]
     with pytest.raises(ConfigError, match="missing value for model.options.path"):
         compose_run_config(["model=hf"])

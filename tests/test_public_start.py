@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -81,21 +84,22 @@ def test_eval_sentences_is_a_fixed_subset_of_the_test_split(tmp_path):
         replace(cfg, federation=replace(cfg.federation, eval_sentences=-1)).validate()
 
 
+@pytest.mark.e2e  # runs the pretraining command as a user would (a subprocess)
 def test_a_public_gpt2_start_in_hugging_face_format_starts_a_run_and_is_refused_for_its_own_text(tmp_path):
     """experiments.pretrain --hf-out: a GPT-2 pretrained on public text is written as a checkpoint directory that
     records the project tokenizer's digest and its public corpus; a run starts from it with model hf and the
     project's tokenizer (its first evaluation is the pretrained model's), and the server refuses it for a run whose
     private text is that corpus, as it refuses such a model.init start."""
-    from experiments.pretrain import main as pretrain_command
     from server.setup import describe_model
     from uedp.models.checkpoints import PUBLIC_CORPUS_KEY
     from uedp.public_corpora import public_source
 
     size = {"n_layer": 1, "n_embd": 32, "n_head": 2}
     folder = tmp_path / "gpt2-public"
-    assert pretrain_command(["--public", "synthetic", "--public-users", "20", "--epochs", "1", "--out",
-                             str(tmp_path / "gpt2.pt"), "--hf-out", str(folder), "--set", "model.name=gpt2",
-                             f"model.options={json.dumps(size)}", "tokenizer.vocab_size=300", "task.max_len=16"]) == 0
+    subprocess.run([sys.executable, "-m", "experiments.pretrain", "--public", "synthetic", "--public-users", "20",
+                    "--epochs", "1", "--out", str(tmp_path / "gpt2.pt"), "--hf-out", str(folder), "--set",
+                    "model.name=gpt2", f"model.options={json.dumps(size)}", "tokenizer.vocab_size=300",
+                    "task.max_len=16"], cwd=Path(__file__).parents[1], check=True, capture_output=True, timeout=300)
     record = json.loads((tmp_path / "gpt2.json").read_text())
     description, history = record["corpus"], record["history"]
     config = json.loads((folder / "config.json").read_text())
