@@ -1,5 +1,5 @@
 """Where a next-word model's perplexity comes from: the test perplexity of finished runs on the test sentences
-WITH a protected entity and on those WITHOUT one (docs/results.md 8e).
+WITH a protected entity and on those WITHOUT one (docs/results.md, "What limits UeDP").
 
     python -m experiments.entity_perplexity RUN_DIR [RUN_DIR ...] [--out FILE.md] [--limit 2000]
 

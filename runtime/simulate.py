@@ -85,7 +85,8 @@ def index_pending_messages() -> None:
     each ask validates EVERY stored message (InMemoryLinkState.get_message_ins -> _check_stored_messages:
     expiry, federation membership): N x M validations a pass, under the state's lock. At 5,000 nodes and a
     cohort of 100 that is 500,000 validations a pass, and a round took ~100 s instead of seconds (docs/
-    results.md section 7d). The patch answers a node with no undelivered message addressed to it with []
+    docs/results.md, "A two-node Ray cluster at 5,000 users"). The patch answers a node with no undelivered message
+    addressed to it with []
     at once, from the set of pending destinations (recomputed whenever the stored messages change, dropped
     after each delivery); for a node that has one, Flower's own method runs unchanged. Idempotent."""
     from flwr.server.superlink.linkstate.in_memory_linkstate import InMemoryLinkState

@@ -1,4 +1,5 @@
-"""The crafted-document audit of the local mechanisms (uedp.audit.local; docs/audit.md Finding 11):
+"""The crafted-document audit of the local mechanisms (uedp.audit.local; docs/audit.md, "The crafted-document audit
+of the local mechanisms"):
 
     python -m experiments.audit local [--claims 1 2 4] [--trials 200000] [--out docs/figures]
 

@@ -65,7 +65,8 @@ SETTINGS = {
                                     target_epsilon=4.0),
 }
 DEFAULT_SETTINGS = ("main", "main_qs1", "entity_exact")
-# Finding 9's settings truncate in every round: their truncation charge is >= delta, so the accountant refuses
+# The first crafted-update audit's settings (m_max below the cohort) truncate in every round: their truncation charge
+# is >= delta, so the accountant refuses
 # them (infinite epsilon); the report shows the refusal instead of auditing them.
 REFUSED = {
     "full_cohort": AuditSetting(name="full_cohort", num_users=400, q_u=0.5, m_max=150),
@@ -201,7 +202,7 @@ def audit_row(sc: Scenario, control: str | None, *, trials: int, real_trials: in
 
 
 def refusals() -> list[dict[str, Any]]:
-    """Finding 9's truncating settings under the proved accountant: their truncation charge and the
+    """The first crafted-update audit's truncating settings under the proved accountant: their truncation charge and the
     calibration's refusal (N + 1 places, as the audit counts them)."""
     out = []
     for name, s in REFUSED.items():
@@ -292,7 +293,7 @@ def write_report(out: Path, results: dict[str, Any]) -> None:
             f"| {w0['chi_square']['p']:.2f} / {w1['chi_square']['p']:.2f} | {w0['ks_p']:.2f} / {w1['ks_p']:.2f} "
             f"| {w1['recheck']} |")
     if results.get("refused"):
-        lines += ["", "Settings the accountant refuses (Finding 9's truncating settings; not audited):", "",
+        lines += ["", "Settings the accountant refuses (the first audit's truncating settings; not audited):", "",
                   "| setting | places | q_u | m_max | rounds | delta_trunc | safe m_max | calibration |",
                   "|---|---|---|---|---|---|---|---|"]
         for e in results["refused"]:

@@ -194,7 +194,7 @@ FIGURES: dict[str, Figure] = {
         # the same under the proved rules)
         Figure("i22-bbc-reported", "BBC News classification, reported population, eps 8",
                ("dataset=bbc_news", "task=classification"), (I22_BBC_CHOSEN,), "table"),
-        # FedAvg and user-level DP at 5,000 reported users are section 7c's runs (clip-reported)
+        # FedAvg and user-level DP at 5,000 reported users are the clip-reported figure's runs
         Figure("i22-5000-reported", "Synthetic next word, 5,000 users, reported population (seed 0), eps 8",
                population_setting(5000), (("strategy=uedp", "privacy.beta=0.5"),), "table"),
         Figure("gpt2-tuning", "GPT-2 from a public start, 5,000 users, tuning population (seed 1), eps 8",

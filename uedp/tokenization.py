@@ -15,7 +15,8 @@ Contract:
   and test text never shapes the vocabulary) and caches it as
   `cache_root()/tokenizers/<corpus.fingerprint()>-<config hash>.json`; a later call with the same corpus
   content and config loads that file instead of training again.
-  Its vocabulary is a function of every user's text (docs/audit.md, Finding 1): runs that use it
+  Its vocabulary is a function of every user's text (docs/audit.md, "The tokenizer trained on the private split
+  leaks"): runs that use it
   (`tokenizer.source = "private_split"`) are reported not private (`PRIVATE_SPLIT_WARNING`).
 - Text is normalized (NFC, every whitespace run -> one space, stripped). For such normalized text,
   `decode(encode(text)) == text` exactly with `kind="bpe"` (byte-level BPE: no unknown token, any Unicode),

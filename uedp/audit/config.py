@@ -8,7 +8,8 @@ control (a) and its twin beta, and for the private_tokenizer control tokenizer.s
 The audit runs the pipeline as `make main` does, tokenizer included: the default tokenizer is trained on
 a public corpus (uedp.tokenization; for audit_synthetic, the synthetic generator's other personas), so it
 does not depend on which canaries were planted. (The first default tokenizer was trained on the
-training split and the audit trained its own without the canaries; docs/audit.md, Finding 1.)
+training split and the audit trained its own without the canaries; docs/audit.md, "The tokenizer trained on the
+private split leaks".)
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def audit_config(*, quick: bool, variant: str, out_dir: Path, seed: int = 0,
     else:
         # The main job's settings. At their training budget (30 rounds, ~50 of 200 users per round, one
         # local epoch) noiseless FedAvg memorizes no canary held by 8 users or fewer (docs/audit.md,
-        # Finding 6), so the full audit adds canaries held by 32 users: they give it power, and they are
+        # docs/audit.md, "The full audit: the whole default pipeline"), so the full audit adds canaries held by 32
+        # users: they give it power, and they are
         # the entities UeDP protects at eps_uedp whatever their frequency, while user-level DP covers them
         # only by group privacy (32 * eps_user). 4-digit secrets: the whole space is ranked (exact). The
         # public 2000-token tokenizer makes a canary 17-19 tokens + [BOS] [EOS], inside max_len 48.

@@ -182,5 +182,5 @@ def undetected_four_point_qu_qs(sens: Sensitivities, sigma: float, *, q_u: float
                                 q_s: float) -> Mixture:
     """A bound no lemma covers (a 1-D counterexample exceeds it in one direction at one round): the
     four-point mixture at p = q_u q_s. Not a deliberately broken component: the audit tries to certify a
-    violation of it (docs/audit.md, Finding 10)."""
+    violation of it (docs/audit.md, "The crafted-update audit of the mechanism")."""
     return undetected_four_point(sens, sigma, q_u=q_u, p=q_u * q_s)

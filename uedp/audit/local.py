@@ -1,5 +1,5 @@
 """Crafted-document audit of the local mechanisms (DP-BART-CLV and the ADePT mechanism on our model; docs/proofs.md
-section 10, docs/audit.md Finding 11).
+section 10, docs/audit.md, "The crafted-document audit of the local mechanisms").
 
 The auditor picks the two documents: it crafts their encoder outputs z0, z1 itself (a local mechanism must hold
 for ANY two documents, so any pair of outputs the encoder could produce is fair game), runs the mechanism's real

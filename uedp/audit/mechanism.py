@@ -40,7 +40,7 @@ project's PLD accountant (`mixture_epsilon`) where world 0 is a point, otherwise
 mixtures (`pair_pld`).
 
 What is realizable against what the accountant charges (uedp.privacy.sensitivity, docs/proofs.md Theorems 1
-and 2; docs/audit.md Finding 10):
+and 2; docs/audit.md, "The crafted-update audit of the mechanism"):
   - user term s_u = b with probability q_u: realized exactly by u' (up to the truncation, which on the
     accountant's good event never acts and is charged as delta_trunc).
   - entity term s_e = 2 k_cap b with probability q_e: a flip of 2b needs the world-0 base -b, i.e. design
@@ -769,7 +769,8 @@ def audit(mech: AuditedMechanism, law: Law, *, trials: int, rng: np.random.Gener
 CONTROLS = ("noise_halved", "accountant_half_q_u", "entity_k_beta", "no_user_term", "undetected_double_count",
             "undetected_unproved_p")
 # Not a broken component but a bound no lemma covers (eps_undetected as the four-point mixture with
-# p = q_u q_s): audited like a control, not expected to be certified (docs/audit.md, Finding 10).
+# p = q_u q_s): audited like a control, not expected to be certified (docs/audit.md, "The crafted-update audit of the
+# mechanism").
 PROBES = ("undetected_unproved_p",)
 
 

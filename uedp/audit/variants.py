@@ -9,7 +9,8 @@
 - private_tokenizer: UeDP with its tokenizer trained on the users' training split
   (tokenizer.source=private_split, the pipeline's first default) instead of the public corpus:
   frequent canaries become tokens, so their secrets leak through the vocabulary whatever the noise
-  (docs/audit.md, Finding 1). Judged against `uedp`, the same mechanism with the default public tokenizer.
+  (docs/audit.md, "The tokenizer trained on the private split leaks"). Judged against `uedp`, the same mechanism with
+  the default public tokenizer.
   Every other variant runs the default pipeline as is (the public tokenizer), unless `--set
   tokenizer.source=...` says otherwise.
 
