@@ -95,6 +95,16 @@ class Node:
     def result(self, tag: str) -> dict:
         return json.loads(Path(f"{self.out}.{tag}").read_text())
 
+    def wait_result(self, tag: str, timeout: float = 30) -> None:
+        """Until the ClientApp `tag` has written its whole result: the file exists as soon as it is opened,
+        before its JSON is in it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError):
+                self.result(tag)
+                return
+            time.sleep(0.05)
+
     def close(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -145,14 +155,11 @@ def test_exit_status_and_death_by_signal_reach_the_supexec(node):
 
 def test_a_signal_to_the_shim_is_relayed_and_a_killed_shim_takes_its_child(node):
     p = node.clientapp("d", "--sleep")
-    deadline = time.monotonic() + 30
-    while not Path(f"{node.out}.d").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    node.wait_result("d")
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=30) == 7  # the child's SIGTERM handler ran
     p = node.clientapp("e", "--sleep")
-    while not Path(f"{node.out}.e").exists() and time.monotonic() < deadline + 30:
-        time.sleep(0.05)
+    node.wait_result("e")
     child = node.result("e")["pid"]
     p.kill()
     p.wait()
@@ -171,9 +178,7 @@ def test_sigkill_of_the_node_alone_takes_the_fork_server_and_its_children(tmp_pa
     n = Node(tmp_path)
     try:
         p = n.clientapp("h", "--sleep")
-        deadline = time.monotonic() + 30
-        while not Path(f"{n.out}.h").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        n.wait_result("h")
         child = n.result("h")["pid"]
         sock_dir = Path(n.shim_env[launcher.SOCKET_ENV]).parent
         os.kill(n.proc.pid, signal.SIGKILL)  # the node's pid ALONE, not its process group
