@@ -90,6 +90,7 @@ def one_label_per_owner_corpus(path: Path, users: int = 48) -> float:
     return 1.0 - collections.Counter(test_labels).most_common(1)[0][1] / len(test_labels)
 
 
+@pytest.mark.e2e  # ~20-40 s: in the full tier, to keep the fast tier under 8 minutes
 def test_one_label_per_owner_jsonl_learns_with_the_defaults(tmp_path):
     from runtime.local_grid import run_local
 

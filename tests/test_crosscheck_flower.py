@@ -238,6 +238,7 @@ def test_flower_noise_is_gaussian_with_std_z_clip_over_m_exactly():
     assert ours.sigma == pytest.approx(Z_MULT * CLIP, rel=1e-15) and ours.denominator == M
 
 
+@pytest.mark.e2e  # ~20-40 s: in the full tier, to keep the fast tier under 8 minutes
 def test_noise_std_of_the_released_update_matches_theory_and_each_other():
     """400 rounds on the same sampled replies: the released update minus the exact clipped mean, per
     coordinate, must be N(0, (z C / m)^2) for both. Tolerances (standard errors from n = 400 x 64 draws):

@@ -164,6 +164,7 @@ def test_the_mod_keeps_one_part_when_the_other_cannot_be_bounded() -> None:
         assert all(np.array_equal(a, b) for a, b in zip(kept.entity, both.entity))
 
 
+@pytest.mark.e2e  # ~20-40 s: in the full tier, to keep the fast tier under 8 minutes
 def test_a_split_run_records_gamma_and_its_sigma(tmp_path) -> None:
     s = run_local(tiny_config(tmp_path, strategy={"name": "uedp_split"}))
     ledger = Ledger.load(tmp_path / "ledger.json")
