@@ -289,11 +289,7 @@ def _stamp(path: Path, patterns: Iterable[str]) -> tuple:
 
 def recorded_public_corpus_of(path: Path) -> str | None:
     """The public corpus a checkpoint this project pretrained records (PUBLIC_CORPUS_KEY), or None."""
-    try:
-        config = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    corpus = config.get(PUBLIC_CORPUS_KEY) if isinstance(config, dict) else None
+    corpus = read_config(Path(path)).get(PUBLIC_CORPUS_KEY)
     return corpus if isinstance(corpus, str) else None
 
 
