@@ -1,7 +1,15 @@
-"""`uedp epsilon`: the epsilons of T identical UeDP rounds, or the noise multiplier for a target.
+"""`uedp epsilon`: the epsilons of T identical rounds of a mechanism, or the noise multiplier for a target.
 
     uedp epsilon --q-u 0.05 --q-e 0.5 --q-s 0.1 --noise-multiplier 2 --m-max 100 --rounds 500 --num-users 4000
     uedp epsilon --q-u 0.25 --q-e 0.2 --q-s 1 --target-epsilon 8 --k-cap 1 --rounds 30 --num-users 200 --json
+    uedp epsilon --strategy user_dp --q-u 0.02 --noise-multiplier 0.476 --rounds 30 --num-users 5000 --holders 1,16
+    uedp epsilon --strategy user_dp --q-u 0.02 --target-epsilon 8 --target-holders 5 --rounds 30 --num-users 5000
+
+--strategy is a central mechanism of the registry (uedp.privacy.mechanisms): uedp (the default), uedp_naive,
+user_dp or deid_dp (user-level DP on de-identified text: the same accounting); --q-e and --q-s are UeDP's.
+--holders K[,K...] adds the epsilon for one user AND one entity held by K other users (uedp.privacy.holders,
+docs/proofs.md section 11): for UeDP a detected entity (eps_uedp, any K) and an undetected one; for user-level
+DP any entity. --target-holders K makes the calibration also bound that epsilon for K holders.
 
 Prints eps_uedp, eps_user, eps_undetected (with the name of the bound that decided it: docs/proofs.md
 Theorem 2) and eps_rdp_bound (uedp.privacy.accounting) as a table, or with --json one JSON object (keys
@@ -23,11 +31,14 @@ import time
 
 from uedp.errors import ConfigError
 from uedp.privacy.accounting import DEFAULT_DELTA, check_delta, epsilons, mechanism, safe_m_max
-from uedp.privacy.calibration import calibrate_claims
+from uedp.privacy.calibration import calibrate_claims, calibrate_holders
+from uedp.privacy.holders import holders_epsilon
 from uedp.privacy.ledger import RoundRecord
-from uedp.privacy.mechanisms import get
+from uedp.privacy.mechanisms import get, specs
 
 KEYS = ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound")
+USER_KEYS = ("eps_user", "eps_undetected")  # user-level DP samples no entity: eps_uedp is infinite
+STRATEGIES = tuple(s.name for s in specs() if s.rule in ("uedp", "uedp_naive", "user_dp") and not s.local)
 LABELS = {
     "eps_uedp": "user-entity DP (UeDP)",
     "eps_user": "user-level DP only",
@@ -39,15 +50,20 @@ LABELS = {
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("epsilon", help="privacy accounting of UeDP rounds", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--strategy", default="uedp", choices=STRATEGIES, help="the mechanism (default uedp)")
     p.add_argument("--q-u", type=float, required=True, help="user sampling probability")
-    p.add_argument("--q-e", type=float, required=True, help="entity sampling probability")
-    p.add_argument("--q-s", type=float, required=True, help="extended-entity sampling probability")
+    p.add_argument("--q-e", type=float, default=None, help="entity sampling probability (UeDP)")
+    p.add_argument("--q-s", type=float, default=None, help="extended-entity sampling probability (UeDP)")
     noise = p.add_mutually_exclusive_group(required=True)
     noise.add_argument("--noise-multiplier", type=float, help="z: sigma = z * (s_u + s_e)")
     noise.add_argument("--target-epsilon", type=float,
                        help="calibrate z so that every claimed epsilon (--target-on) is at most this")
     p.add_argument("--target-on", default="", help="the epsilons the target bounds, comma-separated: uedp, "
-                   "undetected (default: both, a UeDP run's claim)")
+                   "undetected (default: the mechanism's claims: UeDP both, user-level DP user)")
+    p.add_argument("--holders", default="", help="K[,K...]: also the epsilon for one user and one entity held "
+                   "by K other users")
+    p.add_argument("--target-holders", type=int, default=None, metavar="K", help="with --target-epsilon: the "
+                   "target also bounds the epsilon for an (undetected) entity held by K other users")
     p.add_argument("--m-max", type=int, default=0, help="maximal number of users per round (0, the default: the "
                    "smallest whose truncation charge is at most 1%% of delta)")
     p.add_argument("--k-cap", type=int, default=None, help="entity cap (clients per entity); default off")
@@ -66,6 +82,16 @@ def _finite_or_none(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def _holders(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"--holders takes non-negative integers separated by commas, got {text!r}") from None
+    if any(k < 0 for k in ks):
+        raise ConfigError(f"--holders takes non-negative integers, got {text!r}")
+    return tuple(dict.fromkeys(ks))
+
+
 def run(args: argparse.Namespace) -> int:
     # Validation first (ConfigError names the option), then the work.
     check_delta(args.delta, args.num_users)
@@ -73,53 +99,85 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--rounds must be a positive integer, got {args.rounds}")
     if args.m_max < 0:
         raise ConfigError(f"--m-max must be >= 1, or 0 (automatic), got {args.m_max}")
-    claims = get("uedp").claims_for(argparse.Namespace(target_on=args.target_on))
-    m_max = args.m_max or safe_m_max(args.num_users, args.q_u, args.rounds, args.delta)
+    spec = get(args.strategy)
+    user_level = spec.rule == "user_dp"
+    if user_level:
+        if args.q_e is not None or args.q_s is not None or args.k_cap is not None:
+            raise ConfigError(f"--q-e, --q-s and --k-cap are UeDP's: {spec.name} uses every sentence of a sampled "
+                              "user and has no entity cap")
+        q_e, q_s = spec.rates(argparse.Namespace(q_e=1.0, q_s=1.0))
+    else:
+        if args.q_e is None or args.q_s is None:
+            raise ConfigError(f"--strategy {spec.name} needs --q-e and --q-s")
+        q_e, q_s = spec.rates(argparse.Namespace(q_e=args.q_e, q_s=args.q_s))
+    holders = _holders(args.holders)
+    if args.target_holders is not None and (args.target_epsilon is None or args.target_holders < 0):
+        raise ConfigError("--target-holders K (K >= 0) needs --target-epsilon")
+    claims = spec.claims_for(argparse.Namespace(target_on=args.target_on))
+    m_max = None if user_level else (args.m_max or safe_m_max(args.num_users, args.q_u, args.rounds, args.delta))
     # A record with z = 1 checks every mechanism option (and beta, w_max) before any calibration.
     RoundRecord(
-        round=1, rule="uedp", q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=m_max,
+        round=1, rule=spec.rule, q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max,
         k_cap=args.k_cap, beta=args.beta, w_max=args.w_max, z=1.0, denominator=1.0,
     )  # fmt: skip
+    problem = dict(rule=spec.rule, q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=args.k_cap,
+                   rounds=args.rounds, delta=args.delta, num_users=args.num_users)
     z = args.noise_multiplier
     if args.target_epsilon is not None:
-        z = calibrate_claims(
-            args.target_epsilon, claims, q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=m_max,
-            k_cap=args.k_cap, rounds=args.rounds, delta=args.delta, num_users=args.num_users,
-        )  # fmt: skip
-    mech = mechanism("uedp", z=z, q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=m_max, k_cap=args.k_cap)
+        z = calibrate_claims(args.target_epsilon, claims, **problem)
+        if args.target_holders is not None:
+            z = max(z, calibrate_holders(args.target_epsilon, args.target_holders, **problem))
+    mech = mechanism(spec.rule, z=z, q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=args.k_cap)
     record = RoundRecord(
-        round=1, rule="uedp", q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=m_max,
+        round=1, rule=spec.rule, q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max,
         k_cap=args.k_cap, beta=args.beta, w_max=args.w_max, z=z, denominator=1.0,
     )  # fmt: skip
     start = time.perf_counter()
     eps = epsilons(mech, rounds=args.rounds, delta=args.delta, num_users=args.num_users)
+    per_k = [(k, holders_epsilon([(mech, args.rounds)], k, delta=args.delta, num_users=args.num_users),
+              None if user_level else holders_epsilon([(mech, args.rounds)], k, delta=args.delta,
+                                                      num_users=args.num_users, detected=True))
+             for k in holders]
     seconds = time.perf_counter() - start
-    values = {k: getattr(eps, k) for k in KEYS}
+    keys = USER_KEYS if user_level else KEYS
+    values = {k: getattr(eps, k) for k in keys}
     sens = mech.sensitivities
     unit = args.w_max * args.beta
     if args.json:
         out = {k: _finite_or_none(v) for k, v in values.items()}
         out.update(
-            undetected_rule=eps.undetected_bound, delta_trunc=eps.delta_trunc,  # the JSON key keeps its name
+            strategy=spec.name, undetected_rule=eps.undetected_bound, delta_trunc=eps.delta_trunc,
             claims=[f"eps_{c}" for c in claims], noise_multiplier=z, delta=args.delta, sigma=record.sigma,
-            q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, m_max=m_max, k_cap=args.k_cap, rounds=args.rounds,
+            q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=args.k_cap, rounds=args.rounds,
             beta=args.beta, w_max=args.w_max, num_users=args.num_users, target_epsilon=args.target_epsilon,
+            target_holders=args.target_holders,
             sensitivities={"s_u": sens.s_u * unit, "s_e": sens.s_e * unit, "s_s": sens.s_s * unit},
+            holders=[{"k": k, "epsilon": _finite_or_none(h.epsilon), "bound": h.bound,
+                      "bounds": {b: _finite_or_none(v) for b, v in h.bounds.items()},
+                      "detected": None if d is None else _finite_or_none(d.epsilon)} for k, h, d in per_k],
         )  # fmt: skip
-        print(json.dumps(out, sort_keys=False))
+        print(json.dumps(out, sort_keys=False, allow_nan=False))
         return 0
     cap = "off" if args.k_cap is None else str(args.k_cap)
-    print(f"UeDP accounting: T={args.rounds} rounds, N={args.num_users}, q_u={args.q_u}, q_e={args.q_e}, "
-          f"q_s={args.q_s}, m_max={m_max}, k_cap={cap}, delta={args.delta:g} "
-          f"(truncation charge {eps.delta_trunc:.3g})")  # fmt: skip
+    rates = "" if user_level else f"q_e={q_e}, q_s={q_s}, m_max={m_max}, k_cap={cap}, "
+    print(f"{spec.name} accounting: T={args.rounds} rounds, N={args.num_users}, q_u={args.q_u}, {rates}"
+          f"delta={args.delta:g} (truncation charge {eps.delta_trunc:.3g})")  # fmt: skip
     how = (f"calibrated to {' and '.join(f'eps_{c}' for c in claims)} <= {args.target_epsilon:g}"
+           + (f" and {args.target_holders} holders" if args.target_holders is not None else "")
            if args.target_epsilon is not None else "given")
+    total = sens.s_u if user_level else sens.s_u + sens.s_e
     print(f"noise multiplier z = {z:.6g} ({how}); sigma = {record.sigma:.6g} "
-          f"(s_u + s_e = {(sens.s_u + sens.s_e) * unit:g})")  # fmt: skip
+          f"({'s_u' if user_level else 's_u + s_e'} = {total * unit:g})")  # fmt: skip
     width = max(len(v) for v in LABELS.values())
     print(f"  {'':{width}}  {'epsilon':>12}")
-    for k in KEYS:
+    for k in keys:
         bound = f", bound: {eps.undetected_bound}" if k == "eps_undetected" else ""
         print(f"  {LABELS[k]:{width}}  {values[k]:12.6g}   ({k}{bound})")
+    if per_k:
+        print("one user AND one entity held by K other users (docs/proofs.md section 11):")
+        head = "any entity" if user_level else "undetected"
+        print(f"  {'K':>4}  {head:>12}  {'bound':<15}" + ("" if user_level else f"  {'detected':>10}"))
+        for k, h, d in per_k:
+            print(f"  {k:>4}  {h.epsilon:12.6g}  {h.bound:<15}" + ("" if d is None else f"  {d.epsilon:10.6g}"))
     print(f"(computed in {seconds:.2f} s)")
     return 0

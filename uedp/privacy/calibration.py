@@ -354,6 +354,31 @@ def calibrate_claims(target_epsilon: float, claims: Sequence[str], **problem: An
     return z
 
 
+def calibrate_holders(target_epsilon: float, holders: int, *, detected: bool = False, **problem: Any) -> float:
+    """The smallest z (to tol) whose epsilon for one user and one entity held by `holders` other users
+    (uedp.privacy.holders.holders_epsilon; undetected unless `detected`) is <= target_epsilon, over `rounds`
+    identical rounds (options: those of `calibrate_noise_multiplier` but `adjacency`). `calibrate_epsilon_function`
+    on that epsilon, from the user claim's z (the holders' epsilon is >= eps_user); disk-cached like
+    `calibrate_claims`."""
+    from uedp.privacy.holders import holders_epsilon
+
+    key = _cache_key(target_epsilon, [f"holders={holders}", f"detected={detected}"], problem)
+    cached = _cache_read(key)
+    if cached is not None:
+        return cached
+    p = _problem(target_epsilon, **_with_defaults(problem), adjacency="user")  # checks every option
+    records_from_z, curve = p.curve.records_from_z, p.curve
+
+    def eps(z: float) -> float:
+        return holders_epsilon(records_from_z(z), holders, delta=curve.delta, num_users=curve.num_users,
+                               detected=detected).epsilon
+
+    start = _search(curve, p.target, p.tol)  # eps_user <= target here: the holders' z is at least this
+    z = calibrate_epsilon_function(eps, target_epsilon, tol=p.tol, guess=start * 2.0)
+    _cache_write(key, z)
+    return z
+
+
 _DEFAULTS = {k: v.default for k, v in inspect.signature(calibrate_noise_multiplier).parameters.items()
              if v.kind is inspect.Parameter.KEYWORD_ONLY and v.default is not inspect.Parameter.empty
              and k != "adjacency"}
@@ -375,10 +400,10 @@ def calibration_cache_dir() -> Path | None:
 @functools.cache
 def _code_digest() -> str:
     """The accounting code and dp_accounting's version: a change to either invalidates every entry."""
-    from uedp.privacy import accounting, sensitivity
+    from uedp.privacy import accounting, holders, sensitivity
 
     h = hashlib.sha256(importlib.metadata.version("dp-accounting").encode())
-    for module in (accounting, sensitivity, sys.modules[__name__]):
+    for module in (accounting, holders, sensitivity, sys.modules[__name__]):
         h.update(Path(module.__file__ or "").read_bytes())
     return h.hexdigest()
 

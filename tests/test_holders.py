@@ -1,0 +1,133 @@
+"""One user and an entity held by k other users (uedp.privacy.holders; docs/proofs.md section 11): the
+revealed-count bound against dp_accounting computed directly, group privacy against the exact Gaussian,
+k = 0 is eps_user, monotone in k, UeDP's detected entity is eps_uedp, and every upper bound stays above the
+concrete world's lower bound (uedp.audit.holders)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from scipy.stats import binom, norm
+
+from uedp.audit.holders import holder_world, world_epsilon
+from uedp.errors import ConfigError
+from uedp.privacy import accounting as acc
+from uedp.privacy.holders import TAIL_FRACTION, count_pair, group_epsilon, holders_epsilon, tail_cut
+
+DELTA = 1e-5
+# sigma several times the shifts: dp-accounting's mixture PLDs (seconds each at larger shifts) stay quick
+USER_DP = acc.mechanism("user_dp", z=4.0, q_u=0.2, m_max=None)  # sigma 4 b
+UEDP = acc.mechanism("uedp", z=1.5, q_u=0.2, q_e=0.3, q_s=0.5, m_max=60, k_cap=1)  # sigma 4.5 b
+ROUNDS, N = 5, 100
+VDI = 1e-2  # a coarse PLD grid (still an upper bound): seconds, not minutes
+
+
+def test_k_zero_is_the_user_epsilon() -> None:
+    for mech in (USER_DP, UEDP):
+        h = holders_epsilon([(mech, ROUNDS)], 0, delta=DELTA, num_users=N, value_discretization_interval=VDI)
+        # the same function call on the same arguments: equal, not close
+        assert h.epsilon == acc.epsilon_of([(mech, ROUNDS)], "user", delta=DELTA, num_users=N,
+                                           value_discretization_interval=VDI) and h.bound == "user"
+
+
+@pytest.mark.e2e  # ~9 s: two sets of mixture PLDs
+def test_the_revealed_count_is_dp_accountings_pld_built_by_hand() -> None:
+    """The bound composed by hand from dp_accounting's own PLD constructors: a mixture of Gaussians per label
+    j (N(0) against {2j: 1-q, 2j+1: q}), mixed with the Bin(k, q) weights cut at j_max, self-composed over
+    the rounds, read at delta minus the tail charge."""
+    k, q, sigma = 2, USER_DP.q_u, USER_DP.sigma
+    j_max, charge = tail_cut(k, q, ROUNDS, TAIL_FRACTION * DELTA)
+    weights = binom.pmf(np.arange(j_max + 1), k, q)
+    weights = weights / weights.sum()
+    got = holders_epsilon([(USER_DP, ROUNDS)], k, delta=DELTA, num_users=N,
+                          value_discretization_interval=VDI).bounds["revealed_count"]
+    vdi = VDI
+    total, mass = None, 0.0
+    for j, w in enumerate(weights):
+        if j == 0:
+            part = pld_lib.from_gaussian_mechanism(sigma, sampling_prob=q, value_discretization_interval=vdi)
+        else:
+            part = pld_lib.from_mixture_gaussian_mechanism(sigma, [2.0 * j, 2.0 * j + 1.0], [1 - q, q],
+                                                           value_discretization_interval=vdi)
+        total = part if total is None else total.compute_mixture(part, mass / (mass + w))
+        mass += w
+    want = total.self_compose(ROUNDS).get_epsilon_for_delta(DELTA - charge)
+    # the same dp-accounting operations in the same order on the same grid: equal to float rounding
+    assert got == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.e2e  # ~5 s: a fine PLD and a 400,001-point integral
+def test_one_round_of_the_count_pair_by_numerical_integration() -> None:
+    """The labelled pair's delta(eps) for one round equals the Bin-weighted hockey-stick divergences of its
+    parts, integrated numerically (scipy), independently of dp-accounting's PLD code."""
+    k, q, sigma, eps = 1, 0.3, 2.0, 0.5
+    pair = count_pair(sigma, 1.0, 2.0, q, q, k, k)
+    pld = acc._pair_pld(pair, 2e-3)  # noqa: SLF001 - the accountant's own cached PLD of this pair
+    y = np.linspace(-20, 28, 400_001)
+    p = norm.pdf(y, 0, sigma)
+    want_remove = 0.0
+    for j, w in enumerate(binom.pmf(np.arange(k + 1), k, q)):
+        qd = (1 - q) * norm.pdf(y, 2 * j, sigma) + q * norm.pdf(y, 2 * j + 1, sigma)
+        want_remove += w * np.trapezoid(np.maximum(qd - math.exp(eps) * p, 0.0), y)
+    got = float(pld.get_delta_for_epsilon(eps))
+    # the PLD is discretized at 2e-3 pessimistically (its losses rounded up by < 2e-3, so delta rises by
+    # about that relative amount), the trapezoid integral on a 1.2e-4 grid is exact to ~1e-8: got is the max
+    # over the two directions, so at least the remove direction, and the remove direction is the larger here
+    assert want_remove * (1 - 1e-6) <= got <= want_remove * (1 + 5e-3)
+
+
+def test_monotone_in_k_and_above_the_concrete_world() -> None:
+    prev = 0.0
+    for k in (0, 1, 3):
+        h = holders_epsilon([(USER_DP, ROUNDS)], k, delta=DELTA, num_users=N, value_discretization_interval=VDI)
+        lower = world_epsilon(k, q_u=USER_DP.q_u, q_sel=1.0, sigma=USER_DP.sigma, rounds=ROUNDS, delta=DELTA)
+        assert lower <= h.epsilon and h.epsilon >= prev, (k, lower, h)
+        prev = h.epsilon
+    # the lower bound is not vacuous: at k = 0 it is the user pair's epsilon to the grid's rounding
+    base = acc.epsilon_of([(USER_DP, ROUNDS)], "user", delta=DELTA, num_users=N, value_discretization_interval=1e-4)
+    assert world_epsilon(0, q_u=USER_DP.q_u, q_sel=1.0, sigma=USER_DP.sigma, rounds=ROUNDS, delta=DELTA) == \
+        pytest.approx(base, abs=ROUNDS * 2e-3 + 1e-3)  # optimistic loss grid 2e-3 per round, plus the PLD grid
+
+
+def test_uedp_detected_is_eps_uedp_and_undetected_stays_above_its_world() -> None:
+    for k in (2,):
+        det = holders_epsilon([(UEDP, ROUNDS)], k, delta=DELTA, num_users=N, detected=True,
+                              value_discretization_interval=VDI)
+        und = holders_epsilon([(UEDP, ROUNDS)], k, delta=DELTA, num_users=N, value_discretization_interval=VDI)
+        assert det.bounds["detected"] == acc.epsilon_of([(UEDP, ROUNDS)], "uedp", delta=DELTA, num_users=N,
+                                                        value_discretization_interval=VDI)
+        assert det.epsilon == min(det.bounds.values()) <= und.epsilon
+        lower = world_epsilon(k, q_u=UEDP.q_u, q_sel=UEDP.q_s, sigma=UEDP.sigma, rounds=ROUNDS, delta=DELTA)
+        assert lower <= und.epsilon
+
+
+def test_group_privacy_is_above_the_exact_gaussian_group() -> None:
+    """m steps of a sensitivity-1 Gaussian are exactly a sensitivity-m Gaussian: linear group privacy is an
+    upper bound of it, and not a loose one for small m."""
+    sigma, m = 4.0, 3
+    one = pld_lib.from_gaussian_mechanism(sigma, value_discretization_interval=1e-4)
+    exact = pld_lib.from_gaussian_mechanism(sigma / m, value_discretization_interval=1e-4).get_epsilon_for_delta(DELTA)
+    got = group_epsilon(lambda e: np.asarray(one.get_delta_for_epsilon(e)), m, delta=DELTA)
+    assert exact <= got <= 2.0 * exact
+    single = group_epsilon(lambda e: np.asarray(one.get_delta_for_epsilon(e)), 1, delta=DELTA)
+    # the smallest point of a geometric grid (ratio (2e6)^(1/4000) = 1.0036) at or above the epsilon
+    assert one.get_epsilon_for_delta(DELTA) <= single <= one.get_epsilon_for_delta(DELTA) * 1.004
+
+
+def test_bad_k_and_a_noiseless_run() -> None:
+    with pytest.raises(ConfigError, match="non-negative integer"):
+        holders_epsilon([(USER_DP, ROUNDS)], -1, delta=DELTA)
+    fedavg = acc.mechanism("noiseless", z=0.0, q_u=0.1, m_max=None)
+    assert holders_epsilon([(fedavg, ROUNDS)], 2, delta=DELTA).epsilon == math.inf
+
+
+def test_the_world_is_a_pair_of_distributions() -> None:
+    pm, pw, qm, qw = holder_world(2, 0.5, 0.5)
+    assert pw.sum() == pytest.approx(1.0, abs=1e-12) and qw.sum() == pytest.approx(1.0, abs=1e-12)  # sums of pmfs
+    # D: 0, 1 or 2 drawn holders at -1 each
+    assert list(pm) == [-2.0, -1.0, 0.0] and list(pw) == pytest.approx([0.25, 0.5, 0.25], abs=1e-12)
+    # D' mean: holders +1 w.p. q_u q_sel, -1 w.p. q_u (1 - q_sel): mean 0 each; u' +1 w.p. 0.5
+    assert float(np.dot(qm, qw)) == pytest.approx(0.5, abs=1e-12)

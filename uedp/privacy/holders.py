@@ -1,0 +1,203 @@
+"""The guarantee a run gives ONE user and ONE entity held by k other users (docs/proofs.md section 11).
+
+The project's epsilons are per adjacency: eps_user for one user (user-level DP, DP-FedAvg), eps_uedp for one
+user and one DETECTED entity whatever its number of holders (Theorem 1), eps_undetected for one user and an
+undetected entity held by one other user (Theorem 2). What a user choosing a method needs is the epsilon
+for "one user u' AND an entity e' that k other users hold" under each mechanism. With k = 0 it is eps_user.
+
+  holders_epsilon(records, k, *, delta, num_users, detected=False) -> HoldersEpsilon
+      the run's epsilon for that pair: the smallest of the valid bounds below that apply to its rounds (at
+      k = 1 also eps_undetected itself, Theorem 2: "one_holder")
+  count_pair(sigma, s_u, s_h, q_u, p, k, j_max) -> Labelled
+      one round's revealed-count pair (Theorem 5): the number J of holders whose update may change is revealed
+      (label j, probability Bin(k, p) conditioned on J <= j_max), then N(0) against {j s_h: 1-q_u, j s_h + s_u: q_u}
+  group_epsilon(delta_of, steps, *, delta) -> float
+      linear group privacy over `steps` neighbouring steps from one step's privacy profile delta_of(eps)
+
+Per rule (uedp.privacy.sensitivity.RULES; s_u = b, s_h = s_s = 2b the change of one holder's update):
+  user_dp      the revealed count with p = q_u (every sentence used), and group privacy over 2k + 1 steps of
+               the user pair (changing a holder is two steps under "one place emptied": empty, refill).
+  uedp, uedp_naive, uedp_split
+               detected entity: eps_uedp for every k (Theorem 1). Undetected entity: the revealed count of
+               the DRAWN holders, p = q_u (a sentence that also holds detected entities may share them with
+               other holders' sentences, so selections are not independent; p = q_u covers every kind and
+               number of sentences), charged delta_trunc; and group privacy over k steps of
+               eps_undetected's profile.
+  noiseless    infinite.
+The reported epsilon is the minimum of the valid bounds (each holds for the same run) with the name of the
+one that decided it. Every epsilon is dp-accounting's PLD composition (uedp.privacy.accounting.pairs_epsilon).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import binom
+
+from uedp.errors import ConfigError
+from uedp.privacy import accounting as acc
+from uedp.privacy.accounting import Labelled, Mechanism, Mixture, Pair, Records
+
+TAIL_FRACTION = 0.01  # the charge for J > j_max: at most this fraction of delta
+HOLDER_BOUNDS = ("one_holder", "revealed_count", "group", "detected")
+
+
+def _check_k(k: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ConfigError(f"the number of other holders k must be a non-negative integer, got {k!r}")
+    return k
+
+
+def count_pair(sigma: float, s_u: float, s_h: float, q_u: float, p: float, k: int, j_max: int) -> Pair:
+    """One round's revealed-count pair (docs/proofs.md Theorem 5): label j in 0..j_max with probability
+    Bin(k, p)(j) / P(Bin(k, p) <= j_max), then N(0) against {j s_h: 1 - q_u, j s_h + s_u: q_u}. j = 0 is the
+    user pair; k = 0 is the user pair."""
+    top = min(_check_k(k), j_max)
+    weights = binom.pmf(np.arange(top + 1), k, p)
+    weights = weights / weights.sum()
+    parts = tuple(Mixture(sigma=sigma, sensitivities=(j * s_h, j * s_h + s_u), probs=(1 - q_u, q_u))
+                  for j in range(top + 1))
+    return Labelled(weights=tuple(float(w) for w in weights), parts=parts)
+
+
+def tail_cut(k: int, p: float, rounds: int, budget: float) -> tuple[int, float]:
+    """(j_max, charge): the smallest j_max whose probability that some round has more than j_max holders
+    counted, 1 - (1 - P(Bin(k, p) > j_max))^rounds, is at most `budget`, and that probability (docs/proofs.md
+    Theorem 5: the good event J_t <= j_max of every round, Lemma C)."""
+    for j in range(k + 1):
+        charge = -math.expm1(rounds * math.log1p(-min(float(binom.sf(j, k, p)), 1.0)))
+        if charge <= budget:
+            return j, charge
+    return k, 0.0
+
+
+def group_epsilon(delta_of: Callable[[np.ndarray], np.ndarray], steps: int, *, delta: float) -> float:
+    """Linear group privacy (Dwork and Roth 2014, Lemma 2.2 generalised to (eps, delta)): a mechanism that is
+    (e, delta_of(e))-DP for one step is (steps * e, delta_of(e) * sum_{i < steps} e^(i e))-DP over `steps`
+    steps. Returns the smallest steps * e over a fine geometric grid of e whose delta is at most `delta`
+    (every grid point is checked exactly, so the value is a valid bound; inf if none is)."""
+    if steps <= 1:
+        grid = np.geomspace(1e-4, 200.0, 4001)
+        ok = np.asarray(delta_of(grid)) <= delta
+        return float(grid[ok].min()) if ok.any() else math.inf
+    grid = np.geomspace(1e-4, 200.0 / steps, 4001)
+    with np.errstate(over="ignore"):
+        factor = np.expm1(steps * grid) / np.expm1(grid)  # sum_{i < steps} e^(i e)
+    ok = np.asarray(delta_of(grid)) * factor <= delta
+    return float(steps * grid[ok].min()) if ok.any() else math.inf
+
+
+def _profile(pairs: tuple[tuple[Pair, int], ...], vdi: float) -> Callable[[np.ndarray], np.ndarray]:
+    """delta(eps) of the composition of `pairs` (PLD, both directions) on the grid `vdi`."""
+    pld = None
+    for pair, count in pairs:
+        if pair.is_null:
+            continue
+        one = acc._pair_pld(pair, vdi)  # noqa: SLF001 - this module is part of uedp.privacy
+        one = one.self_compose(count) if count > 1 else one
+        pld = one if pld is None else pld.compose(one)
+    if pld is None:
+        return lambda eps: np.zeros_like(np.asarray(eps, dtype=float))
+    return lambda eps: np.asarray(pld.get_delta_for_epsilon(np.asarray(eps, dtype=float)), dtype=float)
+
+
+@dataclass(frozen=True)
+class HoldersEpsilon:
+    """The epsilon for one user and one entity held by k other users, the bound that decided it, and every
+    bound computed ({name: epsilon}: HOLDER_BOUNDS)."""
+
+    k: int
+    epsilon: float
+    bound: str
+    bounds: dict[str, float]
+    delta: float
+
+
+def _rule(groups: acc.Groups) -> str:
+    rules = {m.rule for m, _ in groups}
+    if len(rules) != 1:
+        raise ConfigError(f"holders_epsilon needs the rounds of one accounting rule, got {sorted(rules)}")
+    return rules.pop()
+
+
+def _count_bound(groups: acc.Groups, k: int, p_of: Callable[[Mechanism], float], delta: float,
+                 num_users: int | None, truncated: bool, vdi: float | None) -> float:
+    """The revealed-count bound composed over the rounds, charged the tail cut and (truncated) delta_trunc
+    (Theorem 1's good event: the holders are among the other places; docs/proofs.md Theorem 5)."""
+    rounds = sum(c for _, c in groups)
+    trunc = acc.truncation_delta(groups, num_users) if truncated else 0.0
+    left = delta - trunc
+    pairs = []
+    for m, count in groups:
+        sens = m.sensitivities
+        p = p_of(m)
+        j_max, charge = tail_cut(k, p, rounds, TAIL_FRACTION * delta * count / rounds)
+        left -= charge
+        pairs.append((count_pair(m.sigma, sens.s_u, sens.s_s, m.q_u, p, k, j_max), count))
+    if left <= 0.0:
+        return math.inf
+    return acc.pairs_epsilon(pairs, delta=left, value_discretization_interval=vdi)
+
+
+def holders_epsilon(records: Records, k: int, *, delta: float = acc.DEFAULT_DELTA, num_users: int | None = None,
+                    detected: bool = False, value_discretization_interval: float | None = None) -> HoldersEpsilon:
+    """The epsilon of `records` (one accounting rule) for one user and one entity held by k other users, at
+    `delta` (module docstring; docs/proofs.md section 11). `detected`: the entity is one the run's detector
+    finds (UeDP's eps_uedp then holds for every k); otherwise it is undetected (for user_dp the two are the
+    same: it samples no entity). The PLD grid is the automatic one of each bound (uedp.privacy.accounting)
+    unless `value_discretization_interval` is given (a coarser grid is faster and still an upper bound)."""
+    k = _check_k(k)
+    vdi = value_discretization_interval
+    delta = acc.check_delta(delta, num_users)
+    groups = acc.as_groups(records)
+    if not groups:
+        raise ConfigError("holders_epsilon needs at least one round")
+    rule = _rule(groups)
+    if rule == "noiseless":
+        return HoldersEpsilon(k, math.inf, "noiseless", {}, delta)
+    if k == 0:
+        eps = acc.epsilon_of(groups, "user", delta=delta, num_users=num_users, value_discretization_interval=vdi)
+        return HoldersEpsilon(0, eps, "user", {"user": eps}, delta)
+    bounds: dict[str, float] = {}
+    if k == 1:  # Theorem 2 itself: one other holder
+        bounds["one_holder"] = acc.undetected_epsilon(groups, delta=delta, num_users=num_users,
+                                                      value_discretization_interval=vdi)[0]
+    if rule == "user_dp":
+        bounds["revealed_count"] = _count_bound(groups, k, lambda m: m.q_u, delta, num_users, False, vdi)
+        user = tuple((m.mixture("user"), c) for m, c in groups)
+        grid = vdi or acc.auto_discretization(acc.pairs_rdp_epsilon(user, delta=delta))
+        bounds["group"] = group_epsilon(_profile(user, grid), 2 * k + 1, delta=delta)
+    else:
+        if detected:
+            bounds["detected"] = acc.epsilon_of(groups, "uedp", delta=delta, num_users=num_users,
+                                                value_discretization_interval=vdi)
+        bounds["revealed_count"] = _count_bound(groups, k, lambda m: m.q_u, delta, num_users, True, vdi)
+        bounds["group"] = _undetected_group(groups, k, delta, num_users, vdi)
+    name = min(bounds, key=lambda b: bounds[b])
+    return HoldersEpsilon(k, bounds[name], name, bounds, delta)
+
+
+def _undetected_group(groups: acc.Groups, k: int, delta: float, num_users: int | None, vdi: float | None) -> float:
+    """Group privacy over the k holders (k steps: u' with the first holder, then one holder at a time), each
+    step (e, delta_step(e))-DP with delta_step the max over the two kinds of sentence of the min over that
+    kind's bounds of Theorem 2 (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES), plus delta_trunc."""
+    trunc = acc.truncation_delta(groups, num_users)
+    if trunc >= delta:
+        return math.inf
+    kinds = []
+    for names in (acc.UNDETECTED_FREE, acc.UNDETECTED_WITH_ENTITIES):
+        profiles = []
+        for b in names:
+            pairs = tuple((m.undetected(b), c) for m, c in groups)
+            grid = vdi or acc.auto_discretization(acc.pairs_rdp_epsilon(pairs, delta=delta))
+            profiles.append(_profile(pairs, grid))
+        kinds.append(profiles)
+
+    def delta_of(eps: np.ndarray) -> np.ndarray:
+        per_kind = [np.min([f(eps) for f in profiles], axis=0) for profiles in kinds]
+        return np.max(per_kind, axis=0) + trunc
+
+    return group_epsilon(delta_of, k, delta=delta)
