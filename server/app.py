@@ -36,6 +36,7 @@ from uedp.flower.strategy import PrivacyBudgetExhausted
 from uedp.models.base import get_weights, parameter_counts
 from uedp.models.checkpoints import checkpoint_of
 from uedp.models.export import export_release
+from uedp.privacy.holders import holders_epsilon
 from uedp.privacy.mechanisms import spec_for
 from uedp.summary import write_summary
 
@@ -95,6 +96,18 @@ def outside_guarantee(ctx: RunContext) -> str:
     return text
 
 
+def holders_record(ctx: RunContext) -> dict[str, Any] | None:
+    """summary.json `holders` (privacy.target_holders = K >= 0 on a private run): the epsilon of the run's
+    rounds for one user and one undetected entity held by K other users, its bound and every bound computed
+    (uedp.privacy.holders); None otherwise."""
+    k = ctx.cfg.privacy.target_holders
+    ledger = ctx.strategy.ledger
+    if k < 0 or not ctx.spec.private or not len(ledger):
+        return None
+    h = holders_epsilon(ledger.groups(), k, delta=ctx.cfg.privacy.delta, num_users=ledger.num_users)
+    return {"k": k, "epsilon": h.epsilon, "bound": h.bound, "bounds": h.bounds}
+
+
 def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, Any]:
     """Write summary.json and model.pt (the ledger is already saved) and return the summary."""
     lost = len(ctx.strategy.ledger) - ctx.strategy.model_round
@@ -114,6 +127,7 @@ def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, 
         "claims": [f"eps_{k}" for k in ctx.spec.claims_for(ctx.cfg.privacy)], "m_max": strategy.settings.m_max,
         "noise": strategy.settings.noise,
         "undetected_rule": eps.get("undetected_rule"), "delta_trunc": eps.get("delta_trunc"),
+        "holders": holders_record(ctx),
         "metric": ctx.metric_name, "initial": state.initial, "final": final,
         "private": ctx.private, "warning": ctx.warning, "tokenizer": ctx.tokenizer,
         "initial_model": ctx.initial_model,

@@ -135,6 +135,21 @@ GPT2_TUNING = (("strategy=uedp", "privacy.beta=0.5", *LORA),
 # the lowest tuning perplexity (7.522; the others 7.527-7.553, full fine-tuning 8.548): applied to LoRA and full
 GPT2_UEDP_CHOSEN = ("strategy=uedp", "privacy.beta=0.5", "train.lr=0.1")
 
+# The matched guarantee (docs/results.md, "The guarantee each method gives an entity"): user-level DP and
+# de-identification + user-level DP calibrated so that one user AND an entity with K other holders stay at
+# epsilon 8 (privacy.target_holders = K: uedp.privacy.holders), against UeDP (every claim <= 8, any K for a
+# detected entity) and noiseless FedAvg. K: 1, 2, 5, 10 and the corpus's 99th percentile of holders
+# (docs/figures/entity-holders.md). Settings: each method's choice on the tuning population (CLIP_CHOSEN;
+# BBC News: its defaults), not retuned for the larger noise.
+MATCHED_K_5000 = (1, 2, 5, 10, 26)
+MATCHED_K_BBC = (1, 13)
+
+
+def _matched(ks: tuple[int, ...], user_extra: tuple[str, ...], uedp: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    return (("strategy=fedavg",), uedp, *((f"strategy={m}", *user_extra, f"privacy.target_holders={k}")
+                                          for k in ks for m in ("user_dp", "deid_dp")))
+
+
 FIGURES: dict[str, Figure] = {
     f.name: f for f in (
         _utility("utility-synthetic", "Synthetic (200 users), next-word prediction", (), CATEGORIES),
@@ -202,6 +217,11 @@ FIGURES: dict[str, Figure] = {
         Figure("gpt2-reported", "GPT-2 from a public start, 5,000 users, reported population (seed 0), eps 8",
                (*population_setting(5000), *GPT2_MODEL),
                tuple((*m, *lora) for lora in (LORA, ()) for m in (*GPT2_REFERENCES, GPT2_UEDP_CHOSEN)), "table"),
+        Figure("matched-5000", "Matched guarantee: an entity with K other holders at eps 8 (synthetic, 5,000 users)",
+               population_setting(5000), _matched(MATCHED_K_5000, ("privacy.beta=1",),
+                                                  ("strategy=uedp", "privacy.beta=0.5")), "matched"),
+        Figure("matched-bbc", "Matched guarantee: an entity with K other holders at eps 8 (BBC News classification)",
+               ("dataset=bbc_news", "task=classification"), _matched(MATCHED_K_BBC, (), I22_BBC_CHOSEN), "matched"),
         Figure("i22-5000-tuning", "Synthetic next word, 5,000 users, tuning population (seed 1), eps 8",
                ("+dataset.options.seed=1", *population_setting(5000)),
                (("strategy=fedavg",), ("strategy=user_dp", "privacy.beta=1"),
@@ -318,7 +338,8 @@ def read_job(path: Path) -> dict[str, Any]:
         return {"strategy": s["strategy"], "estimator": s.get("estimator"), "rounds": s["rounds"],
                 "z": s["noise_multiplier"], "eps_uedp": s["eps_uedp"], "eps_user": s["eps_user"],
                 "eps_undetected": s["eps_undetected"], "metric": s["metric"], "value": s["final"][s["metric"]],
-                "initial": s["initial"][s["metric"]], "seconds": s.get("seconds")}
+                "initial": s["initial"][s["metric"]], "seconds": s.get("seconds"),
+                **({"eps_holders": s["holders"]["epsilon"]} if s.get("holders") else {})}
     if error.is_file():
         return {"status": "FAILED: " + json.loads(error.read_text())["error"]}
     return {"status": "not run"}
@@ -347,6 +368,8 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         if all(map(math.isfinite, vals)) else math.nan,  # a diverged run (inf) has no sd
                         "z": statistics.fmean(r["z"] for r in ok),
                         **{k: statistics.fmean(r[k] for r in ok) for k in ("eps_uedp", "eps_user", "eps_undetected")},
+                        **({"eps_holders": statistics.fmean(r["eps_holders"] for r in ok)}
+                           if all("eps_holders" in r for r in ok) else {}),
                         "initial": statistics.fmean(r["initial"] for r in ok)})
         out.append(agg)
     return out
@@ -358,6 +381,8 @@ def method_label(setting: dict[str, Any]) -> str:
 
 def markdown(summary: list[dict[str, Any]]) -> str:
     cols = ["method", "setting", "n", "failed", "z", "eps_uedp", "eps_user", "eps_undetected", "mean", "sd"]
+    if any("eps_holders" in s for s in summary):  # the epsilon for an entity with target_holders other holders
+        cols.insert(cols.index("mean"), "eps_holders")
     metric = next((s["metric"] for s in summary if "metric" in s), "metric")
     head = [c if c not in ("mean", "sd") else f"{metric} {c}" for c in cols]
     rows = [{**s, "method": method_label(s),
@@ -563,8 +588,31 @@ def plot_public_start(fig: Figure, summary: list[dict[str, Any]], path: Path) ->
     save(figure, path, title=fig.title)
 
 
+def plot_matched(fig: Figure, summary: list[dict[str, Any]], path: Path) -> None:
+    """Utility against K (privacy.target_holders): one line per method calibrated so that one user and an
+    entity with K other holders stay at the target; the references (UeDP, FedAvg) as horizontal lines."""
+    plt = pyplot()
+    figure, ax = plt.subplots(figsize=(7, 4.5))
+    colors = {"user_dp": "tab:blue", "deid_dp": "tab:purple"}
+    for m, color in colors.items():
+        pts = sorted((int(s["privacy.target_holders"]), s) for s in summary
+                     if s.get("strategy") == m and "privacy.target_holders" in s and _finite(s))
+        if pts:
+            ax.errorbar([k for k, _ in pts], [s["mean"] for _, s in pts], yerr=[s["sd"] for _, s in pts], fmt="o-",
+                        color=color, capsize=3, label=method_label({"strategy": m}))
+    for m, color in (("uedp", "tab:red"), ("fedavg", "tab:gray")):
+        _ref(ax, next((s for s in summary if s.get("strategy") == m and _finite(s)), {}),
+             method_label({"strategy": m}), color)
+    ax.set_xscale("log")
+    ax.set_xlabel("K: the entity's other holders covered at the target epsilon")
+    ax.set_ylabel(f"test {next((s['metric'] for s in summary if 'metric' in s), 'metric')} (mean ± sd)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    save(figure, path, title=fig.title)
+
+
 PLOTS = {"utility": plot_utility, "qs": plot_qs, "kcap": plot_kcap, "population": plot_population,
-         "public_start": plot_public_start}
+         "public_start": plot_public_start, "matched": plot_matched}
 GAP_TABLES = {"population": ("dataset.options.num_users", "N"), "public_start": ("model.init", "initial model"),
               "cohort": ("privacy.q_u", "q_u (expected cohort q_u N)")}
 

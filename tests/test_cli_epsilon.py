@@ -118,3 +118,52 @@ def test_noise_options_are_exclusive_and_required(capsys) -> None:
     assert exc.value.code == 2
     with pytest.raises(SystemExit):
         uedp.cli.main([*BASE, "--noise-multiplier", "1", "--target-epsilon", "3"])
+
+
+USER = ["epsilon", "--strategy", "user_dp", "--q-u", "0.2", "--rounds", "5", "--num-users", "100"]
+
+
+def test_holders_for_user_level_dp_json(capsys) -> None:
+    """--strategy user_dp --holders: eps_user at K = 0, growing in K, each row the library's value."""
+    from uedp.privacy.holders import holders_epsilon
+
+    code, out, _ = run([*USER, "--noise-multiplier", "4", "--holders", "0,2", "--json"], capsys)
+    assert code == 0
+    data = json.loads(out)
+    assert data["strategy"] == "user_dp" and "eps_uedp" not in data and data["q_e"] == data["q_s"] == 1.0
+    rows = {r["k"]: r for r in data["holders"]}
+    assert rows[0]["epsilon"] == data["eps_user"] and rows[0]["bound"] == "user"  # the same call: equal
+    mech = mechanism("user_dp", z=4.0, q_u=0.2, m_max=None)
+    want = holders_epsilon([(mech, 5)], 2, delta=1e-5, num_users=100)
+    assert rows[2]["epsilon"] == want.epsilon > data["eps_user"] and rows[2]["bound"] == want.bound
+    assert rows[2]["detected"] is None  # user-level DP samples no entity: one column
+
+
+def test_uedp_table_has_a_detected_column(capsys) -> None:
+    code, out, _ = run([*BASE, "--noise-multiplier", "3", "--holders", "2"], capsys)
+    assert code == 0 and "held by K other users" in out and "detected" in out
+
+
+def test_holders_options_are_checked(capsys) -> None:
+    for argv, words in (([*USER, "--noise-multiplier", "4", "--q-e", "0.5"], "UeDP's"),
+                        ([*USER, "--noise-multiplier", "4", "--holders", "x"], "--holders"),
+                        ([*USER, "--noise-multiplier", "4", "--target-holders", "2"], "--target-epsilon"),
+                        (["epsilon", "--q-u", "0.2", "--rounds", "5", "--num-users", "100", "--noise-multiplier", "4"],
+                         "--q-e and --q-s")):
+        code, _, err = run(argv, capsys)
+        assert code == 2 and words in err, (argv, err)
+
+
+def test_target_holders_calibrates_the_holders_epsilon(capsys, monkeypatch, tmp_path) -> None:
+    """--target-holders K: the K-holder epsilon is <= the target at the z found and above it 1e-3 lower."""
+    from uedp.privacy.holders import holders_epsilon
+
+    monkeypatch.setenv("UEDP_CALIBRATION_CACHE", "off")
+    code, out, _ = run([*USER, "--target-epsilon", "4", "--target-holders", "1", "--holders", "1", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["holders"][0]["epsilon"] <= 4.0 < data["holders"][0]["epsilon"] * 2
+    z = data["noise_multiplier"]
+    below = holders_epsilon([(mechanism("user_dp", z=z - 1e-3, q_u=0.2, m_max=None), 5)], 1, delta=1e-5,
+                            num_users=100)
+    assert below.epsilon > 4.0  # the smallest z to tol 1e-3 (uedp.privacy.calibration's guarantee)
+    assert data["eps_user"] < 4.0  # the user claim alone would have allowed less noise

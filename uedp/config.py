@@ -180,6 +180,10 @@ class PrivacyConfig:
     # mechanism claims (UeDP: eps_uedp and eps_undetected; user-level DP: eps_user), or a comma-separated
     # subset (e.g. "uedp": eps_undetected is then reported, not bounded)
     target_on: str = ""
+    # >= 0: the calibration also bounds the epsilon for one user and one (undetected) entity held by this many
+    # OTHER users (uedp.privacy.holders, docs/proofs.md section 11): the matched guarantee of docs/results.md;
+    # reported in summary.json as `holders`. -1: off. Calibrated for the run's rounds, not a budget stop.
+    target_holders: int = -1
     # strategy=uedp_split: the entity part's clip (0: max(k_cap, 1) * beta / m_max, the slot rule's entity
     # budget: the same s_e; docs/proofs.md Theorem 3); ignored by every other mechanism
     gamma: float = 0.0
@@ -206,6 +210,8 @@ class PrivacyConfig:
             raise ConfigError(f"privacy.beta must be > 0 and privacy.w_max in (0, 1]; got {self.beta}, {self.w_max}")
         if self.gamma < 0:
             raise ConfigError(f"privacy.gamma must be >= 0 (0: automatic), got {self.gamma}")
+        if self.target_holders < -1:
+            raise ConfigError(f"privacy.target_holders must be >= 0, or -1 (off), got {self.target_holders}")
         if self.noise_multiplier < 0 or self.target_epsilon < 0:
             raise ConfigError("privacy.noise_multiplier and privacy.target_epsilon must be >= 0")
         if not 0 < self.delta < 1:

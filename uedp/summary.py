@@ -64,6 +64,8 @@ KEYS: dict[str, str] = {
     "noise": "how the noise was drawn (uedp.privacy.noise: secure, philox, philox_fixed_seed; none if noiseless)",
     "undetected_rule": "the proved bound that decided eps_undetected, or null",
     "delta_trunc": "the probability that truncation at m_max acts, charged to delta; or null",
+    "holders": ("with privacy.target_holders = K >= 0: {k, epsilon, bound, bounds}, the epsilon for one user and "
+                "one undetected entity held by K other users (uedp.privacy.holders); null otherwise"),
     "initial_model": "where the start model came from ({source: random} or a public-start file's record)",
     "public_entities": "the public-entity policy's record (name, size, SHA-256), or null",
     "outside_guarantee": "the summary's fields the guarantee does not cover (private runs), or null",
@@ -92,7 +94,8 @@ RUN: tuple[str, ...] = (*COMMON, "method", "estimator", "noise_multiplier", "sig
                         "detector", "metrics_note", "seconds")
 # The keys each writer writes, every one of them every time (a value may be null or inf).
 SUMMARY_KINDS: dict[str, frozenset[str]] = {
-    "federated": frozenset((*RUN, "claims", "m_max", "noise", "undetected_rule", "delta_trunc", "initial_model",
+    "federated": frozenset((*RUN, "claims", "m_max", "noise", "undetected_rule", "delta_trunc", "holders",
+                            "initial_model",
                             "public_entities", "outside_guarantee", "model_round", "device", "noised_dimension",
                             "trainable_share", "base_model")),
     "local": frozenset((*RUN, "eps_local_document", "eps_local_user", "eps_local_entity", "local", "device")),

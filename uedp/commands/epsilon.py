@@ -120,8 +120,9 @@ def run(args: argparse.Namespace) -> int:
         round=1, rule=spec.rule, q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max,
         k_cap=args.k_cap, beta=args.beta, w_max=args.w_max, z=1.0, denominator=1.0,
     )  # fmt: skip
+    # the options run_noise_multiplier passes, so that a run of these settings finds the calibration cached
     problem = dict(rule=spec.rule, q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=args.k_cap,
-                   rounds=args.rounds, delta=args.delta, num_users=args.num_users)
+                   rounds=args.rounds, delta=args.delta, num_users=args.num_users, tol=1e-3, gamma=0.0)
     z = args.noise_multiplier
     if args.target_epsilon is not None:
         z = calibrate_claims(args.target_epsilon, claims, **problem)
@@ -151,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
             q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=args.k_cap, rounds=args.rounds,
             beta=args.beta, w_max=args.w_max, num_users=args.num_users, target_epsilon=args.target_epsilon,
             target_holders=args.target_holders,
-            sensitivities={"s_u": sens.s_u * unit, "s_e": sens.s_e * unit, "s_s": sens.s_s * unit},
+            sensitivities={k: _finite_or_none(v * unit) for k, v in (("s_u", sens.s_u), ("s_e", sens.s_e),
+                                                                     ("s_s", sens.s_s))},
             holders=[{"k": k, "epsilon": _finite_or_none(h.epsilon), "bound": h.bound,
                       "bounds": {b: _finite_or_none(v) for b, v in h.bounds.items()},
                       "detected": None if d is None else _finite_or_none(d.epsilon)} for k, h, d in per_k],

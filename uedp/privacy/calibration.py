@@ -663,7 +663,8 @@ def run_noise_multiplier(spec: Any, privacy: Any, *, rounds: int, num_users: int
     """A run's noise multiplier from its mechanism spec (uedp.privacy.mechanisms.MechanismSpec) and privacy
     settings (uedp.config.PrivacyConfig): privacy.noise_multiplier when privacy.target_epsilon is 0, else the
     smallest z with which every claimed epsilon (privacy.target_on; UeDP: eps_uedp and eps_undetected) reaches
-    the target over `rounds` rounds of N = `num_users` places (`calibrate_claims`); 0 for a noiseless one."""
+    the target over `rounds` rounds of N = `num_users` places (`calibrate_claims`), and with privacy.target_holders
+    = K >= 0 also the epsilon for an entity held by K other users (`calibrate_holders`); 0 for a noiseless one."""
     p = privacy
     if not spec.private:
         return 0.0
@@ -672,8 +673,10 @@ def run_noise_multiplier(spec: Any, privacy: Any, *, rounds: int, num_users: int
             raise ConfigError("privacy.noise_multiplier must be > 0 when privacy.target_epsilon is 0")
         return float(p.noise_multiplier)
     q_e, q_s = spec.rates(p)
-    return calibrate_claims(
-        p.target_epsilon, spec.claims_for(p), rule=spec.rule, q_u=p.q_u, q_e=q_e, q_s=q_s,
-        m_max=spec.m_max(p), k_cap=spec.k_cap(p), rounds=rounds, delta=p.delta, num_users=num_users, tol=1e-3,
-        gamma=spec.gamma(p) / p.beta,
-    )
+    problem = dict(rule=spec.rule, q_u=p.q_u, q_e=q_e, q_s=q_s, m_max=spec.m_max(p), k_cap=spec.k_cap(p),
+                   rounds=rounds, delta=p.delta, num_users=num_users, tol=1e-3, gamma=spec.gamma(p) / p.beta)
+    z = calibrate_claims(p.target_epsilon, spec.claims_for(p), **problem)
+    holders = getattr(p, "target_holders", -1)
+    if holders >= 0:  # the epsilon for an entity with that many other holders too (it is >= eps_user)
+        z = max(z, calibrate_holders(p.target_epsilon, holders, **problem))
+    return z
