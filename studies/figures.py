@@ -51,7 +51,7 @@ EPSILONS = (4.0, 8.0, 16.0)
 CATEGORIES = ("person", "location", "organization", "all")
 FIXED_EPS = 8.0
 LABELS = {"uedp": "UeDP f_E+", "uedp_naive": "UeDP f_E", "user_dp": "user-level DP", "deid": "de-identification",
-          "fedavg": "FedAvg (noiseless)"}
+          "deid_dp": "de-identification + user-level DP", "fedavg": "FedAvg (noiseless)"}
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ from uedp.protocol import RoundInstructions
     ("user_dp", "f_E", "user_dp", "user_dp", "user"),  # the estimator is a UeDP option only
     ("fedavg", "f_E+", "fedavg", "noiseless", None),
     ("deid", "f_E+", "deid", "noiseless", None),
+    ("deid_dp", "f_E+", "deid_dp", "user_dp", "user"),
+    ("deid_dp", "f_E", "deid_dp", "user_dp", "user"),
 ])
 def test_the_config_selects_one_spec(strategy, estimator, name, rule, adjacency):
     spec = spec_for(strategy, estimator)
@@ -42,7 +44,7 @@ def test_the_sampling_rate_rule_is_shared_by_spec_and_accountant():
     privacy = PrivacyConfig(q_e=0.3, q_s=0.4, k_cap=2, m_max=50)
     expected = {"uedp": (0.3, 0.4), "uedp_naive": (0.3, 0.0), "uedp_split": (0.3, 0.4), "user_dp": (1.0, 1.0),
                 "fedavg": (1.0, 1.0),
-                "deid": (1.0, 1.0), "dp_bart": (1.0, 1.0)}
+                "deid": (1.0, 1.0), "deid_dp": (1.0, 1.0), "dp_bart": (1.0, 1.0)}
     for spec in mechanisms.specs():
         rates = spec.rates(privacy)
         assert rates == expected[spec.name] == sampling_rates(spec.rule, q_e=0.3, q_s=0.4)

@@ -567,7 +567,7 @@ OUT_OF_RANGE: dict[str, tuple[st.SearchStrategy[Any], dict[str, Any]]] = {
     "tokenizer.source": (_not_in(("public", "private_split")), {}),
     "tokenizer.vocab_size": (_int_below(1), {}),
     "strategy.name": (st.text(string.ascii_lowercase + "_+", max_size=10).filter(
-        lambda s: s not in ("uedp", "uedp_split", "user_dp", "fedavg", "noiseless", "deid", "dp_bart",
+        lambda s: s not in ("uedp", "uedp_split", "user_dp", "fedavg", "noiseless", "deid", "deid_dp", "dp_bart",
                             "uedp_naive")), {}),
     "strategy.estimator": (_not_in(("f_E+", "f_E")), {}),
     "entities.public": (_not_in(("none", "places_calendar")), {}),

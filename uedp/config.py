@@ -161,7 +161,7 @@ CLASSIFICATION_MODEL = ModelConfig(name="minilm",
 
 @dataclass
 class StrategyConfig:
-    name: str = "uedp"  # a strategy of uedp.privacy.mechanisms: uedp | uedp_split | user_dp | fedavg | deid
+    name: str = "uedp"  # a strategy of uedp.privacy.mechanisms: uedp | uedp_split | user_dp | fedavg | deid | deid_dp
     estimator: str = "f_E+"  # uedp only: f_E+ (extended entities used) | f_E (naive, q_s = 0)
 
 

@@ -8,7 +8,7 @@ RunConfig dataclasses (uedp/config.py), the one place where defaults live.
 - for each group, that option: dataset/synthetic, task/next_word, model/lstm (named after the component
   RunConfig chooses), privacy/default and federation/default;
 - one strategy option per mechanism spec of uedp.privacy.mechanisms (its name and aliases: strategy=uedp,
-  uedp_naive, user_dp, fedavg or noiseless, deid), so a new mechanism needs no file here.
+  uedp_naive, user_dp, fedavg or noiseless, deid, deid_dp), so a new mechanism needs no file here.
 conf/config.yaml composes `run_config` and adds only what the entry point itself sets (runner,
 replicate, federation.out_dir, Hydra's settings); conf/<group>/*.yaml hold only presets that differ
 from RunConfig's defaults.

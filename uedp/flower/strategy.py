@@ -158,7 +158,7 @@ class UserEntityDP(Strategy):
     places           N, the public number of places (an int: the connected nodes, sorted, fill them), or a
                      `Places` map (uedp.flower.places.KeyedPlaces: places by registered public key)
     num_rounds       the rounds planned (calibration spends the target over them; m_max = 0 is chosen for them)
-    mechanism        a registered mechanism: uedp, uedp_naive, uedp_split, user_dp, fedavg, deid
+    mechanism        a registered mechanism: uedp, uedp_naive, uedp_split, user_dp, fedavg, deid, deid_dp
     privacy          uedp.config.PrivacyConfig: q_u, q_e, q_s, m_max, k_cap, beta, w_max, target_epsilon,
                      target_on, noise_multiplier (used when target_epsilon is 0), gamma, delta, seed, noise
     out_dir          where ledger.json (saved each round before the model is released) and checkpoint.pt go;

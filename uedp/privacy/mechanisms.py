@@ -251,6 +251,17 @@ register(MechanismSpec(
     description="de-identification: FedAvg on text with detected entities replaced by [CATEGORY]; no guarantee",
 ))
 register(MechanismSpec(
+    # the crafted-update audit sends crafted updates, never text: its law and result for this spec are
+    # user_dp's exactly, so its evidence is user_dp's rows and `audited` stays False (no duplicate name in
+    # uedp.audit.mechanism.METHODS)
+    name="deid_dp", strategy="deid_dp", estimator=None, rule="user_dp", adjacency="user", keyed=False,
+    truncate=False, entity_cap=False, deidentify=True,
+    description="de-identification + user-level DP: DP-FedAvg (as user_dp: every sentence of a Poisson-sampled "
+                "user, one clip, Gaussian noise; claims eps_user) on text with detected entities replaced by "
+                "[CATEGORY]; the guarantee is user_dp's exactly (a neighbour removes a user, de-identified text "
+                "and all), de-identification changes only what the model sees",
+))
+register(MechanismSpec(
     name="dp_bart", strategy="dp_bart", estimator=None, rule="noiseless", adjacency=None, keyed=False,
     truncate=False, entity_cap=False, local=True, summary_method="local_dp",
     description="DP-BART: each client rewrites its sentences under local DP (rewrite.*), the server trains on "
