@@ -90,3 +90,30 @@ def test_the_default_detector_is_the_runs_and_is_named(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["detector"] == EntityConfig().detector_for("jsonl") == "balanced" and out["detector_option"] == "auto"
     assert "recall" in out  # balanced is measured against the file's gold spans
+
+
+def test_public_policy_option_and_holder_table(tmp_path, capsys):
+    """--public places_calendar: the policy's entities (GPE paris, DATE monday) leave the holders report, which
+    names the policy; the text output prints p90 / p99 / share and a per-category holder table."""
+    lines = [{"user": u, "text": "Paris on Monday.", "entities": [[0, 5, "GPE"], [9, 15, "DATE"]]} for u in "abc"]
+    lines.append({"user": "a", "text": "Ann Lee called.", "entities": [[0, 7, "PERSON"]]})
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    base = ["corpus-stats", "--dataset", "jsonl", "-o", f"path={path}", "-o", "sentence_split=false",
+            "--detector", "gold"]
+    assert main([*base, "--json"]) == 0
+    before = json.loads(capsys.readouterr().out)
+    assert before["public"] == "none" and before["entities"] == 3
+    assert sorted(before["users_per_entity"]["per_category"]) == ["DATE", "GPE", "PERSON"]
+    assert (before["users_per_entity"]["max"], before["users_per_entity"]["share_2plus"]) == (3, 2 / 3)
+    assert main([*base, "--public", "places_calendar", "--json"]) == 0
+    after = json.loads(capsys.readouterr().out)
+    assert after["public"] == "places_calendar" and after["entities"] == 1 and after["sensitive_sentences"] == 1
+    assert list(after["users_per_entity"]["per_category"]) == ["PERSON"]
+    assert (after["users_per_entity"]["max"], after["users_per_entity"]["share_2plus"]) == (1, 0.0)
+    assert main([*base, "--public", "places_calendar"]) == 0
+    text = capsys.readouterr().out
+    assert "public places_calendar)" in text and "p90 1  p99 1  max 1  share >= 2 0.000" in text
+    assert "share >= 2" in text.splitlines()[7] and text.splitlines()[8].split()[:2] == ["PERSON", "1"]
+    assert main([*base, "--public", "everything"]) == 2
+    assert "entities.public must be one of none, places_calendar" in capsys.readouterr().err

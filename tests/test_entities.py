@@ -421,3 +421,69 @@ def test_stats_on_tiny_corpus() -> None:
     assert r["precision"] == 1.0 and r["recall"] == pytest.approx(2 / 6)  # integer ratios, as above
     assert r["per_category"]["PERSON"]["recall"] == 0.0 and r["per_category"]["EMAIL"]["recall"] == 1.0
     json.dumps(r)
+
+
+def _spans_corpus(name: str, rows: list[tuple[str, list[tuple[str, str]]]]):
+    """A gold corpus of one sentence per (user, [(category, text), ...]): the texts joined by ", "."""
+    b = CorpusBuilder(name, has_gold=True)
+    for user, ents in rows:
+        text, gold = "", []
+        for category, part in ents:
+            text += ", " if text else ""
+            gold.append(GoldSpan(len(text), len(text) + len(part), category))
+            text += part
+        b.add(user, text + ".", split="train", gold=gold)
+    return b.build(seed=0)
+
+
+def _holders_corpus():
+    """Holders: PERSON alice 1, PERSON bob 1, GPE paris 2 (u1, u2), DATE monday 5 (u1..u5)."""
+    return _spans_corpus("holders", [
+        ("u1", [("PERSON", "Alice"), ("GPE", "Paris"), ("DATE", "Monday")]),
+        ("u2", [("PERSON", "Bob"), ("GPE", "Paris")]), ("u2", [("DATE", "Monday")]),
+        *((u, [("DATE", "Monday")]) for u in ("u3", "u4", "u5")),
+    ])
+
+
+def test_holder_percentiles_share_and_per_category() -> None:
+    """users_per_entity over holders [1, 1, 2, 5]: median 1.5, p90 = p99 = 5 (numpy method "higher": an actual
+    holder count; linear interpolation would give 4.1 and 4.91), share with >= 2 holders 0.5; and per category."""
+    corpus = _holders_corpus()
+    s = corpus_stats(corpus, DETECTORS.create("gold").annotate(corpus), resolve_categories("all"))
+    assert json.loads(json.dumps(s)) == s and s["public"] == "none"
+    upe = s["users_per_entity"]
+    assert (s["entities"], upe["mean"], upe["median"], upe["max"]) == (4, 2.25, 1.5, 5)
+    assert (upe["p90"], upe["p99"], upe["share_2plus"]) == (5, 5, 0.5)
+    assert upe["per_category"] == {
+        "DATE": {"entities": 1, "mean": 5.0, "median": 5.0, "p90": 5, "p99": 5, "max": 5, "share_2plus": 1.0},
+        "GPE": {"entities": 1, "mean": 2.0, "median": 2.0, "p90": 2, "p99": 2, "max": 2, "share_2plus": 1.0},
+        "PERSON": {"entities": 2, "mean": 1.0, "median": 1.0, "p90": 1, "p99": 1, "max": 1, "share_2plus": 0.0},
+    }
+    # a protected category left out: its keys leave the overall and the per-category numbers
+    person = corpus_stats(corpus, DETECTORS.create("gold").annotate(corpus), {"PERSON", "GPE"})
+    assert sorted(person["users_per_entity"]["per_category"]) == ["GPE", "PERSON"]
+    assert (person["users_per_entity"]["p99"], person["users_per_entity"]["share_2plus"]) == (2, pytest.approx(1 / 3))
+
+    # holders 1..20 (key i held by users 1..i): p90 is the 19th of the sorted counts, below the max
+    rows = [(f"u{j:02d}", [("PERSON", f"Name{i:02d}")]) for i in range(1, 21) for j in range(1, i + 1)]
+    corpus = _spans_corpus("ladder", rows)
+    upe = corpus_stats(corpus, DETECTORS.create("gold").annotate(corpus), {"PERSON"})["users_per_entity"]
+    assert (upe["median"], upe["p90"], upe["p99"], upe["max"]) == (10.5, 19, 20, 20)
+    assert upe["share_2plus"] == pytest.approx(19 / 20)
+    assert upe["per_category"]["PERSON"]["p90"] == 19
+
+
+def test_public_policy_leaves_its_entities_out_of_the_holders() -> None:
+    """places_calendar makes GPE paris and DATE monday public: as in a run (entity_sets less public_keys), they
+    leave the holder counts, the distinct entities and the sensitive sentences (u3..u5's become entity-free)."""
+    corpus = _holders_corpus()
+    gold = DETECTORS.create("gold").annotate(corpus)
+    s = corpus_stats(corpus, gold, resolve_categories("all"), public="places_calendar")
+    upe = s["users_per_entity"]
+    assert s["public"] == "places_calendar" and s["entities"] == 2
+    assert (upe["max"], upe["p99"], upe["share_2plus"]) == (1, 1, 0.0)
+    assert list(upe["per_category"]) == ["PERSON"]
+    assert s["entities_per_category"]["GPE"] == s["entities_per_category"]["DATE"] == 0
+    assert (s["sensitive_sentences"], s["extended_entities"]) == (2, 4)
+    with pytest.raises(ConfigError, match="entities.public"):
+        corpus_stats(corpus, gold, resolve_categories("all"), public="everything")

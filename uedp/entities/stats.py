@@ -1,16 +1,25 @@
 """Corpus statistics under a choice of protected categories (what the privacy analysis depends on).
 
-    stats = corpus_stats(corpus, annotations, resolve_categories("pii"))
+    stats = corpus_stats(corpus, annotations, resolve_categories("pii"), public="places_calendar")
     json.dumps(stats)   # plain ints, floats, strings, lists and dicts only
 
 Keys of the result:
 - `users`, `sentences`, `dropped_users` (from `corpus.meta`, 0 if absent), `splits` ({split: sentences}).
-- `detector` (from the annotations' metadata, or the argument), `protected` (sorted categories).
+- `detector` (from the annotations' metadata, or the argument), `protected` (sorted categories), `public`
+  (the public-entity policy, uedp.entities.public: its keys are not protected, so, as in a run (the
+  sentence entity sets of uedp.entities.detectors.entity_sets), they are left out of every count below: a
+  sentence whose only protected entities are public is entity-free).
 - `sensitive_sentences` (holding >= 1 protected entity), `sensitive_fraction`, `extended_entities`
   (sentences with none: each is one extended entity of the mechanism).
 - `entities`: distinct protected entity keys; `entities_per_category`: {category: distinct keys}.
-- `users_per_entity`: over the distinct keys, the number of distinct users whose sentences hold the key:
-  {mean, median, max, histogram} with histogram bins "1", "2", "3-5", "6-10", "11-100", ">100".
+- `users_per_entity`: over the distinct keys, the number of distinct users whose sentences hold the key
+  (the key's holders): {mean, median, p90, p99, max, share_2plus, histogram, per_category} with histogram
+  bins "1", "2", "3-5", "6-10", "11-100", ">100". `median` is numpy's (the mean of the two middle values
+  for an even count); `p90` and `p99` are `numpy.percentile(holders, q, method="higher")`, the holder count
+  at sorted position ceil(q / 100 * (n - 1)) (0-based), so always an actual holder count (holders
+  [1, 1, 2, 5]: median 1.5, p90 5, p99 5). `share_2plus` is the fraction of distinct keys with >= 2
+  holders. `per_category`: {category: {entities, mean, median, p90, p99, max, share_2plus}} over the
+  protected categories with at least one key (category of a key: uedp.categories.key_category).
   This is what an entity's removal touches: the users it spans bound how much one entity moves a round.
 - `entities_per_sentence`: mean number of distinct protected keys per sentence (all sentences), and
   `entities_per_sensitive_sentence` (sensitive sentences only; 0.0 if there is none).
@@ -32,6 +41,7 @@ import pyarrow.compute as pc
 from uedp.categories import key_category
 from uedp.data.corpus import SPLITS, Corpus
 from uedp.entities.detectors import detector_identity, entity_sets
+from uedp.entities.public import public_keys
 from uedp.entities.quality import detection_quality
 from uedp.errors import CorpusError
 
@@ -51,10 +61,26 @@ def _histogram(counts: Iterable[int]) -> dict[str, int]:
     return hist
 
 
+def _holders(spans: np.ndarray) -> dict[str, Any]:
+    """Summary of holder counts (one per distinct key): the numbers of `users_per_entity` (module docstring)."""
+    if not len(spans):
+        return {"mean": 0.0, "median": 0.0, "p90": 0, "p99": 0, "max": 0, "share_2plus": 0.0}
+    return {
+        "mean": float(spans.mean()),
+        "median": float(np.median(spans)),
+        "p90": int(np.percentile(spans, 90, method="higher")),
+        "p99": int(np.percentile(spans, 99, method="higher")),
+        "max": int(spans.max()),
+        "share_2plus": float(np.count_nonzero(spans >= 2) / len(spans)),
+    }
+
+
 def corpus_stats(
-    corpus: Corpus, annotations: pa.Table, protected: Iterable[str], *, detector: str | None = None
+    corpus: Corpus, annotations: pa.Table, protected: Iterable[str], *, detector: str | None = None,
+    public: str = "none",
 ) -> dict[str, Any]:
-    """Statistics of `corpus` with `annotations` (ANNOTATION_SCHEMA) and the `protected` categories."""
+    """Statistics of `corpus` with `annotations` (ANNOTATION_SCHEMA), the `protected` categories and the
+    public-entity policy `public` (none | places_calendar: its keys are not protected)."""
     protected = frozenset(protected)
     rows = corpus.table.select(["sid", "user", "split"]).sort_by("sid")
     annotations = annotations.sort_by("sid")
@@ -65,7 +91,7 @@ def corpus_stats(
     if detector is None:
         detector = (detector_identity(annotations) or {}).get("detector", "unknown")
 
-    sets = entity_sets(annotations, protected)
+    sets = entity_sets(annotations, protected, public_keys(public))  # as a run's (uedp.pipeline)
     users = rows.column("user").to_pylist()
     users_of: dict[str, set[str]] = {}
     for user, keys in zip(users, sets):
@@ -77,7 +103,11 @@ def corpus_stats(
     sensitive = int(np.count_nonzero(sizes))
     spans = np.array([len(u) for u in users_of.values()], dtype=np.int64)
     split_counts = Counter(rows.column("split").to_pylist())
-    per_category = Counter(key_category(k) for k in users_of)
+    categories = [key_category(k) for k in users_of]
+    per_category = Counter(categories)
+    holders_of: dict[str, list[int]] = {}
+    for cat, span in zip(categories, spans.tolist()):
+        holders_of.setdefault(cat, []).append(span)
 
     out: dict[str, Any] = {
         "users": len(pc.unique(rows.column("user"))),
@@ -86,16 +116,19 @@ def corpus_stats(
         "splits": {s: int(split_counts.get(s, 0)) for s in SPLITS},
         "detector": detector,
         "protected": sorted(protected),
+        "public": public,
         "sensitive_sentences": sensitive,
         "sensitive_fraction": sensitive / n if n else 0.0,
         "extended_entities": n - sensitive,
         "entities": len(users_of),
         "entities_per_category": {c: per_category.get(c, 0) for c in sorted(protected)},
         "users_per_entity": {
-            "mean": float(spans.mean()) if len(spans) else 0.0,
-            "median": float(np.median(spans)) if len(spans) else 0.0,
-            "max": int(spans.max()) if len(spans) else 0,
+            **_holders(spans),
             "histogram": _histogram(spans.tolist()),
+            "per_category": {
+                c: {"entities": len(h), **_holders(np.array(h, dtype=np.int64))}
+                for c, h in sorted(holders_of.items())
+            },
         },
         "entities_per_sentence": float(sizes.mean()) if n else 0.0,
         "entities_per_sensitive_sentence": float(sizes[sizes > 0].mean()) if sensitive else 0.0,
