@@ -12,7 +12,7 @@ q_u:
     D' (u' and e')     sum over drawn holders of +-b, plus +b if u' drawn
 
 Every round is the same independent pair, so the run's epsilon is the T-fold composition of this pair of 1-D
-Gaussian mixtures (uedp.audit.mechanism.pair_pld), discretized OPTIMISTICALLY (every delta(eps) a lower
+Gaussian mixtures (uedp.privacy.numeric.pair_pld), discretized OPTIMISTICALLY (every delta(eps) a lower
 bound): `world_epsilon` is a lower bound on the epsilon of ANY valid accounting of that run, and the
 accountant's bound must stay above it (tests/test_holders.py).
 
@@ -25,9 +25,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import binom
 
-from uedp.audit.mechanism import pair_pld
 from uedp.errors import ConfigError
 from uedp.privacy.accounting import check_delta
+from uedp.privacy.numeric import pair_pld
 
 LOSS_GRID = 2e-3  # the optimistic loss grid: it lowers epsilon by at most ~rounds * LOSS_GRID
 

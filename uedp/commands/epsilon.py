@@ -9,7 +9,8 @@
 user_dp or deid_dp (user-level DP on de-identified text: the same accounting); --q-e and --q-s are UeDP's.
 --holders K[,K...] adds the epsilon for one user AND one entity held by K other users (uedp.privacy.holders,
 docs/proofs.md section 11): for UeDP a detected entity (eps_uedp, any K) and an undetected one; for user-level
-DP any entity. --target-holders K makes the calibration also bound that epsilon for K holders.
+DP any entity; with --lower also a concrete world's epsilon, a lower bound (uedp.audit.holders). --target-holders
+K makes the calibration also bound that epsilon for K holders (config privacy.target_holders).
 
 Prints eps_uedp, eps_user, eps_undetected (with the name of the bound that decided it: docs/proofs.md
 Theorem 2) and eps_rdp_bound (uedp.privacy.accounting) as a table, or with --json one JSON object (keys
@@ -62,6 +63,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    "undetected (default: the mechanism's claims: UeDP both, user-level DP user)")
     p.add_argument("--holders", default="", help="K[,K...]: also the epsilon for one user and one entity held "
                    "by K other users")
+    p.add_argument("--lower", action="store_true", help="with --holders: also a concrete world's epsilon, a LOWER "
+                   "bound of what the run leaks about such an entity (uedp.audit.holders)")
     p.add_argument("--target-holders", type=int, default=None, metavar="K", help="with --target-epsilon: the "
                    "target also bounds the epsilon for an (undetected) entity held by K other users")
     p.add_argument("--m-max", type=int, default=0, help="maximal number of users per round (0, the default: the "
@@ -139,6 +142,13 @@ def run(args: argparse.Namespace) -> int:
               None if user_level else holders_epsilon([(mech, args.rounds)], k, delta=args.delta,
                                                       num_users=args.num_users, detected=True))
              for k in holders]
+    lower = {}
+    if args.lower:
+        from uedp.audit.holders import world_epsilon
+
+        q_sel = 1.0 if user_level else q_s  # a holder's sentence used: always, or by its S-coin
+        lower = {k: world_epsilon(k, q_u=args.q_u, q_sel=q_sel, sigma=mech.sigma, rounds=args.rounds,
+                                  delta=args.delta) for k in holders}
     seconds = time.perf_counter() - start
     keys = USER_KEYS if user_level else KEYS
     values = {k: getattr(eps, k) for k in keys}
@@ -156,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
                                                                      ("s_s", sens.s_s))},
             holders=[{"k": k, "epsilon": _finite_or_none(h.epsilon), "bound": h.bound,
                       "bounds": {b: _finite_or_none(v) for b, v in h.bounds.items()},
-                      "detected": None if d is None else _finite_or_none(d.epsilon)} for k, h, d in per_k],
+                      "detected": None if d is None else _finite_or_none(d.epsilon),
+                      "lower": _finite_or_none(lower[k]) if k in lower else None} for k, h, d in per_k],
         )  # fmt: skip
         print(json.dumps(out, sort_keys=False, allow_nan=False))
         return 0
@@ -178,8 +189,10 @@ def run(args: argparse.Namespace) -> int:
     if per_k:
         print("one user AND one entity held by K other users (docs/proofs.md section 11):")
         head = "any entity" if user_level else "undetected"
-        print(f"  {'K':>4}  {head:>12}  {'bound':<15}" + ("" if user_level else f"  {'detected':>10}"))
+        print(f"  {'K':>4}  {head:>12}  {'bound':<15}" + ("" if user_level else f"  {'detected':>10}")
+              + (f"  {'lower bound':>11}" if lower else ""))
         for k, h, d in per_k:
-            print(f"  {k:>4}  {h.epsilon:12.6g}  {h.bound:<15}" + ("" if d is None else f"  {d.epsilon:10.6g}"))
+            print(f"  {k:>4}  {h.epsilon:12.6g}  {h.bound:<15}" + ("" if d is None else f"  {d.epsilon:10.6g}")
+                  + (f"  {lower[k]:11.6g}" if lower else ""))
     print(f"(computed in {seconds:.2f} s)")
     return 0

@@ -87,6 +87,7 @@ from scipy.stats import binom
 from uedp.checks import positive
 from uedp.errors import ConfigError
 from uedp.privacy.mechanisms import sampling_rates
+from uedp.privacy.numeric import NumericPair
 from uedp.privacy.sensitivity import RULES, Sensitivities, noise_std, sensitivities
 
 DEFAULT_DELTA = 1e-5
@@ -326,7 +327,7 @@ class Labelled:
         return total
 
 
-Pair = Mixture | RemoveForm | Labelled
+Pair = Mixture | RemoveForm | Labelled | NumericPair  # NumericPair: uedp.privacy.numeric (two 1-D mixtures)
 
 
 def _two_way(sigma: float, s_u: float, s_x: float, q_u: float, q_x: float) -> Mixture:
@@ -646,8 +647,8 @@ def _check_pairs(pairs: PairCounts) -> tuple[tuple[Pair, int], ...]:
         if not (isinstance(item, tuple) and len(item) == 2):
             raise TypeError(f"expected a (pair, count) tuple, got {item!r}")
         pair, count = item
-        if not isinstance(pair, Mixture | RemoveForm | Labelled):
-            raise TypeError(f"expected a Mixture, RemoveForm or Labelled pair, got {type(pair).__name__}")
+        if not isinstance(pair, Mixture | RemoveForm | Labelled | NumericPair):
+            raise TypeError(f"expected a Mixture, RemoveForm, Labelled or NumericPair pair, got {type(pair).__name__}")
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise ConfigError(f"a round count must be a non-negative integer, got {count!r}")
         if count:

@@ -40,6 +40,7 @@ from scipy.stats import binom
 from uedp.errors import ConfigError
 from uedp.privacy import accounting as acc
 from uedp.privacy.accounting import Labelled, Mechanism, Mixture, Pair, Records
+from uedp.privacy.numeric import NumericPair
 
 TAIL_FRACTION = 0.01  # the charge for J > j_max: at most this fraction of delta
 HOLDER_BOUNDS = ("one_holder", "revealed_count", "group", "detected")
@@ -54,12 +55,13 @@ def _check_k(k: int) -> int:
 def count_pair(sigma: float, s_u: float, s_h: float, q_u: float, p: float, k: int, j_max: int) -> Pair:
     """One round's revealed-count pair (docs/proofs.md Theorem 5): label j in 0..j_max with probability
     Bin(k, p)(j) / P(Bin(k, p) <= j_max), then N(0) against {j s_h: 1 - q_u, j s_h + s_u: q_u}. j = 0 is the
-    user pair; k = 0 is the user pair."""
+    user pair; k = 0 is the user pair. The parts j >= 1 (no zero shift: dp-accounting's mixture code takes
+    seconds each) are numerical PLDs (uedp.privacy.numeric.NumericPair, pessimistic)."""
     top = min(_check_k(k), j_max)
     weights = binom.pmf(np.arange(top + 1), k, p)
     weights = weights / weights.sum()
-    parts = tuple(Mixture(sigma=sigma, sensitivities=(j * s_h, j * s_h + s_u), probs=(1 - q_u, q_u))
-                  for j in range(top + 1))
+    parts = (Mixture(sigma=sigma, sensitivities=(0.0, s_u), probs=(1 - q_u, q_u)),  # dp-accounting's closed form
+             *(NumericPair((0.0,), (1.0,), (j * s_h, j * s_h + s_u), (1 - q_u, q_u), sigma) for j in range(1, top + 1)))
     return Labelled(weights=tuple(float(w) for w in weights), parts=parts)
 
 
