@@ -35,7 +35,8 @@ def test_k_zero_is_the_user_epsilon() -> None:
 
 @pytest.mark.e2e  # ~9 s: two sets of mixture PLDs
 def test_the_revealed_count_is_dp_accountings_pld_built_by_hand() -> None:
-    """The bound composed by hand from dp_accounting's own PLD constructors: a mixture of Gaussians per label
+    """The bound composed by hand from dp_accounting's own PLD constructors (not the accountant's numerical
+    parts): a mixture of Gaussians per label
     j (N(0) against {2j: 1-q, 2j+1: q}), mixed with the Bin(k, q) weights cut at j_max, self-composed over
     the rounds, read at delta minus the tail charge."""
     k, q, sigma = 2, USER_DP.q_u, USER_DP.sigma
@@ -55,8 +56,11 @@ def test_the_revealed_count_is_dp_accountings_pld_built_by_hand() -> None:
         total = part if total is None else total.compute_mixture(part, mass / (mass + w))
         mass += w
     want = total.self_compose(ROUNDS).get_epsilon_for_delta(DELTA - charge)
-    # the same dp-accounting operations in the same order on the same grid: equal to float rounding
-    assert got == pytest.approx(want, rel=1e-12)
+    # the accountant builds the parts j >= 1 numerically (uedp.privacy.numeric: 400,001 output points, losses
+    # rounded up to the same 1e-2 grid plus a curvature slack), dp-accounting by inverting the loss: two
+    # pessimistic discretizations of one pair on one loss grid, measured 0.04% apart; 0.5% allows for the
+    # grid's rounding going either way in each of the composed rounds
+    assert got == pytest.approx(want, rel=5e-3)
 
 
 @pytest.mark.e2e  # ~5 s: a fine PLD and a 400,001-point integral
@@ -65,7 +69,7 @@ def test_one_round_of_the_count_pair_by_numerical_integration() -> None:
     parts, integrated numerically (scipy), independently of dp-accounting's PLD code."""
     k, q, sigma, eps = 1, 0.3, 2.0, 0.5
     pair = count_pair(sigma, 1.0, 2.0, q, q, k, k)
-    pld = acc._pair_pld(pair, 2e-3)  # noqa: SLF001 - the accountant's own cached PLD of this pair
+    pld = pair.pld(2e-3)  # the PLD the accountant builds for this pair
     y = np.linspace(-20, 28, 400_001)
     p = norm.pdf(y, 0, sigma)
     want_remove = 0.0

@@ -272,7 +272,7 @@ def test_the_public_api_validates_its_arguments():
         as_groups([(ledger.records[0].mechanism, -1)])
     with pytest.raises(ConfigError, match="number of places"):  # truncation needs N
         epsilon_of(ledger.records, "uedp", delta=DELTA, num_users=None)
-    with pytest.raises(TypeError, match="Labelled pair, got Mechanism"):
+    with pytest.raises(TypeError, match="NumericPair pair, got Mechanism"):
         pairs_epsilon([(ledger.records[0].mechanism, 3)], delta=DELTA)
     with pytest.raises(ConfigError, match="delta"):
         pairs_epsilon([(ledger.records[0].mechanism.mixture("uedp"), 3)], delta=0.0)

@@ -39,6 +39,7 @@ from uedp.privacy.mechanisms import get, specs
 
 KEYS = ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound")
 USER_KEYS = ("eps_user", "eps_undetected")  # user-level DP samples no entity: eps_uedp is infinite
+LOWER_SENTENCES = 100  # --lower, UeDP: the world's holders hold the entity in this many entity-free sentences
 STRATEGIES = tuple(s.name for s in specs() if s.rule in ("uedp", "uedp_naive", "user_dp") and not s.local)
 LABELS = {
     "eps_uedp": "user-entity DP (UeDP)",
@@ -146,7 +147,9 @@ def run(args: argparse.Namespace) -> int:
     if args.lower:
         from uedp.audit.holders import world_epsilon
 
-        q_sel = 1.0 if user_level else q_s  # a holder's sentence used: always, or by its S-coin
+        # a holder's sentence used: always (user-level DP), or by its S-coins: a holder with the entity in
+        # LOWER_SENTENCES entity-free sentences uses one of them with probability 1 - (1 - q_s)^that
+        q_sel = 1.0 if user_level else 1.0 - (1.0 - q_s) ** LOWER_SENTENCES
         lower = {k: world_epsilon(k, q_u=args.q_u, q_sel=q_sel, sigma=mech.sigma, rounds=args.rounds,
                                   delta=args.delta) for k in holders}
     seconds = time.perf_counter() - start

@@ -6,8 +6,7 @@ undetected entity held by one other user (Theorem 2). What a user choosing a met
 for "one user u' AND an entity e' that k other users hold" under each mechanism. With k = 0 it is eps_user.
 
   holders_epsilon(records, k, *, delta, num_users, detected=False) -> HoldersEpsilon
-      the run's epsilon for that pair: the smallest of the valid bounds below that apply to its rounds (at
-      k = 1 also eps_undetected itself, Theorem 2: "one_holder")
+      the run's epsilon for that pair: the smallest of the valid bounds below that apply to its rounds
   count_pair(sigma, s_u, s_h, q_u, p, k, j_max) -> Labelled
       one round's revealed-count pair (Theorem 5): the number J of holders whose update may change is revealed
       (label j, probability Bin(k, p) conditioned on J <= j_max), then N(0) against {j s_h: 1-q_u, j s_h + s_u: q_u}
@@ -16,13 +15,15 @@ for "one user u' AND an entity e' that k other users hold" under each mechanism.
 
 Per rule (uedp.privacy.sensitivity.RULES; s_u = b, s_h = s_s = 2b the change of one holder's update):
   user_dp      the revealed count with p = q_u (every sentence used), and group privacy over 2k + 1 steps of
-               the user pair (changing a holder is two steps under "one place emptied": empty, refill).
+               the user pair (changing a holder is two steps under "one place emptied": empty, refill), plus
+               delta_trunc if the rounds truncate.
   uedp, uedp_naive, uedp_split
                detected entity: eps_uedp for every k (Theorem 1). Undetected entity: the revealed count of
                the DRAWN holders, p = q_u (a sentence that also holds detected entities may share them with
                other holders' sentences, so selections are not independent; p = q_u covers every kind and
                number of sentences), charged delta_trunc; and group privacy over k steps of
-               eps_undetected's profile.
+               eps_undetected's profile at q_e = q_s = 1 (a holder may hold the entity in many sentences).
+  k = 1        also Theorem 2 at q_e = q_s = 1 ("one_holder").
   noiseless    infinite.
 The reported epsilon is the minimum of the valid bounds (each holds for the same run) with the name of the
 one that decided it. Every epsilon is dp-accounting's PLD composition (uedp.privacy.accounting.pairs_epsilon).
@@ -30,6 +31,7 @@ one that decided it. Every epsilon is dp-accounting's PLD composition (uedp.priv
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +42,7 @@ from scipy.stats import binom
 from uedp.errors import ConfigError
 from uedp.privacy import accounting as acc
 from uedp.privacy.accounting import Labelled, Mechanism, Mixture, Pair, Records
+from uedp.privacy.mechanisms import sampling_rates
 from uedp.privacy.numeric import NumericPair
 
 TAIL_FRACTION = 0.01  # the charge for J > j_max: at most this fraction of delta
@@ -70,7 +73,7 @@ def tail_cut(k: int, p: float, rounds: int, budget: float) -> tuple[int, float]:
     counted, 1 - (1 - P(Bin(k, p) > j_max))^rounds, is at most `budget`, and that probability (docs/proofs.md
     Theorem 5: the good event J_t <= j_max of every round, Lemma C)."""
     for j in range(k + 1):
-        charge = -math.expm1(rounds * math.log1p(-min(float(binom.sf(j, k, p)), 1.0)))
+        charge = -math.expm1(rounds * math.log1p(-min(float(binom.sf(j, k, p)), 1.0)))  # rounds: of this group
         if charge <= budget:
             return j, charge
     return k, 0.0
@@ -126,17 +129,16 @@ def _rule(groups: acc.Groups) -> str:
 
 
 def _count_bound(groups: acc.Groups, k: int, p_of: Callable[[Mechanism], float], delta: float,
-                 num_users: int | None, truncated: bool, vdi: float | None) -> float:
+                 num_users: int | None, vdi: float | None) -> float:
     """The revealed-count bound composed over the rounds, charged the tail cut and (truncated) delta_trunc
     (Theorem 1's good event: the holders are among the other places; docs/proofs.md Theorem 5)."""
     rounds = sum(c for _, c in groups)
-    trunc = acc.truncation_delta(groups, num_users) if truncated else 0.0
-    left = delta - trunc
+    left = delta - acc.truncation_delta(groups, num_users)  # 0 where nothing truncates (user_dp)
     pairs = []
     for m, count in groups:
         sens = m.sensitivities
         p = p_of(m)
-        j_max, charge = tail_cut(k, p, rounds, TAIL_FRACTION * delta * count / rounds)
+        j_max, charge = tail_cut(k, p, count, TAIL_FRACTION * delta * count / rounds)
         left -= charge
         pairs.append((count_pair(m.sigma, sens.s_u, sens.s_s, m.q_u, p, k, j_max), count))
     if left <= 0.0:
@@ -164,29 +166,45 @@ def holders_epsilon(records: Records, k: int, *, delta: float = acc.DEFAULT_DELT
         eps = acc.epsilon_of(groups, "user", delta=delta, num_users=num_users, value_discretization_interval=vdi)
         return HoldersEpsilon(0, eps, "user", {"user": eps}, delta)
     bounds: dict[str, float] = {}
-    if k == 1:  # Theorem 2 itself: one other holder
-        bounds["one_holder"] = acc.undetected_epsilon(groups, delta=delta, num_users=num_users,
+    if k == 1:  # Theorem 2 for one other holder, with the entity in ANY number of its sentences
+        bounds["one_holder"] = acc.undetected_epsilon(_any_sentences(groups), delta=delta, num_users=num_users,
                                                       value_discretization_interval=vdi)[0]
     if rule == "user_dp":
-        bounds["revealed_count"] = _count_bound(groups, k, lambda m: m.q_u, delta, num_users, False, vdi)
+        bounds["revealed_count"] = _count_bound(groups, k, lambda m: m.q_u, delta, num_users, vdi)
         user = tuple((m.mixture("user"), c) for m, c in groups)
         grid = vdi or acc.auto_discretization(acc.pairs_rdp_epsilon(user, delta=delta))
-        bounds["group"] = group_epsilon(_profile(user, grid), 2 * k + 1, delta=delta)
+        trunc = acc.truncation_delta(groups, num_users)
+        profile = _profile(user, grid)
+        bounds["group"] = group_epsilon(lambda e: profile(e) + trunc, 2 * k + 1, delta=delta)
     else:
         if detected:
             bounds["detected"] = acc.epsilon_of(groups, "uedp", delta=delta, num_users=num_users,
                                                 value_discretization_interval=vdi)
-        bounds["revealed_count"] = _count_bound(groups, k, lambda m: m.q_u, delta, num_users, True, vdi)
+        bounds["revealed_count"] = _count_bound(groups, k, lambda m: m.q_u, delta, num_users, vdi)
         bounds["group"] = _undetected_group(groups, k, delta, num_users, vdi)
     name = min(bounds, key=lambda b: bounds[b])
     return HoldersEpsilon(k, bounds[name], name, bounds, delta)
 
 
+def _any_sentences(groups: acc.Groups) -> tuple[tuple[Mechanism, int], ...]:
+    """The rounds with q_e = q_s = 1 (the rule's rates at 1: uedp_naive keeps q_s = 0): Theorem 2's pairs are
+    per SENTENCE at q_s < 1 (section 6: m sentences need 1 - (1 - q_s)^m), while the neighbour here removes
+    every sentence of a holder that holds the entity; at rates 1 the pair (LPS at eta = q_u) holds for any
+    number of them (the adversarial read of Theorem 5, docs/proofs.md section 8)."""
+    out = []
+    for m, count in groups:
+        q_e, q_s = sampling_rates(m.rule, q_e=1.0, q_s=1.0)
+        out.append((dataclasses.replace(m, q_e=q_e, q_s=q_s), count))
+    return tuple(out)
+
+
 def _undetected_group(groups: acc.Groups, k: int, delta: float, num_users: int | None, vdi: float | None) -> float:
     """Group privacy over the k holders (k steps: u' with the first holder, then one holder at a time), each
     step (e, delta_step(e))-DP with delta_step the max over the two kinds of sentence of the min over that
-    kind's bounds of Theorem 2 (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES), plus delta_trunc."""
+    kind's bounds of Theorem 2 (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES) at q_e = q_s = 1 (`_any_sentences`),
+    plus delta_trunc."""
     trunc = acc.truncation_delta(groups, num_users)
+    groups = _any_sentences(groups)
     if trunc >= delta:
         return math.inf
     kinds = []
