@@ -135,3 +135,24 @@ def test_population_jobs_follow_the_fixed_cohort_rule_and_the_gap_table_divides_
                {"strategy": "user_dp", "n": "5000", "mean": 600.0, "initial": 2000.0},
                {"strategy": "uedp", "n": "5000", "mean": 1000.0, "initial": 2000.0}]
     assert gap_rows(summary, "n") == [["5000", "400", "600 (1.50x)", "1000 (2.50x)", "2000"]]
+
+
+def test_the_matched_figure_covers_every_k_and_plots_utility_against_k(tmp_path):
+    """matched-5000: user-level DP at every K, de-identification + user-level DP at its K, the references;
+    the table gains the K-holder epsilon (summary.json `holders`) and the plot has one line per method."""
+    from studies.figures import MATCHED_DEID_K_5000, MATCHED_K_5000, write_outputs
+
+    fig = FIGURES["matched-5000"]
+    settings = [dict(o.split("=", 1) for o in s) for s in fig.settings]
+    for method, ks in (("user_dp", MATCHED_K_5000), ("deid_dp", MATCHED_DEID_K_5000)):
+        assert sorted(int(s["privacy.target_holders"]) for s in settings if s["strategy"] == method) == sorted(ks)
+    assert {s["strategy"] for s in settings} == {"user_dp", "deid_dp", "fedavg", "uedp"}
+    row = {"metric": "perplexity", "z": 1.0, "eps_uedp": math.inf, "eps_user": 0.5, "eps_undetected": 2.0,
+           "initial": 2000.0, "rep": 0}
+    rows = [{**row, "setting": f"strategy={m} privacy.target_holders={k}", "value": 400.0 + k, "eps_holders": 7.9}
+            for m in ("user_dp", "deid_dp") for k in (1, 10)]
+    rows += [{**row, "setting": "strategy=fedavg", "value": 381.0}, {**row, "setting": "strategy=uedp", "value": 874.0}]
+    summary = write_outputs(fig, rows, tmp_path)
+    text = (tmp_path / "matched-5000.md").read_text()
+    assert "eps_holders" in text.splitlines()[0] and (tmp_path / "matched-5000.png").stat().st_size > 0
+    assert [s.get("eps_holders") for s in summary][:4] == [7.9] * 4 and "eps_holders" not in summary[-1]

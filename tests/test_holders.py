@@ -135,3 +135,29 @@ def test_the_world_is_a_pair_of_distributions() -> None:
     assert list(pm) == [-2.0, -1.0, 0.0] and list(pw) == pytest.approx([0.25, 0.5, 0.25], abs=1e-12)
     # D' mean: holders +1 w.p. q_u q_sel, -1 w.p. q_u (1 - q_sel): mean 0 each; u' +1 w.p. 0.5
     assert float(np.dot(qm, qw)) == pytest.approx(0.5, abs=1e-12)
+
+
+@pytest.mark.e2e  # ~15 s: Theorem 2's bounds at the main job's settings, twice
+def test_a_holder_with_many_sentences_breaks_the_per_sentence_bound_and_not_the_shipped_one() -> None:
+    """The adversarial read's counterexample (docs/proofs.md section 8): at the main job's settings a holder
+    with the entity in 20 entity-free sentences (used with probability 1 - 0.8^20) leaks more than Theorem 2 at
+    the run's q_s (eps_undetected, a per-sentence statement: the broken variant) claims, and less than the
+    shipped `one_holder` bound (Theorem 2 at q_e = q_s = 1)."""
+    mech = acc.mechanism("uedp", z=0.8925, q_u=0.25, q_e=0.2, q_s=0.2, m_max=89, k_cap=1)
+    runs, n = [(mech, 30)], 200
+    per_sentence = acc.undetected_epsilon(runs, delta=DELTA, num_users=n)[0]
+    shipped = holders_epsilon(runs, 1, delta=DELTA, num_users=n)
+    # the world ignores truncation: it lower-bounds the epsilon at delta + delta_trunc
+    world = world_epsilon(1, q_u=0.25, q_sel=1 - 0.8**20, sigma=mech.sigma, rounds=30,
+                          delta=DELTA + acc.truncation_delta(runs, n))
+    assert per_sentence + 0.5 < world < shipped.epsilon, (per_sentence, world, shipped)  # 6.56 < 7.40 < 11.7
+    assert shipped.bound == "one_holder"
+
+
+def test_every_holder_drawn_each_round() -> None:
+    """q_u = 1 (a full cohort, BBC News's UeDP setting): no tail to cut, the bound is finite."""
+    assert tail_cut(3, 1.0, 30, 1e-7) == (3, 0.0)
+    assert tail_cut(3, 0.0, 30, 1e-7) == (0, 0.0)
+    full = acc.mechanism("user_dp", z=4.0, q_u=1.0, m_max=None)
+    assert math.isfinite(holders_epsilon([(full, ROUNDS)], 2, delta=DELTA, num_users=N,
+                                         value_discretization_interval=VDI).epsilon)

@@ -72,11 +72,14 @@ def tail_cut(k: int, p: float, rounds: int, budget: float) -> tuple[int, float]:
     """(j_max, charge): the smallest j_max whose probability that some round has more than j_max holders
     counted, 1 - (1 - P(Bin(k, p) > j_max))^rounds, is at most `budget`, and that probability (docs/proofs.md
     Theorem 5: the good event J_t <= j_max of every round, Lemma C)."""
-    for j in range(k + 1):
-        charge = -math.expm1(rounds * math.log1p(-min(float(binom.sf(j, k, p)), 1.0)))  # rounds: of this group
+    for j in range(k):
+        tail = float(binom.sf(j, k, p))  # P(Bin(k, p) > j) in one round of this group
+        if tail >= 1.0:
+            continue
+        charge = -math.expm1(rounds * math.log1p(-tail))
         if charge <= budget:
             return j, charge
-    return k, 0.0
+    return k, 0.0  # nothing to cut (J <= k always)
 
 
 def group_epsilon(delta_of: Callable[[np.ndarray], np.ndarray], steps: int, *, delta: float) -> float:
