@@ -12,6 +12,7 @@ from uedp.privacy.accounting import mechanism
 from uedp.privacy.holders import holders_epsilon
 
 
+@pytest.mark.e2e  # two runs and a holders calibration: ~40 s
 def test_a_run_calibrated_for_k_holders_reports_them(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("UEDP_CALIBRATION_CACHE", "off")
     privacy = {"target_epsilon": 4.0, "target_holders": 2}
