@@ -140,7 +140,7 @@ def test_holders_for_user_level_dp_json(capsys) -> None:
 
 
 def test_uedp_table_has_a_detected_column(capsys) -> None:
-    code, out, _ = run([*BASE, "--noise-multiplier", "3", "--holders", "2"], capsys)
+    code, out, _ = run([*BASE, "--noise-multiplier", "3", "--holders", "0"], capsys)  # K = 0: eps_user, quick
     assert code == 0 and "held by K other users" in out and "detected" in out
 
 
@@ -154,6 +154,7 @@ def test_holders_options_are_checked(capsys) -> None:
         assert code == 2 and words in err, (argv, err)
 
 
+@pytest.mark.e2e  # a calibration of the holders' epsilon: ~20 s
 def test_target_holders_calibrates_the_holders_epsilon(capsys, monkeypatch, tmp_path) -> None:
     """--target-holders K: the K-holder epsilon is <= the target at the z found and above it 1e-3 lower."""
     from uedp.privacy.holders import holders_epsilon
