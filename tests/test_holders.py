@@ -104,6 +104,7 @@ def test_uedp_detected_is_eps_uedp_and_undetected_stays_above_its_world() -> Non
         assert det.bounds["detected"] == acc.epsilon_of([(UEDP, ROUNDS)], "uedp", delta=DELTA, num_users=N,
                                                         value_discretization_interval=VDI)
         assert det.epsilon == min(det.bounds.values()) <= und.epsilon
+        assert det.undetected() == und  # the CLI computes once (detected) and derives the undetected result
         lower = world_epsilon(k, q_u=UEDP.q_u, q_sel=UEDP.q_s, sigma=UEDP.sigma, rounds=ROUNDS, delta=DELTA)
         assert lower <= und.epsilon
 

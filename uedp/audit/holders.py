@@ -53,9 +53,9 @@ def holder_world(k: int, q_u: float, q_sel: float) -> tuple[np.ndarray, np.ndarr
     # D': a drawn holder is +1 with probability q_sel, -1 otherwise; plus (u') +1 with probability q_u
     plus = binom.pmf(j, k, q_u * q_sel)  # number of +1 holders
     q_means, q_weights = [], []
-    for a in j:  # a holders at +1, c at -1 (c ~ Bin(k - a, q_u (1 - q_sel) / (1 - q_u q_sel)))
+    r = 0.0 if q_u * q_sel >= 1.0 else q_u * (1 - q_sel) / (1 - q_u * q_sel)  # P(-1 | not +1), per holder
+    for a in j:  # a holders at +1, c at -1 (c ~ Bin(k - a, r))
         rest = k - a
-        r = 0.0 if q_u * q_sel >= 1.0 else q_u * (1 - q_sel) / (1 - q_u * q_sel)
         c = np.arange(rest + 1)
         wc = binom.pmf(c, rest, r) * plus[a]
         for i, wi in ((0, 1 - q_u), (1, q_u)):

@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     if args.target_epsilon is not None:
         z = calibrate_claims(args.target_epsilon, claims, **problem)
         if args.target_holders is not None:
-            z = max(z, calibrate_holders(args.target_epsilon, args.target_holders, **problem))
+            z = max(z, calibrate_holders(args.target_epsilon, args.target_holders, start=z, **problem))
     mech = mechanism(spec.rule, z=z, q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=args.k_cap)
     record = RoundRecord(
         round=1, rule=spec.rule, q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max,
@@ -139,10 +139,11 @@ def run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     start = time.perf_counter()
     eps = epsilons(mech, rounds=args.rounds, delta=args.delta, num_users=args.num_users)
-    per_k = [(k, holders_epsilon([(mech, args.rounds)], k, delta=args.delta, num_users=args.num_users),
-              None if user_level else holders_epsilon([(mech, args.rounds)], k, delta=args.delta,
-                                                      num_users=args.num_users, detected=True))
-             for k in holders]
+    per_k = []
+    for k in holders:  # UeDP: computed once for a detected entity; the undetected one is its other bounds
+        h = holders_epsilon([(mech, args.rounds)], k, delta=args.delta, num_users=args.num_users,
+                            detected=not user_level)
+        per_k.append((k, h.undetected(), None if user_level else h))
     lower = {}
     if args.lower:
         from uedp.audit.holders import world_epsilon

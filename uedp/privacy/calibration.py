@@ -354,12 +354,13 @@ def calibrate_claims(target_epsilon: float, claims: Sequence[str], **problem: An
     return z
 
 
-def calibrate_holders(target_epsilon: float, holders: int, *, detected: bool = False, **problem: Any) -> float:
+def calibrate_holders(target_epsilon: float, holders: int, *, detected: bool = False, start: float | None = None,
+                      **problem: Any) -> float:
     """The smallest z (to tol) whose epsilon for one user and one entity held by `holders` other users
     (uedp.privacy.holders.holders_epsilon; undetected unless `detected`) is <= target_epsilon, over `rounds`
     identical rounds (options: those of `calibrate_noise_multiplier` but `adjacency`). `calibrate_epsilon_function`
-    on that epsilon, from the user claim's z (the holders' epsilon is >= eps_user); disk-cached like
-    `calibrate_claims`."""
+    on that epsilon, from `start` (a z the caller calibrated for the run's claims) or else the user claim's z
+    (the holders' epsilon is >= eps_user); disk-cached like `calibrate_claims`."""
     from uedp.privacy.holders import holders_epsilon
 
     key = _cache_key(target_epsilon, [f"holders={holders}", f"detected={detected}"], problem)
@@ -373,7 +374,8 @@ def calibrate_holders(target_epsilon: float, holders: int, *, detected: bool = F
         return holders_epsilon(records_from_z(z), holders, delta=curve.delta, num_users=curve.num_users,
                                detected=detected).epsilon
 
-    start = _search(curve, p.target, p.tol)  # eps_user <= target here: the holders' z is at least this
+    if start is None:
+        start = _search(curve, p.target, p.tol)  # eps_user <= target here: the holders' z is at least this
     z = calibrate_epsilon_function(eps, target_epsilon, tol=p.tol, guess=start * 2.0)
     _cache_write(key, z)
     return z
@@ -678,5 +680,5 @@ def run_noise_multiplier(spec: Any, privacy: Any, *, rounds: int, num_users: int
     z = calibrate_claims(p.target_epsilon, spec.claims_for(p), **problem)
     holders = getattr(p, "target_holders", -1)
     if holders >= 0:  # the epsilon for an entity with that many other holders too (it is >= eps_user)
-        z = max(z, calibrate_holders(p.target_epsilon, holders, **problem))
+        z = max(z, calibrate_holders(p.target_epsilon, holders, start=z, **problem))
     return z

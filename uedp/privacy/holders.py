@@ -123,6 +123,15 @@ class HoldersEpsilon:
     bounds: dict[str, float]
     delta: float
 
+    def undetected(self) -> HoldersEpsilon:
+        """The same result for an undetected entity: the minimum over the bounds but "detected" (what
+        `holders_epsilon(..., detected=False)` returns, without computing the other bounds again)."""
+        rest = {b: v for b, v in self.bounds.items() if b != "detected"}
+        if not rest:
+            return self
+        name = min(rest, key=lambda b: rest[b])
+        return HoldersEpsilon(self.k, rest[name], name, rest, self.delta)
+
 
 def _rule(groups: acc.Groups) -> str:
     rules = {m.rule for m, _ in groups}
@@ -131,8 +140,7 @@ def _rule(groups: acc.Groups) -> str:
     return rules.pop()
 
 
-def _count_bound(groups: acc.Groups, k: int, p_of: Callable[[Mechanism], float], delta: float,
-                 num_users: int | None, vdi: float | None) -> float:
+def _count_bound(groups: acc.Groups, k: int, delta: float, num_users: int | None, vdi: float | None) -> float:
     """The revealed-count bound composed over the rounds, charged the tail cut and (truncated) delta_trunc
     (Theorem 1's good event: the holders are among the other places; docs/proofs.md Theorem 5)."""
     rounds = sum(c for _, c in groups)
@@ -140,10 +148,9 @@ def _count_bound(groups: acc.Groups, k: int, p_of: Callable[[Mechanism], float],
     pairs = []
     for m, count in groups:
         sens = m.sensitivities
-        p = p_of(m)
-        j_max, charge = tail_cut(k, p, count, TAIL_FRACTION * delta * count / rounds)
+        j_max, charge = tail_cut(k, m.q_u, count, TAIL_FRACTION * delta * count / rounds)  # p = q_u: drawn holders
         left -= charge
-        pairs.append((count_pair(m.sigma, sens.s_u, sens.s_s, m.q_u, p, k, j_max), count))
+        pairs.append((count_pair(m.sigma, sens.s_u, sens.s_s, m.q_u, m.q_u, k, j_max), count))
     if left <= 0.0:
         return math.inf
     return acc.pairs_epsilon(pairs, delta=left, value_discretization_interval=vdi)
@@ -173,7 +180,7 @@ def holders_epsilon(records: Records, k: int, *, delta: float = acc.DEFAULT_DELT
         bounds["one_holder"] = acc.undetected_epsilon(_any_sentences(groups), delta=delta, num_users=num_users,
                                                       value_discretization_interval=vdi)[0]
     if rule == "user_dp":
-        bounds["revealed_count"] = _count_bound(groups, k, lambda m: m.q_u, delta, num_users, vdi)
+        bounds["revealed_count"] = _count_bound(groups, k, delta, num_users, vdi)
         user = tuple((m.mixture("user"), c) for m, c in groups)
         grid = vdi or acc.auto_discretization(acc.pairs_rdp_epsilon(user, delta=delta))
         trunc = acc.truncation_delta(groups, num_users)
@@ -183,7 +190,7 @@ def holders_epsilon(records: Records, k: int, *, delta: float = acc.DEFAULT_DELT
         if detected:
             bounds["detected"] = acc.epsilon_of(groups, "uedp", delta=delta, num_users=num_users,
                                                 value_discretization_interval=vdi)
-        bounds["revealed_count"] = _count_bound(groups, k, lambda m: m.q_u, delta, num_users, vdi)
+        bounds["revealed_count"] = _count_bound(groups, k, delta, num_users, vdi)
         bounds["group"] = _undetected_group(groups, k, delta, num_users, vdi)
     name = min(bounds, key=lambda b: bounds[b])
     return HoldersEpsilon(k, bounds[name], name, bounds, delta)

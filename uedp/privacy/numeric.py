@@ -31,9 +31,9 @@ def _log_density(y: np.ndarray, means: np.ndarray, weights: np.ndarray, sigma: f
     return top + np.log(np.exp(terms - top).sum(axis=0))
 
 
-def _pessimistic_pmf(loss_at_edges: np.ndarray, edges: np.ndarray, means: np.ndarray, weights: np.ndarray,
+def _loss_pmf(loss_at_edges: np.ndarray, edges: np.ndarray, means: np.ndarray, weights: np.ndarray,
                      sigma: float, slack: float, vdi: float, pessimistic: bool = True) -> pld_pmf.PLDPmf:
-    """The privacy loss distribution of y ~ sum_k w_k N(m_k, sigma^2), pessimistically: each bin of the
+    """The privacy loss distribution of y ~ sum_k w_k N(m_k, sigma^2), pessimistically by default: each bin of the
     y-grid carries its exact mass and a loss >= the loss anywhere in it (the larger end value plus `slack`,
     rounded up to the grid of `vdi`); the mass outside the y-grid is put at infinite loss. With
     `pessimistic=False` the other way round (a lower bound of every delta(eps)): the smaller end value minus
@@ -84,8 +84,8 @@ def pair_pld(p_means: Any, p_weights: Any, q_means: Any, q_weights: Any, sigma: 
     spread = float(every.max() - every.min())
     slack = spread**2 * width**2 / (32.0 * sigma**4)
     loss = _log_density(edges, qm, qw, sigma) - _log_density(edges, pm, pw, sigma)
-    remove = _pessimistic_pmf(loss, edges, qm, qw, sigma, slack, vdi, pessimistic)
-    add = _pessimistic_pmf(-loss, edges, pm, pw, sigma, slack, vdi, pessimistic)
+    remove = _loss_pmf(loss, edges, qm, qw, sigma, slack, vdi, pessimistic)
+    add = _loss_pmf(-loss, edges, pm, pw, sigma, slack, vdi, pessimistic)
     return pld_lib.PrivacyLossDistribution(remove, add)
 
 
