@@ -50,7 +50,7 @@ test-e2e: $(STAMP)
 	$(PYTEST) -m e2e -n 2
 
 # The two tiers one after the other (one pytest run of both on 3 workers took longer: 27 min against 26,
-# measured on 2026-12-02, docs/performance.md).
+# measured on 2026-12-02, docs/history.md).
 test-all: test test-e2e
 
 lint: $(STAMP)
