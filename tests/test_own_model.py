@@ -47,6 +47,15 @@ def _config(out: Path, path: Path, *, task: str = "next_word", lora: dict | None
                        task={"name": task}, federation={"rounds": 1, "eval_every": 1})
 
 
+def _every_user(cfg: RunConfig, users: int | None = None) -> RunConfig:
+    """q_u = 1: a one-round test that needs replies gets every user (at q_u 0.5 it samples none 1 time in 256);
+    `users` of them, if given (4 at q_u 1 cost what 8 at q_u 0.5 did)."""
+    if users is not None:
+        options = {**json.loads(cfg.dataset.options), "num_users": users}
+        cfg = dataclasses.replace(cfg, dataset=dataclasses.replace(cfg.dataset, options=json.dumps(options)))
+    return dataclasses.replace(cfg, privacy=dataclasses.replace(cfg.privacy, q_u=1.0))
+
+
 class Runs:
     """One UeDP round per (checkpoint, task, LoRA rank), run once for the module."""
 
@@ -193,7 +202,8 @@ def test_owners_keep_their_files_and_get_the_checkpoints_tokenizer(checkpoints, 
     cfg = tiny_config(tmp_path / "run", model={"name": "hf", "options": {"path": str(checkpoints["llama"])},
                                                "lora": {"r": 4}},
                       entities={"detector": "rules"}, federation={"data": "owners", "num_nodes": 4, "rounds": 1,
-                                                                  "eval_every": 1, "wait_timeout": 0.0})
+                                                                  "eval_every": 1, "wait_timeout": 0.0},
+                      privacy={"q_u": 1.0})  # every owner trains: at q_u 0.5 one round samples none 1 time in 16
     summary = run_local(cfg, data_paths=[str(p) for p in paths])
     row = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     assert row["sampled"] > 0 and row["ok"] == row["replies"] == row["sampled"] - row["missing"] > 0
@@ -282,8 +292,8 @@ def test_a_node_whose_base_differs_refuses_to_train(checkpoints, tmp_path):
     ours, theirs = base_digest(checkpoints["gpt2"]), base_digest(other)
     with pytest.raises(BaseCheckpointMismatch, match=f"has digest {theirs}, the server trains from {ours}"):
         check_base("hf", {"path": str(other)}, ours)
-    server = _config(tmp_path / "server", checkpoints["gpt2"], lora={"r": 2})
-    node = _config(tmp_path / "server", other, lora={"r": 2})
+    server = _every_user(_config(tmp_path / "server", checkpoints["gpt2"], lora={"r": 2}))
+    node = _every_user(_config(tmp_path / "server", other, lora={"r": 2}))
     set_local_task_identity()
     run_server(LocalGrid(node, 8), server, stream=io.StringIO())
     row = json.loads((tmp_path / "server" / "metrics.jsonl").read_text().splitlines()[0])
@@ -371,7 +381,7 @@ def test_a_lora_run_in_the_flower_simulation(checkpoints, tmp_path):
     checkpoint directory, checks its digest, trains and sends the adapters; the release is the adapter."""
     from runtime.simulate import simulate
 
-    cfg = _config(tmp_path / "sim", checkpoints["llama"], lora={"r": 4})
+    cfg = _every_user(_config(tmp_path / "sim", checkpoints["llama"], lora={"r": 4}), users=4)
     summary = simulate(cfg)
     row = json.loads((tmp_path / "sim" / "metrics.jsonl").read_text().splitlines()[0])
     assert row["sampled"] > 0 and row["ok"] == row["sampled"] and row["failed"] == 0
