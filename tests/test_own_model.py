@@ -51,7 +51,7 @@ def _every_user(cfg: RunConfig, users: int | None = None) -> RunConfig:
     """q_u = 1: a one-round test that needs replies gets every user (at q_u 0.5 it samples none 1 time in 256);
     `users` of them, if given (4 at q_u 1 cost what 8 at q_u 0.5 did)."""
     if users is not None:
-        options = {**json.loads(cfg.dataset.options), "num_users": users}
+        options = {**cfg.dataset.option_dict(), "num_users": users}
         cfg = dataclasses.replace(cfg, dataset=dataclasses.replace(cfg.dataset, options=json.dumps(options)))
     return dataclasses.replace(cfg, privacy=dataclasses.replace(cfg.privacy, q_u=1.0))
 

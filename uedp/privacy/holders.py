@@ -126,9 +126,7 @@ class HoldersEpsilon:
     def undetected(self) -> HoldersEpsilon:
         """The same result for an undetected entity: the minimum over the bounds but "detected" (what
         `holders_epsilon(..., detected=False)` returns, without computing the other bounds again)."""
-        rest = {b: v for b, v in self.bounds.items() if b != "detected"}
-        if not rest:
-            return self
+        rest = {b: v for b, v in self.bounds.items() if b != "detected"}  # never empty: "detected" has company
         name = min(rest, key=lambda b: rest[b])
         return HoldersEpsilon(self.k, rest[name], name, rest, self.delta)
 

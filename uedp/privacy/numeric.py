@@ -32,7 +32,7 @@ def _log_density(y: np.ndarray, means: np.ndarray, weights: np.ndarray, sigma: f
 
 
 def _loss_pmf(loss_at_edges: np.ndarray, edges: np.ndarray, means: np.ndarray, weights: np.ndarray,
-                     sigma: float, slack: float, vdi: float, pessimistic: bool = True) -> pld_pmf.PLDPmf:
+              sigma: float, slack: float, vdi: float, pessimistic: bool = True) -> pld_pmf.PLDPmf:
     """The privacy loss distribution of y ~ sum_k w_k N(m_k, sigma^2), pessimistically by default: each bin of the
     y-grid carries its exact mass and a loss >= the loss anywhere in it (the larger end value plus `slack`,
     rounded up to the grid of `vdi`); the mass outside the y-grid is put at infinite loss. With
