@@ -4,7 +4,8 @@
 `partition_id` of the run's prepared corpus, cached in this process; or, with `.owner(...)`, the owner's own
 file, node config data-path, cached on its disk: uedp.owners), select sentences as the round's mechanism says
 (uedp.flower.selection: keyed-hash entity sampling with the "every entity sampled" rule and the entity-cap
-slot, or every sentence), and train from the received global model with entity weights (`training`: the
+slot, an entity-free sentence's extended entity named by its stable id, which no other sentence or user
+changes; or every sentence), and train from the received global model with entity weights (`training`: the
 message's "config" record). It returns the NEW model (a split update: two, `SplitModels`) and, in
 non-private runs only, training metrics. The update theta_local - theta_t is taken, clipped ONCE as a whole
 to beta and scaled by w_u by the client mod around the ClientApp (uedp.flower.mod), the code every node runs:
@@ -80,8 +81,9 @@ def on_device(cfg: RunConfig, model: UedpModel) -> UedpModel:
 
 
 def select(data: UserData, ins: RoundInstructions) -> tuple[np.ndarray, np.ndarray]:
-    """Rows used this round and their weights omega(x)."""
-    return select_rows(ins, owner=data.user, entities=data.entities, sids=data.sids.tolist())
+    """Rows used this round and their weights omega(x). The extended entities are (data.user, stable id):
+    the ids depend on each sentence alone, never on the corpus's row numbering (UserData.stable_ids)."""
+    return select_rows(ins, owner=data.user, entities=data.entities, sids=data.stable_ids.tolist())
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ def measure(cfg: RunConfig, *, users: int, keys: int, seed: int = 0) -> dict[str
         for _ in range(keys):
             params = SelectionParams(q_e=p.q_e, q_s=p.q_s, k_cap=p.k_cap, m_max=p.m_max,
                                      slot=int(rng.integers(p.m_max)))
-            mask = select_sentences(new_round_key(), user=data.user, sids=data.sids.tolist(),
+            mask = select_sentences(new_round_key(), user=data.user, sids=data.stable_ids.tolist(),
                                     entities=data.entities, params=params).mask
             used.append(mask.mean())
             used_free.append(mask[~has].sum() / n)

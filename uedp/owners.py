@@ -91,7 +91,7 @@ def read_owner_file(cfg: RunConfig, path: str | os.PathLike[str]) -> Corpus:
 def _owner_key(cfg: RunConfig, path: Path, tokenizer: TextTokenizer, deidentified: bool) -> str:
     special = {} if tokenizer.special_ids is None else {"special_ids": tokenizer.special_ids}  # they frame sentences
     payload = json.dumps({
-        **special,
+        **special, "format": 2,  # 2: the cached data holds the sentences' stable ids (UserData.stable_ids)
         "file": hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest(),
         "tokenizer": hashlib.sha256(tokenizer.backend.to_str().encode()).hexdigest(),
         "detector": cfg.detector(), "protected": cfg.entities.protected, "public": cfg.entities.public,
@@ -111,10 +111,11 @@ def owner_data(cfg: RunConfig, path: str | os.PathLike[str], tokenizer: TextToke
     if cached.is_file():
         raw = torch.load(cached, weights_only=False)
         return UserData(user=raw["user"], sids=raw["sids"], entities=[frozenset(e) for e in raw["entities"]],
-                        encoded=EncodedSentences(**raw["encoded"]))
+                        encoded=EncodedSentences(**raw["encoded"]), stable_ids=raw["stable_ids"])
     corpus = read_owner_file(cfg, path)
     data = user_data_from(cfg, corpus, tokenizer, split="train", deidentified=deidentified)
     raw = {"user": data.user, "sids": data.sids, "entities": [sorted(e) for e in data.entities],
+           "stable_ids": data.stable_ids,
            "encoded": {"ids": data.encoded.ids, "mask": data.encoded.mask, "labels": data.encoded.labels}}
     with atomic_path(cached, mode=PRIVATE) as tmp:  # the owner's own data: readable by its user only
         torch.save(raw, tmp)

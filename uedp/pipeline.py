@@ -55,6 +55,7 @@ from uedp.models.checkpoints import check_tokenizer, checkpoint_of
 from uedp.models.lora import with_lora
 from uedp.models.registry import MODELS, build_model, build_tokenizer
 from uedp.paths import cache_root
+from uedp.privacy.selection import stable_sids
 from uedp.public_corpora import independent_public_corpora, private_dataset, private_text_clash
 from uedp.tasks import get_task
 from uedp.tokenization import (
@@ -293,12 +294,16 @@ def encode_sentences(
 
 @dataclass(frozen=True)
 class UserData:
-    """One data owner's training sentences, encoded, with their protected entity sets."""
+    """One data owner's training sentences, encoded, with their protected entity sets. `sids` are their corpus
+    row ids (annotations are keyed by them); `stable_ids` their ids in the extended entities' identities
+    (uedp.privacy.selection.stable_sids of the original texts and entity sets: independent of every other
+    sentence and user, docs/proofs.md section 2)."""
 
     user: str
     sids: np.ndarray
     entities: list[frozenset[str]]
     encoded: EncodedSentences
+    stable_ids: np.ndarray  # int64, in [0, 2**63)
 
 
 def load_user_data(cfg: RunConfig, partition_id: int, *, deidentified: bool = False) -> UserData:
@@ -331,10 +336,11 @@ def _user_data(cfg: RunConfig, user: str, rows: pa.Table, ann: pa.Table, tokeniz
     ents = entity_sets(ann, protected, public_keys(cfg.entities.public))
     labels = rows.column("label").to_pylist() if cfg.task.name == CLASSIFICATION else None
     texts = rows.column("text").to_pylist()
+    stable = np.asarray(stable_sids(texts, ents), dtype=np.int64).reshape(-1)  # of the original text
     if deidentified:
         texts = deidentify_many(texts, ann.column("entities").to_pylist(), protected)
     enc = encode_sentences(tokenizer, texts, labels, task=cfg.task.name, max_len=cfg.task.max_len)
-    return UserData(user=user, sids=sids, entities=ents, encoded=enc)
+    return UserData(user=user, sids=sids, entities=ents, encoded=enc, stable_ids=stable)
 
 
 EVAL_SUBSET_SEED = 20_261_201  # a constant: the evaluation subset is a public choice, the same in every run

@@ -634,8 +634,8 @@ def real_round(mech: AuditedMechanism, world: int, rng: random.Random, clients: 
     """One round of the server's real path with the crafted clients, over the N + 1 places of both worlds:
     the round's plan is the strategy's own (uedp.flower.plan.plan_round: the same draws, in the same order on
     `rng`), the aggregation its own (uedp.privacy.aggregation.aggregate). In world 0 the canary's place is an
-    owner who is not connected (an empty place: no message, no seed). Returns (y, sum minus `offset` in units
-    of b, counts)."""
+    owner who is not connected (an empty place: no message; its training seed is drawn and unused). Returns
+    (y, sum minus `offset` in units of b, counts)."""
     sc = mech.scenario
     s = sc.setting
     clients = clients or CraftedClients(sc)

@@ -10,8 +10,9 @@ stands in each of the N places this round (uedp.flower.places); `rng` is the run
 The order of draws on `rng` is part of the mechanism's definition (a fixed seed reproduces a run):
   1. the cohort: `sample_cohort(range(N), ...)` (Poisson coins of every place, truncation, shuffle, slots);
   2. keyed mechanisms: the round key (16 bytes of `rng` in a fixed-seed run; `secrets` otherwise);
-  3. for each sampled place, in cohort order, that stands for a connected node: its training seed (fixed-seed
-     runs only). An empty place gets no message and draws nothing.
+  3. fixed-seed runs only: for EVERY sampled place, in cohort order, its training seed, drawn whether or not a
+     node stands in it (an empty place gets no message and its seed is unused), so which owners are
+     connected never shifts another place's seed. Other runs draw nothing here.
 The strategy (uedp.flower.strategy) and the crafted-update audit (uedp.audit.mechanism.real_round) both call
 this function, so the audit samples exactly as a run does.
 
@@ -112,14 +113,15 @@ def plan_round(server_round: int, *, settings: MechanismSettings, record: RoundR
         key = RoundKey(rng.randbytes(16)) if s.seeded else new_round_key()
     assigned = []
     for i, place in enumerate(cohort.nodes):
+        seed = rng.randrange(2**31) if s.seeded else -1  # drawn for every sampled place, empty or not
         node = assignment.nodes[place]
         if node is None:
-            continue  # an empty place: no message, no seed; it contributes zero
+            continue  # an empty place: no message; it contributes zero
         ins = RoundInstructions(
             round=server_round, mechanism=s.spec.name, q_e=s.q_e, q_s=s.q_s, k_cap=s.k_cap or 0, m_max=s.m_max_sent,
             slot=cohort.slots[i] if cohort.slots is not None else -1,
             beta=s.beta if s.spec.private else 0.0, w_u=s.w_max, private=s.spec.private,
-            seed=rng.randrange(2**31) if s.seeded else -1, gamma=s.gamma, key=key,
+            seed=seed, gamma=s.gamma, key=key,
         )
         assigned.append(Assigned(place, node, ins))
     return RoundPlan(record, cohort, tuple(assigned))

@@ -14,12 +14,18 @@ This is the rule of the keyed mechanisms (uedp.privacy.mechanisms, `keyed`); the
 the same rule with q_s = 0 (its spec's rates say so). Mechanisms that are not keyed (user-level DP, the
 noiseless baselines) use every sentence of the sampled user with weight 1 and never call this module.
 
+The sentence ids (`sids`) name the extended entities: `stable_sids(texts, entities)` computes them from
+each sentence alone (a hash of its text, its entity set and its occurrence index among the user's identical
+such sentences), so removing any other sentence, or another user, never changes them (docs/proofs.md
+section 2). Every caller passes these ids (client/update.py through uedp.pipeline.UserData.stable_ids).
+
 `select_sentences` hashes each DISTINCT entity of the user once and decides per sentence with numpy;
 `select_sentences_reference` is the slow, obviously-correct version the tests compare it with.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -32,6 +38,7 @@ from uedp.privacy.sampling import (
     as_round_key,
     check_cap,
     check_probability,
+    encode,
     entity_sampled,
     extended_entity,
     extended_sampled,
@@ -76,6 +83,39 @@ class SelectionParams:
                 raise ValueError(
                     f"slot must be an integer in [0, m_max={self.m_max}) with k_cap set, got {slot!r}"
                 )
+
+
+_SID_TAG = "uedp sentence id"
+
+
+def stable_sids(texts: Sequence[str], entities: Sequence[Collection[str]]) -> list[int]:
+    """Each sentence's id for its extended entity, a function of the sentence alone: the first 63 bits of
+    BLAKE2b (unkeyed, 8 bytes) of the prefix-free encoding (uedp.privacy.sampling.encode) of its text, its
+    sorted protected entity keys `entities[i]`, and its occurrence index, the number of earlier sentences
+    in `texts` with the same text and the same entity set. So removing any other sentence (another owner's,
+    or one holding an entity e' that sentence i does not hold) never changes sentence i's id, and identical
+    sentences get distinct ids (removing one of them is removing the last: they are indistinguishable).
+
+    Ids are ints in [0, 2**63). Two different sentences of one owner colliding (probability about
+    n**2 / 2**64 for n sentences) is refused with a ValueError rather than letting them share an S-coin."""
+    if len(texts) != len(entities):
+        raise ValueError(f"stable_sids: {len(texts)} texts for {len(entities)} entity sets")
+    seen: dict[tuple[str, tuple[str, ...]], int] = {}
+    ids: list[int] = []
+    for i, (text, ents) in enumerate(zip(texts, entities)):
+        if not isinstance(text, str):
+            raise TypeError(f"stable_sids: texts[{i}] must be str, got {type(text).__name__}")
+        if isinstance(ents, str):
+            raise TypeError(f"stable_sids: entities[{i}] must be a collection of entity keys, got a str")
+        keys = tuple(sorted(set(ents)))
+        occurrence = seen.get((text, keys), 0)
+        seen[(text, keys)] = occurrence + 1
+        digest = hashlib.blake2b(encode(_SID_TAG, text, occurrence, *keys), digest_size=8).digest()
+        ids.append(int.from_bytes(digest, "big") >> 1)
+    if len(set(ids)) != len(ids):
+        raise ValueError("stable_sids: two different sentences' ids collide (a 63-bit hash collision); "
+                         "they would share an S-coin")
+    return ids
 
 
 def _weight(name: str, value: float) -> float:
