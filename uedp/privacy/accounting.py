@@ -74,6 +74,7 @@ import contextlib
 import functools
 import logging
 import math
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Protocol
@@ -569,16 +570,49 @@ class Epsilons:
         return {EPSILON_KEYS.get(k, k): v for k, v in asdict(self).items()}
 
 
+_RDP_LOG = logging.getLogger(__name__)
+_RDP_LOCK = threading.RLock()
+
+
+class _AbslToStdlib:
+    """What dp-accounting's RDP module sees as its `absl.logging` while uedp calls it (`_quiet_absl`).
+
+    absl's `log` calls `logging.basicConfig()` whenever the root logger has no handler, whatever the level:
+    the first warning would add a stderr handler to the root logger for the rest of the process, and every
+    line of a logger that propagates to root (Flower's "flwr" among them) would print twice from then on.
+    The RDP module warns when it excludes an order whose series does not converge (expected for our events:
+    the bound stays valid as the minimum over the other orders) or meets a negative divergence. Those messages
+    go to this module's logger at DEBUG (an error at ERROR); nothing else (the root logger, the "absl"
+    logger) is touched."""
+
+    def __init__(self, absl_logging: object) -> None:
+        self._absl = absl_logging
+
+    @staticmethod
+    def _debug(msg: object, *args: object, **_: object) -> None:
+        _RDP_LOG.debug("dp-accounting RDP: " + str(msg), *args)
+
+    @staticmethod
+    def error(msg: object, *args: object, **_: object) -> None:
+        _RDP_LOG.error("dp-accounting RDP: " + str(msg), *args)
+
+    debug = info = warning = warn = _debug
+
+    def __getattr__(self, name: str) -> object:  # anything else the module might use: absl's own
+        return getattr(self._absl, name)
+
+
 @contextlib.contextmanager
 def _quiet_absl() -> Iterator[None]:
-    """dp-accounting's RDP code logs a WARNING for every fractional order it skips; keep them out."""
-    logger = logging.getLogger("absl")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
+    """Run dp-accounting's RDP code with its absl logging routed to `_AbslToStdlib` (one thread at a time:
+    the module attribute is swapped and restored under a lock)."""
+    with _RDP_LOCK:
+        absl_logging = rdp_privacy_accountant.logging
+        rdp_privacy_accountant.logging = _AbslToStdlib(absl_logging)
+        try:
+            yield
+        finally:
+            rdp_privacy_accountant.logging = absl_logging
 
 
 @functools.lru_cache(maxsize=256)
