@@ -1,39 +1,47 @@
-"""The ClientApp: the data owner's side of a round (client/update.py) behind Flower's Message API, with UeDP's
-client mod (uedp.flower.mod) around it.
+"""The ClientApp: the data owner's side of a round (client/update.py), a Flower ClientApp with UeDP's client mod
+mounted (`ClientApp(mods=[uedp_mod])`, uedp.flower.mod), as any user of the component builds it.
 
 Per query message (strategy=dp_bart): client/rewrite.py rewrites this owner's sentences under local DP and
 replies with the rewrites only. Per training message: decode the round's instructions ("uedp" record) and
-local training settings ("config" record) (uedp.protocol), run `client_update` on this node's data
-(federation.data = "corpus": user partition-id of the run's corpus; "owners": only the file node config `data-
-path` names, encoded with the tokenizer the message carries; a model started from a checkpoint only if this
-node's copy of it, node config `model-path` or the run config's, has the base digest the message carries:
-uedp.models.checkpoints.check_base), and return the new model (plus training metrics in non-private runs), as
-any Flower train function does; the mod turns it into the reply: the update, clipped once as a whole, and
-nothing else in private runs. Nothing about the round is logged.
+local training settings ("config" record) (uedp.protocol), run the client round (`client_update`) on this
+node's data (federation.data = "corpus": user partition-id of the run's corpus; "owners": only the file node
+config `data-path` names, encoded with the tokenizer the message carries; a model started from a checkpoint
+only if this node's copy of it, node config `model-path` or the run config's, has the base digest the message
+carries: uedp.models.checkpoints.check_base), and return the NEW model ("arrays", and "arrays_entity" for a
+split update; "metrics" in non-private runs only), as any Flower train function does. The mounted mod makes
+the reply: the update, clipped once as a whole, and nothing else in private runs; it answers the server's
+probe itself. Nothing about the round is logged.
 
 `read_node_config(cfg, node_config)` reads and checks what a node's config says its data is (ConfigError
 naming the entry: a missing, mistyped or out-of-range partition-id, a data-path that names no file).
-`make_client_app(cfg)` binds a RunConfig (Hydra entry point, tests); the module-level `app` reads the config
-from `context.run_config` (`flwr run`).
+`make_client_app(cfg)` binds a RunConfig (Hydra entry point, simulations, the in-process grid); the
+module-level `app` reads the config from `context.run_config` (`flwr run`). `make_client_app(cfg, update=...,
+mods=[...])`: another client round or other mods (the audit's broken controls; studies/ mount their own mods
+beside `uedp_mod`); the mods must include a `UeDPMod`.
+
+Shipped by reference. A Ray simulation pickles the ClientApp with every message, and Flower's mod wrapping
+(`make_ffn`) builds closures that cloudpickle would send by value (~2 ms a message). The app
+`make_client_app` returns pickles as a call of the module-level `restore_client_app` on the pickled bytes of
+what it was built from (its `AppSpec`: the RunConfig, the client round, the mods, each by reference or as
+plain fields); a process rebuilds the app once and keeps it for the same bytes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
+import pickle
 import re
 import stat
-import time
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from flwr.app import Context, Message, RecordDict
+from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from client.rewrite import client_rewrite
@@ -43,11 +51,14 @@ from uedp.errors import ConfigError
 from uedp.flower.mod import UeDPMod, decoded, uedp_mod
 from uedp.models.checkpoints import check_base
 from uedp.owners import shipped_tokenizer
+from uedp.privacy.replies import NUMPY_STYPE
 from uedp.protocol import (
     ARRAYS_RECORD,
     BASE_RECORD,
     CONFIG_RECORD,
+    ENTITY_ARRAYS_RECORD,
     INSTRUCTIONS_RECORD,
+    METRICS_RECORD,
     REWRITE_RECORD,
     REWRITES_RECORD,
     TOKENIZER_RECORD,
@@ -58,27 +69,8 @@ from uedp.training import LocalTraining
 # A client round: (cfg, partition id, global weights, instructions, local training) -> (new model, metrics)
 ClientFn = Callable[[RunConfig, int, list[np.ndarray], RoundInstructions, LocalTraining],
                     tuple[list[np.ndarray] | SplitModels, dict[str, float]]]
-
-
-def inject_fault(fault: str) -> None:
-    """Fault injection for the fault-tolerance tests (runtime/federation.py), set per node with node
-    config `fault`: "raise" (the ClientApp raises: an error reply) or "hang:SECONDS" (it sleeps past the
-    round time-out: a missing reply). Empty (the default): nothing. Either way the server treats the
-    user as a zero contribution under the fixed denominator, so the privacy accounting is unchanged."""
-    if not fault:
-        return
-    kind, _, arg = fault.partition(":")
-    if fault == "raise":
-        raise RuntimeError("injected fault (node config fault='raise')")
-    if kind == "hang":
-        try:
-            seconds = float(arg or 3600)
-        except ValueError:
-            seconds = math.nan
-        if 0 <= seconds < math.inf:
-            time.sleep(seconds)
-            return
-    raise ConfigError(f"node config fault={fault!r}: expected 'raise' or 'hang:SECONDS' (SECONDS >= 0)")
+# A Flower client mod (flwr.clientapp.typing.Mod): (message, context, call_next) -> reply
+Mod = Callable[[Message, Context, Callable[[Message, Context], Message]], Message]
 
 
 @dataclass(frozen=True)
@@ -158,83 +150,57 @@ def with_node_checkpoint(cfg: RunConfig, node_config: Mapping[str, Any]) -> RunC
     return dataclasses.replace(cfg, model=model)
 
 
-class _Laps:
-    """Benchmark-only timing of one training message (make_client_app's `timings_dir`): seconds spent
-    decoding the message, in client_update, and encoding the reply, the message's CPU seconds and the
-    process's CPU seconds so far; one JSON line per message in TIMINGS_DIR/client-PID.jsonl. Durations and
-    the round number only: nothing about the user or the data."""
+_NPY_HEADERS: dict[tuple[str, tuple[int, ...]], bytes] = {}  # (dtype, shape) -> np.save's header for them
 
-    def __init__(self, directory: str, sink: Callable[[dict[str, float]], None] | None = None) -> None:
-        self.directory = directory
-        self.sink = sink
-        self.laps: dict[str, float] = {}
-        self.t = time.perf_counter()
-        self.cpu = time.thread_time()
 
-    def lap(self, name: str, **extra: float) -> None:
-        now = time.perf_counter()
-        self.laps[name] = now - self.t
-        self.laps.update(extra)
-        self.t = now
+def _array(a: np.ndarray) -> Array:
+    """Array(a) (np.save's .npy; byte for byte where `a` is C-ordered, else of its C-ordered copy), with np.save's
+    header made once per dtype and shape: a model's arrays have the same ones every round (half the time of
+    Array(a) here)."""
+    if not a.flags.c_contiguous:
+        a = np.array(a, order="C")
+    key = (a.dtype.str, a.shape)
+    header = _NPY_HEADERS.get(key)
+    if header is None or a.dtype.hasobject:
+        array = Array(a)  # np.save (allow_pickle=False): refuses object arrays as Flower does
+        if len(_NPY_HEADERS) < 256:
+            _NPY_HEADERS[key] = array.data[: len(array.data) - a.nbytes]
+        return array
+    return Array(dtype=str(a.dtype), shape=tuple(a.shape), stype=NUMPY_STYPE, data=b"".join((header, a.data)))
 
-    def write(self) -> None:
-        self.laps["cpu"] = time.thread_time() - self.cpu  # this message's CPU seconds in the app
-        if self.sink is not None:  # the in-process grid keeps them in memory (its process is the server's:
-            self.sink(dict(self.laps))  # no separate client process CPU)
-            return
-        self.laps["process_cpu"] = time.process_time()  # the process's CPU seconds so far (all its threads)
-        with open(Path(self.directory) / f"client-{os.getpid()}.jsonl", "a") as f:
-            f.write(json.dumps(self.laps) + "\n")
+
+def model_record(keys: Sequence[str], arrays: Sequence[np.ndarray]) -> ArrayRecord:
+    """An ArrayRecord of `arrays` under the global record's `keys` (what the mod reads the new model by)."""
+    return ArrayRecord({k: _array(np.asarray(a)) for k, a in zip(keys, arrays, strict=True)})
 
 
 @dataclass(frozen=True)
-class TrainHandler:
-    """The train function: decode the instructions and training settings, run client_update, reply with the
-    new model (the client mod makes the update of it: uedp.flower.mod).
+class TrainFunction:
+    """The train function: decode the instructions and training settings, run the client round (`update`) on
+    this node's data, return the new model. The mounted client mod makes the reply of it (uedp.flower.mod).
 
-    A module-level class rather than a closure, because the Ray simulation pickles the ClientApp with every
-    message: cloudpickle sends a closure by value (with a scan of its globals' submodules, ~2 ms a message
-    here), an instance of this class by reference plus its few fields. `timings_dir` (or `lap_sink`, which
-    receives each message's laps instead of a file: the in-process grid): benchmark only. `update`: the
-    client round (default client.update.client_update; the audit injects a broken control, the in-process
-    grid's tests a failing one): called as update(cfg, partition_id, weights, ins, training) on the run's
-    corpus and update.owner(cfg, data_path, tokenizer, weights, ins, training, identity=node id) on an owner's
-    file. `mod`: UeDP's client mod (the audit's per-step control passes one with its broken bound)."""
+    `update`: the client round (default client.update.client_update; the audit injects a broken control, tests
+    a failing one), called as update(cfg, partition_id, weights, ins, training) on the run's corpus and
+    update.owner(cfg, data_path, tokenizer, weights, ins, training, identity=node id) on an owner's file."""
 
     cfg: RunConfig | None = None
-    timings_dir: str = ""
     update: ClientFn = client_update
-    lap_sink: Callable[[dict[str, float]], None] | None = None
-    mod: UeDPMod = uedp_mod
 
     def __call__(self, msg: Message, context: Context) -> Message:
-        """The reply the node sends: the train function below, guarded by UeDP's client mod (an exception is an
-        error reply naming no text), which also makes the reply from the models' arrays (uedp.flower.mod: the
-        one clip of the whole update). The mod's parts are called here rather than through
-        ClientApp(mods=[...]): the models are numpy arrays here already (no ArrayRecord of the new model to
-        build and decode again), and Flower's mod wrapping is a closure Ray would pickle by value with every
-        message."""
-        return self.mod.guarded(msg, lambda: self.train(msg, context))
-
-    def train(self, msg: Message, context: Context) -> Message:
-        timed = self.timings_dir or self.lap_sink is not None
-        laps = _Laps(self.timings_dir, self.lap_sink) if timed else None
         torch.set_num_threads(1)
         run_cfg = self.cfg if self.cfg is not None else RunConfig.from_run_config(context.run_config)
-        inject_fault(str(context.node_config.get("fault", "")))
         node = read_node_config(run_cfg, context.node_config)
         run_cfg = with_node_checkpoint(run_cfg, context.node_config)
         ins = RoundInstructions.from_record(msg.content[INSTRUCTIONS_RECORD])
         training = LocalTraining.from_record(msg.content[CONFIG_RECORD])
-        arrays = decoded(msg.content[ARRAYS_RECORD])
-        if arrays is None:
-            raise ValueError("a training message without its global model")
+        record = msg.content.array_records.get(ARRAYS_RECORD)
+        arrays = decoded(record)
+        if record is None or arrays is None:
+            raise ValueError(f"a training message without its global model ({ARRAYS_RECORD!r} ArrayRecord)")
         weights = [np.array(a) for a in arrays]  # writable copies of the message's read-only views
         base = msg.content.config_records.get(BASE_RECORD)
         if base is not None:  # the model starts from a public checkpoint: this node's own copy must be the server's
             check_base(run_cfg.model.name, run_cfg.model.option_dict(), str(base.get("digest", "")))
-        if laps:
-            laps.lap("decode", round=ins.round)
         if run_cfg.owners:  # this owner's own file, the tokenizer the server shipped
             if not hasattr(self.update, "owner"):
                 raise TypeError(f"federation.data = owners needs a client round with .owner, got {self.update!r}")
@@ -244,27 +210,27 @@ class TrainHandler:
         else:
             assert node.partition_id is not None  # read_node_config requires it
             new, metrics = self.update(run_cfg, node.partition_id, weights, ins, training)
-        if laps:
-            laps.lap("compute")
-        parts = [new.free, new.entity] if isinstance(new, SplitModels) else [new]
-        reply = self.mod.reply(msg, ins, weights, parts, metrics)
-        if laps:
-            laps.lap("encode")
-            laps.write()
-        return reply
+        keys = list(record.keys())
+        if isinstance(new, SplitModels):
+            content = RecordDict({ARRAYS_RECORD: model_record(keys, new.free),
+                                  ENTITY_ARRAYS_RECORD: model_record(keys, new.entity)})
+        else:
+            content = RecordDict({ARRAYS_RECORD: model_record(keys, new)})
+        if metrics and not ins.private:  # a private run's train function returns its model only
+            content[METRICS_RECORD] = MetricRecord(dict(metrics))
+        return Message(content, reply_to=msg)
 
 
 @dataclass(frozen=True)
-class QueryHandler:
+class QueryFunction:
     """The query function (strategy=dp_bart): rewrite this owner's sentences under local DP; reply with the
-    rewrites only. A module-level class for the same reason as TrainHandler."""
+    rewrites only."""
 
     cfg: RunConfig | None = None
 
     def __call__(self, msg: Message, context: Context) -> Message:
         torch.set_num_threads(1)
         run_cfg = self.cfg if self.cfg is not None else RunConfig.from_run_config(context.run_config)
-        inject_fault(str(context.node_config.get("fault", "")))
         node = read_node_config(run_cfg, context.node_config, need_partition=False)
         asked = msg.content.config_records.get(REWRITE_RECORD)
         expected = asked.get("rewriter") if asked is not None else None
@@ -273,14 +239,63 @@ class QueryHandler:
         return Message(RecordDict({REWRITES_RECORD: record}), reply_to=msg)
 
 
-def make_client_app(cfg: RunConfig | None = None, *, timings_dir: str = "") -> ClientApp:
-    """The ClientApp bound to `cfg` (None: read it from `context.run_config`). `timings_dir` (benchmark only,
-    studies/benchmark.py): time each training message's decoding, client_update and reply encoding into
-    that folder; empty (every real run): no timing, nothing written."""
-    app = ClientApp()
-    app.train()(TrainHandler(cfg, timings_dir))  # UeDP's client mod inside (TrainHandler.__call__)
-    app.query()(QueryHandler(cfg))
+@dataclass(frozen=True)
+class AppSpec:
+    """What the project's ClientApp is built from: the RunConfig (None: `context.run_config`), the client
+    round, and the mods, outermost first."""
+
+    cfg: RunConfig | None
+    update: ClientFn
+    mods: tuple[Mod, ...]
+
+
+class ProjectClientApp(ClientApp):
+    """A ClientApp built from an `AppSpec`: its train and query functions, `spec.mods` mounted around both.
+    It pickles by reference: `restore_client_app` and the spec's pickled bytes (module docstring)."""
+
+    def __init__(self, spec: AppSpec) -> None:
+        super().__init__(mods=list(spec.mods))
+        self.train()(TrainFunction(spec.cfg, spec.update))
+        self.query()(QueryFunction(spec.cfg))
+        self.spec = spec
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        try:  # the spec as it is now (its RunConfig is a mutable dataclass): ~30 us, no code by value
+            return restore_client_app, (pickle.dumps(self.spec, protocol=pickle.HIGHEST_PROTOCOL),)
+        except (pickle.PicklingError, AttributeError, TypeError):  # a local function (a test's client round)
+            return ProjectClientApp, (self.spec,)  # cloudpickle sends the spec by value
+
+
+_RESTORED: dict[bytes, ProjectClientApp] = {}  # this process's apps by the spec bytes they were built from
+_RESTORED_MAX = 8
+_RESTORING = threading.Lock()
+
+
+def restore_client_app(pickled: bytes) -> ProjectClientApp:
+    """The app of a pickled AppSpec, built once per process for the same bytes (a Ray actor gets the same app
+    with every message: its functions and mods are built once)."""
+    app = _RESTORED.get(pickled)
+    if app is None:
+        with _RESTORING:
+            app = _RESTORED.get(pickled)
+            if app is None:
+                app = ProjectClientApp(pickle.loads(pickled))
+                if len(_RESTORED) >= _RESTORED_MAX:
+                    _RESTORED.pop(next(iter(_RESTORED)))
+                _RESTORED[pickled] = app
     return app
+
+
+def make_client_app(cfg: RunConfig | None = None, *, update: ClientFn = client_update,
+                    mods: Sequence[Mod] = (uedp_mod,)) -> ProjectClientApp:
+    """The project's ClientApp bound to `cfg` (None: read it from `context.run_config`): `mods` (default: UeDP's
+    client mod alone) mounted around the train function (client round `update`) and the query function. The
+    mods must include a UeDPMod (`uedp_mod`; the audit's controls pass one with a broken bound): without it a
+    node would send its new model, unclipped."""
+    mods = tuple(mods)
+    if not any(isinstance(m, UeDPMod) for m in mods):
+        raise ValueError(f"make_client_app: mods must include uedp_mod (a UeDPMod), got {mods!r}")
+    return ProjectClientApp(AppSpec(cfg, update, mods))
 
 
 app = make_client_app()

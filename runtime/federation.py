@@ -14,7 +14,10 @@ which is only for loopback. `--auth` (implies --tls) admits only invited SuperNo
 per node (OUT/flwr-home/keys/), the SuperLink started with --enable-supernode-auth, every public key
 registered with `flwr supernode register` before the nodes start, each node started with
 --auth-supernode-private-key; registrations live in the SuperLink's --database file, so they survive a
-restart of the SuperLink. `--kill-node-after-round R` SIGKILLs the last SuperNode once round R is logged
+restart of the SuperLink; the run's place map (federation.places) is then the nodes' registered keys, in
+corpus and owners mode. Without --auth a corpus-mode run maps places by sorted node id, which the component
+accepts on real processes only with the opt-in federation.node_order_places = true, set here: such a run is
+labelled not private. `--kill-node-after-round R` SIGKILLs the last SuperNode once round R is logged
 (a data owner disappearing mid-run). Logs of every process are in OUT/logs/ (a restarted process appends to
 its log).
 
@@ -176,6 +179,9 @@ class Federation:
     port: int = 0
     keys: dict[int, NodeKey] = field(default_factory=dict)  # node i's key pair (auth)
     stage_app: bool = True  # `flwr run` a copy of the app's source (see the module docstring), not `root`
+    # the ClientApp the staged copy names ("module:attribute", e.g. studies.fault_app.FAULT_APP, the
+    # fault-injecting app of the fault tests); "": the app's own (pyproject.toml's clientapp). Needs stage_app.
+    client_app: str = ""
     # runtime/supernode_launcher.py: the SuperNode's fixed sleeps bounded by this many seconds (None: Flower's
     # own 3 s and 0.5 s), and each ClientApp forked from a warm fork server (warm); studies/scaling.py measures
     # them (python -m experiments.scaling overhead)
@@ -196,6 +202,9 @@ class Federation:
     def __post_init__(self) -> None:
         if self.auth:
             self.tls = True  # flower-superlink refuses --enable-supernode-auth with --insecure
+        if self.client_app and not self.stage_app:
+            raise ConfigError("Federation client_app names another ClientApp for the staged copy: it needs "
+                              "stage_app = True")
 
     # -- start / stop -------------------------------------------------------------------------------------
     def _env(self, who: int | str | None = None) -> dict[str, str]:
@@ -427,11 +436,12 @@ class Federation:
         return [name for name, p in self.procs.items() if p.poll() is None]
 
     def app_source(self) -> Path:
-        """The directory `flwr run` submits: `root`, or (stage_app) its copy HOME/app-src, made once."""
+        """The directory `flwr run` submits: `root`, or (stage_app) its copy HOME/app-src, made once (naming
+        `client_app` as its ClientApp, if given)."""
         if not self.stage_app:
             return self.root
         if self._app_src is None:
-            self._app_src = stage_app_source(self.root, self.home / "app-src")
+            self._app_src = stage_app_source(self.root, self.home / "app-src", client_app=self.client_app)
         return self._app_src
 
     # -- running the app ----------------------------------------------------------------------------------
@@ -448,12 +458,18 @@ class Federation:
                             [self.keys[i].name for i in order])
 
     def with_places(self, overrides: dict[str, Any]) -> dict[str, Any]:
-        """Owners mode under --auth: the run config gets the invited nodes' place map (federation.places), unless
-        it names one. Without --auth a private owners-mode run has no map: its ServerApp refuses to start."""
-        owners = overrides.get("federation.data") == DataSource.OWNERS.value
-        if not owners or overrides.get("federation.places") or not self.auth:
+        """The run's place map, unless `overrides` names one (federation.places) or opts out of one
+        (federation.node_order_places). Under --auth: the invited nodes' map (place i is node i's registered
+        key), in owners and corpus mode. Without --auth there is no map: a private owners-mode run is refused
+        by its ServerApp, and a corpus-mode run gets the explicit opt-in federation.node_order_places = true
+        (places by sorted node id on real processes: the run says it is not private, uedp.flower.places)."""
+        if overrides.get("federation.places") or "federation.node_order_places" in overrides:
             return overrides
-        return {**overrides, "federation.places": str(self.places_file())}
+        if self.auth:
+            return {**overrides, "federation.places": str(self.places_file())}
+        if overrides.get("federation.data") != DataSource.OWNERS.value:
+            return {**overrides, "federation.node_order_places": True}
+        return overrides
 
     def run(self, overrides: dict[str, Any], *, timeout: float = 900.0, on_round=None,
             echo: Callable[[str], None] | None = None) -> int:
@@ -559,10 +575,11 @@ def ignored_directories(root: Path) -> list[str]:
                       if ln.strip().endswith("/") and not ln.strip().startswith(("#", "!")))]
 
 
-def stage_app_source(root: Path, dest: Path) -> Path:
+def stage_app_source(root: Path, dest: Path, *, client_app: str = "") -> Path:
     """Copy the app's source tree `root` to `dest` (replaced), less the directories .gitignore names and
     .git, and return `dest`: what `flwr run` then submits (Flower applies .gitignore and its include rules to
-    the copy, so the FAB holds the same files, without walking the virtual environment and outputs/)."""
+    the copy, so the FAB holds the same files, without walking the virtual environment and outputs/).
+    `client_app` ("module:attribute"): the copy's pyproject.toml names that ClientApp instead of its own."""
     skip = ignored_directories(root)
     if dest.exists():
         shutil.rmtree(dest)
@@ -575,7 +592,24 @@ def stage_app_source(root: Path, dest: Path) -> Path:
             src = Path(here) / f
             if not src.is_symlink():  # Flower skips symbolic links too
                 shutil.copy2(src, dest / rel / f)
+    if client_app:
+        set_client_app(dest / "pyproject.toml", client_app)
     return dest
+
+
+CLIENTAPP_LINE = re.compile(r'^(clientapp\s*=\s*)"[^"]*"', re.MULTILINE)
+
+
+def set_client_app(pyproject: Path, client_app: str) -> None:
+    """Make `pyproject`'s [tool.flwr.app.components] clientapp `client_app` ("module:attribute")."""
+    if not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", client_app):
+        raise ConfigError(f"Federation client_app must be 'module:attribute', got {client_app!r}")
+    text = pyproject.read_text()
+    table = text.find("[tool.flwr.app.components]")
+    line = CLIENTAPP_LINE.search(text, table) if table >= 0 else None
+    if line is None:
+        raise ConfigError(f"{pyproject}: no clientapp under [tool.flwr.app.components] to replace")
+    pyproject.write_text(f"{text[:line.start()]}{line.group(1)}\"{client_app}\"{text[line.end():]}")
 
 
 def _toml(v: Any) -> str:
@@ -594,11 +628,11 @@ def federation(nodes: int, home: Path, *, tls: bool = False, auth: bool = False,
                env: dict[int | str, dict[str, str]] | None = None,
                task_poll: float | None = TASK_POLL, threads: int | None = 1,
                root: Path = ROOT, sleep_cap: float | None = SLEEP_CAP, warm: bool = True,
-               durable_state: bool = True) -> Iterator[Federation]:
+               durable_state: bool = True, client_app: str = "") -> Iterator[Federation]:
     """Start a federation and stop all of its processes on exit, also on an exception or SIGINT/SIGTERM."""
     fed = Federation(nodes=nodes, home=home, tls=tls, auth=auth, node_config=node_config or {}, env=env or {},
                      task_poll=task_poll, threads=threads, root=root, sleep_cap=sleep_cap, warm=warm,
-                     durable_state=durable_state)
+                     durable_state=durable_state, client_app=client_app)
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def interrupted(signum, frame):  # turn SIGTERM into an exception so the finally below runs

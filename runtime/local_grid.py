@@ -1,14 +1,15 @@
-"""An in-process stand-in for Flower's Grid: each message is answered by the real ClientApp handlers
-(client/app.py's TrainHandler and QueryHandler, the code every Flower node runs), called one after the
-other in this process with the Context a SuperNode would pass. Same strategy, same server loop, same
-message path as a Flower run, without Ray or gRPC: used to tune defaults quickly and, side by side with a
-Flower simulation, to measure Flower's round overhead (studies/benchmark.py).
+"""An in-process stand-in for Flower's Grid: each message is answered by the project's ClientApp itself
+(client/app.py's `make_client_app`, the app every Flower node runs, its mods included: `app(message,
+context)`), called one after the other in this process with the Context a SuperNode would pass. Same
+strategy, same server loop, same message path as a Flower run, without Ray or gRPC: used to tune defaults
+quickly and, side by side with a Flower simulation, to measure Flower's round overhead (studies/benchmark.py).
 
 Node ids are partition ids (node config partition-id), or with federation.data = owners index the owners'
-files (node config data-path). Each training message's client round is `client_fn` (default: the real one,
-client.update.client_update; the audit passes a broken control), injected into the handler, and runs inside
-the client mod every ClientApp has (`mod`, default uedp.flower.mod.uedp_mod; the audit's per-step control
-passes one with its broken bound).
+files (node config data-path). The app is `make_client_app(cfg, update=client_fn, mods=[mod])`: the client
+round `client_fn` (default: the real one, client.update.client_update; the audit passes a broken control)
+inside the client mod `mod` (default uedp.flower.mod.uedp_mod; the audit's per-step control passes one with
+its broken bound); or `app`, a ClientApp given whole (the benchmark's, with its timing mod: studies/), which
+then replaces both.
 
 Places. Like a SuperLink, the grid reports each node with a public key (`get_nodes`): node i's is a fixed
 EC key derived from i, the stand-in for an owner's registered SuperNode key. The in-process grid is joined
@@ -32,14 +33,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from flwr.app import Context, Error, Message, RecordDict
+from flwr.clientapp import ClientApp
 from flwr.common.constant import ErrorCode
 
-from client.app import ClientFn, QueryHandler, TrainHandler
+from client.app import ClientFn, make_client_app
 from client.update import client_update
 from server.setup import Components
 from uedp.config import RunConfig
 from uedp.flower.mod import UeDPMod, uedp_mod
 from uedp.flower.places import KeyedPlaces, key_fingerprint
+from uedp.protocol import is_probe
 
 
 @dataclass(frozen=True)
@@ -70,21 +73,25 @@ def owner_places(num_owners: int) -> KeyedPlaces:
 
 @dataclass
 class LocalGrid:
+    # Every node runs in this process and no one else can join: a simulation's grid for the place map
+    # (uedp.flower.places.grid_kind; SortedNodes accepts it).
+    in_process_simulation = True
     cfg: RunConfig
     num_nodes: int
     failing: frozenset[int] = frozenset()
     client_fn: ClientFn = client_update
     data_paths: Sequence[str] = ()  # federation.data = owners: node i reads only data_paths[i]
     mod: UeDPMod = uedp_mod  # the client mod around every training message (the ClientApp's)
+    app: ClientApp | None = None  # the ClientApp every node runs (None: make_client_app of the fields above)
     calls: int = 0
-    client_seconds: list[float] = field(default_factory=list)  # per answered training message, in this process
-    # per answered training message: the ClientApp's laps {"round", "decode", "compute", "encode", "cpu"}
-    # (seconds; the benchmark's, as a Flower node writes them with timings_dir, less its process's CPU)
-    client_laps: list[dict[str, float]] = field(default_factory=list)
+    # per answered training message (not the server's probe), seconds in the ClientApp, in this process
+    client_seconds: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._train = TrainHandler(self.cfg, update=self.client_fn, lap_sink=self.client_laps.append, mod=self.mod)
-        self._query = QueryHandler(self.cfg)
+        if self.app is None:
+            self.app = make_client_app(self.cfg, update=self.client_fn, mods=[self.mod])
+        elif self.client_fn is not client_update or self.mod is not uedp_mod:
+            raise ValueError("LocalGrid: give either app or client_fn/mod, not both (app replaces them)")
 
     def get_node_ids(self) -> Iterable[int]:
         return range(len(self.data_paths) if self.data_paths else self.num_nodes)
@@ -106,10 +113,10 @@ class LocalGrid:
             if node in self.failing:
                 replies.append(_error_reply(msg, "client raised"))
                 continue
-            handler = self._query if msg.metadata.message_type == "query" else self._train
+            assert self.app is not None  # __post_init__
             t0 = time.perf_counter()
             try:
-                reply = handler(msg, self.context(node))
+                reply = self.app(msg, self.context(node))
             except Exception as exc:  # as in Flower: a raising ClientApp is an error reply, the round goes on
                 replies.append(_error_reply(msg, f"client raised {type(exc).__name__}"))
                 continue
@@ -117,7 +124,7 @@ class LocalGrid:
                 replies.append(_error_reply(msg, reply.error.reason))
                 continue
             replies.append(Message(reply.content, reply_to=msg))
-            if handler is self._train:
+            if msg.metadata.message_type == "train" and not is_probe(msg):
                 self.client_seconds.append(time.perf_counter() - t0)
         return replies
 
@@ -138,7 +145,7 @@ def set_local_task_identity() -> None:
 
 def run_local(cfg: RunConfig, *, components: Components | None = None, **grid_options) -> dict:
     """run_server over a LocalGrid with one node per participating user (`grid_options`: LocalGrid's
-    failing, client_fn, data_paths; `components`: the server's injected parts, see server.setup.Components).
+    failing, client_fn, mod, app, data_paths; `components`: the server's injected parts, see server.setup.Components).
     With federation.data = owners the nodes are the owners whose files `data_paths` lists, and this process
     prepares no corpus."""
     from server.app import run_server
@@ -153,6 +160,7 @@ def run_local(cfg: RunConfig, *, components: Components | None = None, **grid_op
     # Flower's loop (Strategy.start) logs every round's metrics at INFO; an in-process run prints its own
     # progress lines, as a simulation does (runtime/simulate.py)
     logging.getLogger("flwr").setLevel(logging.WARNING)
+    logging.getLogger("flwr.uedp").setLevel(logging.INFO)  # UeDP's own set-up and resume lines stay
     nodes = cfg.federation.num_nodes if cfg.owners else len(prepare(cfg).users)
     components = components or Components()
     if cfg.owners and components.places is None and not cfg.federation.places:

@@ -151,6 +151,7 @@ def simulate(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float | None 
     backend = backend_config(cfg, client_cpus=client_cpus, client_gpus=client_gpus)
     if not verbose:
         logging.getLogger("flwr").setLevel(logging.WARNING)
+        logging.getLogger("flwr.uedp").setLevel(logging.INFO)  # UeDP's own set-up and resume lines stay
     summary_path = Path(cfg.federation.out_dir) / SUMMARY
     summary_path.unlink(missing_ok=True)
     run_simulation(server_app=make_simulation_server_app(cfg) if server_app is None else server_app,

@@ -56,43 +56,49 @@ LATE_ROUNDS = "; the timing of {n} round(s) that started after their scheduled t
 
 
 def wait_for_nodes(grid: Grid, places: Places, timeout: float, stream: TextIO, *, strict: bool = True,
-                   full: bool = False) -> int:
+                   full: bool = False, operator_log: Callable[[dict[str, Any]], None] | None = None) -> int:
     """Wait until every one of the N places has its node connected (a node that stands in no place does not
     count: it must not shorten the wait). At the deadline (`timeout`) a strict wait fails; a lenient one
     (invited owners: federation.data = owners) starts with those connected. `full`: wait until the deadline
     whoever is connected (a public start time: with a round schedule, whether an owner is there must not
-    change when the run starts)."""
+    change when the run starts). How many invited owners were connected tells who took part: it goes to
+    `operator_log` (the run store's operator log), never to `stream` (the ServerApp's output)."""
     expected = places.size
     t0 = time.monotonic()
     seen = places.assign(grid).connected
     if full:
         time.sleep(max(0.0, timeout - (time.monotonic() - t0)))
         seen = places.assign(grid).connected
-        print(f"the public start: {seen} of {expected} invited owners connected after {timeout:.0f} s (the others "
-              "are sampled as usual and contribute zero)", file=stream, flush=True)
-        return seen
-    while seen < expected:
-        if time.monotonic() - t0 > timeout:
-            if not strict:
-                print(f"deadline: starting with {seen} of {expected} invited owners connected (the others are "
-                      "sampled as usual and contribute zero)", file=stream, flush=True)
-                return seen
-            raise ConfigError(f"only {seen} of {expected} nodes registered within {timeout:.0f} s "
-                              "(federation.wait_timeout)")
-        time.sleep(0.2)
-        seen = places.assign(grid).connected
-    print(f"{seen} nodes registered ({time.monotonic() - t0:.1f} s)", file=stream, flush=True)
+        print(f"the public start after {timeout:.0f} s (federation.wait_timeout): absent owners are sampled as usual "
+              "and contribute zero", file=stream, flush=True)
+    else:
+        while seen < expected:
+            if time.monotonic() - t0 > timeout:
+                if strict:
+                    raise ConfigError(f"only {seen} of {expected} nodes registered within {timeout:.0f} s "
+                                      "(federation.wait_timeout)")
+                break
+            time.sleep(0.2)
+            seen = places.assign(grid).connected
+        if strict:  # every place has its node: a public count (all N), and the time taken
+            print(f"{seen} nodes registered ({time.monotonic() - t0:.1f} s)", file=stream, flush=True)
+        else:  # the same line whoever came: how many did is the operator log's
+            print(f"starting when every invited owner is connected or at federation.wait_timeout ({timeout:.0f} s): "
+                  "absent owners are sampled as usual and contribute zero", file=stream, flush=True)
+    if operator_log is not None:
+        operator_log({"event": "start", "connected": seen, "places": expected,
+                      "seconds": round(time.monotonic() - t0, 3)})
     return seen
 
 
 def outside_guarantee(ctx: RunContext) -> str:
     """What a private run's summary.json lists as outside the guarantee (docs/proofs.md section 1)."""
-    fed, dp = ctx.cfg.federation, ctx.strategy
+    fed, report = ctx.cfg.federation, ctx.strategy.report
     text = OUTSIDE_GUARANTEE[fed.data]
     if ctx.cfg.owners and fed.round_period <= 0:
         text += UNSCHEDULED
-    if dp.schedule_overruns:
-        text += LATE_ROUNDS.format(n=dp.schedule_overruns)
+    if report.late_rounds:
+        text += LATE_ROUNDS.format(n=report.late_rounds)
     return text
 
 
@@ -101,7 +107,7 @@ def holders_record(ctx: RunContext) -> dict[str, Any] | None:
     rounds for one user and one undetected entity held by K other users, its bound and every bound computed
     (uedp.privacy.holders); None otherwise."""
     k = ctx.cfg.privacy.target_holders
-    ledger = ctx.strategy.ledger
+    ledger = ctx.strategy.accountant.ledger
     if k < 0 or not ctx.spec.private or not len(ledger):
         return None
     h = holders_epsilon(ledger.groups(), k, delta=ctx.cfg.privacy.delta, num_users=ledger.num_users)
@@ -110,22 +116,23 @@ def holders_record(ctx: RunContext) -> dict[str, Any] | None:
 
 def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, Any]:
     """Write summary.json and model.pt (the ledger is already saved) and return the summary."""
-    lost = len(ctx.strategy.ledger) - ctx.strategy.model_round
-    final = evaluate(state.model, ctx.test, device=ctx.device) if state.stopped_by_budget or lost else state.last_eval
+    report, accountant = ctx.strategy.report, ctx.strategy.accountant
+    lost = report.rounds_charged - report.model_round
+    final = (evaluate(state.model, ctx.test, device=ctx.device) if state.stopped_by_budget or lost or not
+             state.last_eval else state.last_eval)
     if lost:  # a resumed run whose checkpoint is older than its ledger, with no round left to run
-        print(f"WARNING: model.pt is the model of round {ctx.strategy.model_round} (its checkpoint); the "
+        print(f"WARNING: model.pt is the model of round {report.model_round} (its checkpoint); the "
               f"models of the {lost} round(s) charged after it were lost in a crash and stay charged "
               "(summary.json: model_round)", file=ctx.stream, flush=True)
-    strategy = ctx.strategy
-    eps = strategy.epsilons()
+    eps = accountant.epsilons()
     trainable, total = parameter_counts(state.model)
     summary = {
         "strategy": ctx.cfg.strategy.name, "method": ctx.spec.summary_method, "estimator": ctx.spec.estimator,
-        "rounds": len(strategy.ledger), "noise_multiplier": ctx.z, "sigma": strategy.sigma, "Z": strategy.denominator,
+        "rounds": report.rounds_charged, "noise_multiplier": ctx.z, "sigma": report.sigma, "Z": report.denominator,
         "delta": ctx.cfg.privacy.delta, "population": ctx.population, "stopped_by_budget": state.stopped_by_budget,
         **{k: eps.get(k, float("inf")) for k in ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound")},
-        "claims": [f"eps_{k}" for k in ctx.spec.claims_for(ctx.cfg.privacy)], "m_max": strategy.settings.m_max,
-        "noise": strategy.settings.noise,
+        "claims": [f"eps_{k}" for k in ctx.spec.claims_for(ctx.cfg.privacy)], "m_max": report.m_max,
+        "noise": report.noise,
         "undetected_rule": eps.get("undetected_rule"), "delta_trunc": eps.get("delta_trunc"),
         "holders": holders_record(ctx),
         "metric": ctx.metric_name, "initial": state.initial, "final": final,
@@ -135,7 +142,7 @@ def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, 
         "public_entities": (policy_record(ctx.cfg.entities.public) if ctx.cfg.entities.public != "none"
                             else None),
         "outside_guarantee": outside_guarantee(ctx) if ctx.spec.private else None,
-        "model_round": strategy.model_round, "device": ctx.device,
+        "model_round": report.model_round, "device": ctx.device,
         "noised_dimension": trainable, "trainable_share": trainable / total, "base_model": ctx.base_model,
         "seconds": round(seconds, 1),
     }
@@ -160,9 +167,9 @@ def run_server(grid: Grid, cfg: RunConfig, *, components: Components | None = No
         return run_local_dp(grid, cfg, stream=stream)
     t_start = time.monotonic()
     ctx, state = setup(cfg, components=components or Components(), stream=stream)
-    wait_for_nodes(grid, ctx.strategy.places, cfg.federation.wait_timeout, stream, strict=not cfg.owners,
-                   full=cfg.owners and cfg.federation.round_period > 0)
     dp = ctx.strategy
+    wait_for_nodes(grid, ctx.places, cfg.federation.wait_timeout, stream, strict=not cfg.owners,
+                   full=cfg.owners and cfg.federation.round_period > 0, operator_log=ctx.store.operator_log)
     try:
         dp.start(grid, state.arrays, dp.rounds_left, timeout=cfg.federation.round_timeout,
                  train_config=ConfigRecord(ctx.train_config()), evaluate_fn=RoundLog(ctx, state))

@@ -1,9 +1,11 @@
 """Per-round metrics as CSV and JSONL, and a one-line progress display (round, epsilon, metric).
 
-Only aggregate quantities are written: round, cohort size, reply/drop counts, epsilon, central evaluation
-metrics. Never per-client statistics, entity strings or round keys (docs/mechanism.md section 1). The counts are
-operator logs outside the guarantee (they reveal who took part in a round: `OPERATOR_LOGS`, which private
-runs' summary.json repeats); the model, ledger and epsilons are what a run releases.
+Only aggregate quantities are written: round, its seconds, epsilons, central evaluation metrics, the ledger's
+hash. Never per-client statistics, entity strings or round keys (docs/mechanism.md section 1). The round's counts
+(sampled, replies, missing, ...) are in the wrapper's operator log (operator.jsonl, uedp.flower.store), not here
+and not in the progress line, which goes to the ServerApp's output. These files and the operator log are outside
+the guarantee (`OPERATOR_LOGS`, which private runs' summary.json repeats): a round's seconds depend on the
+sampled users' data; the model, ledger and epsilons are what a run releases.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 # Written into summary.json of private runs: the per-round counts are for the operator, not released.
-OPERATOR_LOGS = ("metrics.csv and metrics.jsonl are operator logs outside the privacy guarantee: their per-round "
-                 "counts (sampled, replies, missing, failed, refused, re-check statuses) reveal who took part in a "
-                 "round; release the model, the ledger and the epsilons, not these files")
+OPERATOR_LOGS = ("operator.jsonl, metrics.csv and metrics.jsonl are operator logs outside the privacy guarantee: the "
+                 "operator log's per-round counts (sampled, replies, missing, failed, refused, re-check statuses) "
+                 "reveal who took part in a round, and every round's seconds depend on the sampled users' data; "
+                 "release the model, the ledger and the epsilons, not these files")
 
 
 class MetricsWriter:

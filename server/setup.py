@@ -8,10 +8,12 @@ the noise multiplier (given, or calibrated so that every claimed epsilon reaches
 over federation.rounds), the ledger and the checkpoints, and with federation.resume continues the saved
 ledger from the last checkpoint, fail-closed (uedp.flower.resume).
 
-The places (uedp.flower.places): in corpus mode the corpus's users, filled by the connected nodes in id
-order; in owners mode the invited owners, by the public place map federation.places (a file of their
-registered public keys' fingerprints, needed by every private owners-mode run: without SuperNode
-authentication there is no such map, so the run is refused).
+The places (uedp.flower.places): in owners mode the invited owners, by the public place map federation.places (a
+file of their registered public keys' fingerprints, needed by every private owners-mode run: without SuperNode
+authentication there is no such map, so the run is refused); in corpus mode the corpus's users, by the same kind
+of map where federation.places names one (real processes under SuperNode authentication), else filled by the
+connected nodes in id order, which the wrapper accepts on a simulation's grid only, unless
+federation.node_order_places opts in (real processes without authentication: labelled not private).
 
 `Components` are the seams: the noise source, the aggregation function, the noise multiplier and the place
 map may be passed in instead of being built from the config. Real runs pass none. The audit's broken controls
@@ -37,11 +39,13 @@ from uedp.config import RunConfig
 from uedp.devices import resolve_device
 from uedp.errors import ConfigError
 from uedp.flower.places import Places, SortedNodes, read_places
-from uedp.flower.strategy import UserEntityDP
+from uedp.flower.store import RunStore
+from uedp.flower.strategy import Seams, UserEntityDP
 from uedp.models.base import UedpModel, get_weights, parameter_counts, set_weights
 from uedp.models.checkpoints import base_digest, checkpoint_of, recorded_public_corpus_of
 from uedp.models.public_start import load_public_start, refuse_private_start
 from uedp.pipeline import EncodedSentences
+from uedp.privacy.accountant import UeDPAccountant
 from uedp.privacy.accounting import safe_m_max
 from uedp.privacy.aggregation import Aggregator, aggregate, denominator
 from uedp.privacy.mechanisms import MechanismSpec, spec_for
@@ -70,7 +74,9 @@ class RunContext:
     spec: MechanismSpec
     out: Path
     population: int
-    strategy: UserEntityDP  # holds the run's noise multiplier, ledger and checkpoints
+    strategy: UserEntityDP  # holds the run's accountant (noise multiplier, ledger) and checkpoints
+    places: Places  # which node stands in each place (the strategy's)
+    store: RunStore  # the run's folder as the strategy writes it (ledger, checkpoint, operator log)
     test: EncodedSentences | None  # the evaluation set (None: no central evaluation)
     metric_name: str
     warning: str | None  # fixed seed, broken component or private-split tokenizer: the run is not private
@@ -88,8 +94,8 @@ class RunContext:
 
     @property
     def z(self) -> float:
-        """The run's noise multiplier, as the strategy holds it (its one holder)."""
-        return self.strategy.z
+        """The run's noise multiplier, as the strategy's accountant holds it (its one holder)."""
+        return self.strategy.accountant.noise_multiplier
 
     def train_config(self) -> dict[str, Any]:
         """The nodes' local training settings (each training message's "config" record)."""
@@ -102,7 +108,7 @@ class RunState:
 
     model: UedpModel
     arrays: ArrayRecord  # the global arrays the rounds start from (a resumed run's checkpoint)
-    initial: dict[str, float]
+    initial: dict[str, float]  # the initial model's evaluation (at round 0)
     last_eval: dict[str, float]
     stopped_by_budget: bool = False
 
@@ -123,10 +129,13 @@ def resolve_m_max(cfg: RunConfig, spec: MechanismSpec, *, population: int) -> Ru
 
 def run_places(cfg: RunConfig, spec: MechanismSpec, population: int) -> Places:
     """The run's place map (module docstring): ConfigError for a private owners-mode run without one, or one
-    whose size is not federation.num_nodes."""
+    whose size is not the number of places (federation.num_nodes, or the corpus's users)."""
     fed = cfg.federation
-    if not cfg.owners:
-        return SortedNodes(population)
+    if fed.node_order_places and fed.places:
+        raise ConfigError("federation.node_order_places and federation.places exclude each other: a place map "
+                          "needs no opt-in")
+    if not cfg.owners and not fed.places:
+        return SortedNodes(population, outside_simulation=fed.node_order_places)
     if not fed.places:
         if spec.private:
             raise ConfigError(
@@ -137,8 +146,9 @@ def run_places(cfg: RunConfig, spec: MechanismSpec, population: int) -> Places:
         return SortedNodes(population)
     places = read_places(fed.places)
     if places.size != population:
-        raise ConfigError(f"federation.places {fed.places} lists {places.size} places, federation.num_nodes is "
-                          f"{population}: they must agree (N is public)")
+        what = "federation.num_nodes is" if cfg.owners else "the corpus has users:"
+        raise ConfigError(f"federation.places {fed.places} lists {places.size} places, {what} {population}: they "
+                          "must agree (N is public)")
     return places
 
 
@@ -178,32 +188,49 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
     base_model, base_record = describe_model(cfg, model, stream)
     shipped = data.shipped()
     extra = {**({"tokenizer": shipped} if shipped is not None else {}), **base_record}
-    strategy = UserEntityDP(
-        ModelOptimizer(model, name=cfg.server.optimizer, lr=cfg.server.lr, momentum=cfg.server.momentum),
-        places=places, num_rounds=cfg.federation.rounds, mechanism=spec.name, privacy=p, out_dir=out,
-        checkpoint_every=cfg.federation.checkpoint_every, resume=cfg.federation.resume,
-        noise_multiplier=components.noise_multiplier, noise=components.noise, aggregator=components.aggregator,
-        denominator=paper_denominator(cfg, spec, data, population),
-        extra_records=extra or None, stream=stream,
-        round_period=cfg.federation.round_period,
-    )
+    store = RunStore(out, checkpoint_every=cfg.federation.checkpoint_every, resume=cfg.federation.resume)
+    strategy = build_strategy(
+        cfg, spec, ModelOptimizer(model, name=cfg.server.optimizer, lr=cfg.server.lr, momentum=cfg.server.momentum),
+        places=places, store=store, components=components, records=extra or None,
+        denominator=paper_denominator(cfg, spec, data, population))
     arrays = strategy.initial_arrays(ArrayRecord(get_weights(model)))
     set_weights(model, arrays.to_numpy_ndarrays())  # a resumed run continues from its checkpoint's model
-    initial = evaluate(model, data.test, device=device)
+    initial: dict[str, float] = {}  # evaluated at round 0 of Flower's start (server/round.py)
     warning = components.broken or (FIXED_SEED_WARNING if fixed else None)
     labels = [data.tokenizer_warning,  # tokenizer.source=private_split: refused nowhere, labelled
-              PAPER_Z_WARNING if spec.private and p.paper_z and spec.keyed else None]
+              PAPER_Z_WARNING if spec.private and p.paper_z and spec.keyed else None,
+              places.not_private if spec.private else None]  # places by node order outside a simulation
     for label in filter(None, labels):
         print(f"WARNING: {label}", file=stream, flush=True)
         warning = f"{warning}; {label}" if warning else label
     ctx = RunContext(
-        cfg=cfg, spec=spec, out=out, population=population, strategy=strategy, test=data.test,
+        cfg=cfg, spec=spec, out=out, population=population, strategy=strategy, places=places, store=store,
+        test=data.test,
         metric_name=get_task(cfg.task.name).metric, warning=warning,
         metrics=MetricsWriter(out, stream=stream), stream=stream, tokenizer=data.tokenizer_info,
         initial_model=initial_model, device=device, base_model=base_model, text_tokenizer=data.tokenizer,
     )
     state = RunState(model=model, arrays=arrays, initial=initial, last_eval=initial)
     return ctx, state
+
+
+def build_strategy(cfg: RunConfig, spec: MechanismSpec, optimizer: ModelOptimizer, *, places: Places,
+                   store: RunStore, components: Components, records: dict | None,
+                   denominator: float | None) -> UserEntityDP:
+    """UeDP's wrapper around the project's server optimizer: the accountant of the run's mechanism (z given by
+    the components, or privacy.noise_multiplier with privacy.target_epsilon = 0, or calibrated to the target:
+    `UserEntityDP.make_private_with_epsilon`), the run store (federation.out_dir, checkpoint_every, resume), the
+    schedule (federation.round_period) and the seams."""
+    fed, p = cfg.federation, cfg.privacy
+    options: dict = dict(store=store, round_period=fed.round_period, records=records,
+                         seams=Seams(noise=components.noise, aggregator=components.aggregator, denominator=denominator))
+    if spec.private and components.noise_multiplier is None and p.target_epsilon > 0:
+        return UserEntityDP.make_private_with_epsilon(optimizer, places=places, num_rounds=fed.rounds, privacy=p,
+                                                      mechanism=spec.name, **options)
+    z = components.noise_multiplier if components.noise_multiplier is not None else p.noise_multiplier
+    accountant = UeDPAccountant(spec.name, p, num_users=places.size, rounds=fed.rounds,
+                                noise_multiplier=z if spec.private else 0.0)
+    return UserEntityDP(optimizer, places=places, accountant=accountant, **options)
 
 
 def describe_model(cfg: RunConfig, model: UedpModel, stream: TextIO) -> tuple[dict | None, dict[str, dict]]:

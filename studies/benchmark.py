@@ -8,8 +8,9 @@
    round (median over rounds 2..T; round 1 includes Ray start-up), and the clients' own compute per round.
    Then the round broken down, both runners side by side: the server loop's pieces (timed in this process by
    `ServerClock`, which wraps the strategy's configure_train / aggregate_train and the grid), the clients'
-   deserialization / compute / serialization (timed inside the ClientApp: make_client_app's benchmark-only
-   `timings_dir`; in-process: LocalGrid.client_laps), Ray transfer / Flower overhead (what send_and_receive
+   deserialization / compute / serialization (timed inside the ClientApp by the timing mod the benchmark mounts
+   beside uedp_mod: studies/timing_mod.py; one file per client process in a simulation, a list in process),
+   Ray transfer / Flower overhead (what send_and_receive
    took beyond the busiest worker's time in the ClientApp), and CPU seconds per round of each process.
    Both runs use privacy.seed, so they draw the same cohort sizes round by round.
 3. Noise calibration for the main job's setting (q_u 0.25, q_e 0.2, q_s 0.2, k_cap 1, N = 200 places, m_max
@@ -268,9 +269,9 @@ def _flower_laps(directory: Path) -> list[dict]:
 def bench_rounds(cfg: RunConfig, out: Path) -> dict:
     import shutil
 
-    from client.app import make_client_app
     from runtime.simulate import make_simulation_server_app, simulate
     from server.app import run_server
+    from studies.timing_mod import timed_client_app
 
     for runner in ("flower", "local"):  # metrics.jsonl is appended to: a previous benchmark's rows would count
         shutil.rmtree(out / runner, ignore_errors=True)
@@ -279,7 +280,8 @@ def bench_rounds(cfg: RunConfig, out: Path) -> dict:
     manifest = prepare(cfg)
     payload = _payload_seconds(cfg)
     set_local_task_identity()
-    grid = LocalGrid(cfg_local, len(manifest.users))
+    local_laps: list[dict[str, float]] = []
+    grid = LocalGrid(cfg_local, len(manifest.users), app=timed_client_app(cfg_local, sink=local_laps.append))
     local_clock = ServerClock()
     with local_clock.patched():
         run_server(local_clock.grid(grid), cfg_local)
@@ -289,16 +291,16 @@ def bench_rounds(cfg: RunConfig, out: Path) -> dict:
     flower_clock = ServerClock()
     with flower_clock.patched():
         simulate(cfg_flower, server_app=make_simulation_server_app(cfg_flower, wrap_grid=flower_clock.grid),
-                 client_app=make_client_app(cfg_flower, timings_dir=str(timings.resolve())))
+                 client_app=timed_client_app(cfg_flower, directory=str(timings.resolve())))
     flower = _round_seconds(out / "flower")
     compute = sum(grid.client_seconds) / len(local)
     return {"rounds": len(flower), "flower_round_s": statistics.median(flower[1:]),
             "flower_first_round_s": flower[0], "local_round_s": statistics.median(local[1:]),
             "client_compute_per_round_s": compute,
-            "clients_per_round": grid.calls / len(local), "payload": payload,
+            "clients_per_round": len(grid.client_seconds) / len(local), "payload": payload,
             "flower_breakdown": _breakdown(out / "flower", flower_clock, _flower_laps(timings),
                                            serialize_s=payload["to_record_s"]),
-            "local_breakdown": _breakdown(out / "local", local_clock, grid.client_laps,
+            "local_breakdown": _breakdown(out / "local", local_clock, local_laps,
                                           serialize_s=payload["to_record_s"])}
 
 
@@ -460,11 +462,12 @@ BREAKDOWN = [  # (key, row label, what it is); client rows are sums over the rou
      "it (same model, measured apart)"),
     ("configure", "server: configure_train", "sampling, instructions, one Message per sampled client"),
     ("send_and_receive", "server: send_and_receive (wall)", "from pushing the messages to the last reply"),
-    ("decode", "- clients: model deserialization (sum)", "ArrayRecord -> ndarrays in each ClientApp"),
+    ("decode", "- clients: model deserialization (sum)", "the message to the client round: instructions, "
+     "ArrayRecord -> ndarrays (the client mod's and the train function's)"),
     ("compute", "- clients: compute (sum)", "client_update: read/encode the user (cache miss), select, train "
      "(the new model)"),
-    ("encode", "- clients: update, clip and reply (sum)", "the client mod's part: theta_local - theta_t, ONE clip of "
-     "the whole update, ArrayRecord(update) and the reply Message"),
+    ("encode", "- clients: update, clip and reply (sum)", "ArrayRecord(new model), then the client mod's part: "
+     "theta_local - theta_t, ONE clip of the whole update, ArrayRecord(update) and the reply Message"),
     ("transfer", "- Ray transfer / Flower message overhead", "send_and_receive minus the busiest worker's time "
      "in the ClientApp (simulation: 2 actors in parallel; in-process: 1 serial loop)"),
     ("aggregate", "server: aggregate_train", "the release (replies to ndarrays, re-check, sum, noise), the ledger "

@@ -77,7 +77,7 @@ class ZeroNoise:
 
 
 def dp_strategy(cfg: RunConfig, out_dir: Path, *, mechanism: str = "uedp", places: int = 8, seed: int = 3,
-                z: float = 1.0, inner: Any = None, noise: Any = None, **privacy: Any):
+                z: float = 1.0, inner: Any = None, noise: Any = None, aggregator: Any = None, **privacy: Any):
     """UeDP's Flower wrapper (uedp.flower.UserEntityDP) around Flower's FedAvg for `cfg`'s privacy settings
     with `privacy` overrides, a fixed seed (reproduction: keys, cohorts and noise from `seed`) and noise
     multiplier `z` (no calibration), writing its ledger into `out_dir`."""
@@ -85,11 +85,39 @@ def dp_strategy(cfg: RunConfig, out_dir: Path, *, mechanism: str = "uedp", place
 
     from flwr.serverapp.strategy import FedAvg
 
-    from uedp.flower.strategy import UserEntityDP
+    from uedp.flower.store import RunStore
+    from uedp.flower.strategy import Seams, UserEntityDP
+    from uedp.privacy.accountant import UeDPAccountant
 
     settings = dataclasses.replace(cfg.privacy, seed=seed, **privacy)
-    return UserEntityDP(inner if inner is not None else FedAvg(), places=places, num_rounds=cfg.federation.rounds,
-                        mechanism=mechanism, privacy=settings, out_dir=out_dir, noise_multiplier=z, noise=noise)
+    accountant = UeDPAccountant(mechanism, settings, num_users=places, rounds=cfg.federation.rounds,
+                                noise_multiplier=z)
+    seams = Seams(noise=noise) if aggregator is None else Seams(noise=noise, aggregator=aggregator)
+    return UserEntityDP(inner if inner is not None else FedAvg(), places=places, accountant=accountant,
+                        store=RunStore(out_dir), seams=seams)
+
+
+class StandInGrid:
+    """A simulation's grid of `n` nodes (ids 0..n-1) whose nodes run the client mod: they answer the probe the
+    wrapper sends before round 1, and nothing else (tests that build a round's replies themselves)."""
+
+    in_process_simulation = True
+
+    def __init__(self, n: int = 8) -> None:
+        self.n = n
+
+    def get_node_ids(self) -> range:
+        return range(self.n)
+
+    def send_and_receive(self, messages: Any, *, timeout: float | None = None) -> list[Any]:
+        return split_probes(messages)[0]
+
+
+def operator_rows(out_dir: Path) -> list[dict[str, Any]]:
+    """The per-round rows of a run's operator log (operator.jsonl: the counts, seconds, lateness)."""
+    from uedp.flower.store import read_operator_log
+
+    return read_operator_log(out_dir)
 
 
 TRAINING_FIELDS = ("optimizer", "lr", "momentum", "local_epochs", "local_steps", "batch_size")
@@ -112,3 +140,12 @@ def train_message(arrays: list[Any], ins: Any, training: Any, *, node: int = 1) 
 
     return Message(RecordDict({"arrays": ArrayRecord(arrays), "config": ConfigRecord(training.to_record()),
                                "uedp": ins.to_record()}), dst_node_id=node, message_type="train")
+
+
+def split_probes(messages: Any) -> tuple[list[Any], list[Any]]:
+    """(the client mod's answers to the probes among `messages`, the other messages): for the tests' stand-in
+    grids, whose nodes run the client mod (uedp.protocol: the probe before the first private round)."""
+    from uedp.protocol import is_probe, probe_answer
+
+    messages = list(messages)
+    return [probe_answer(m) for m in messages if is_probe(m)], [m for m in messages if not is_probe(m)]

@@ -1,6 +1,7 @@
 """What cut the Flower simulation's per-message cost (studies/benchmark.py), checked by behaviour:
 the per-process user cache holds a whole population, the ClientApp pickles without by-value code (Ray ships
-it with every message), and the benchmark-only client timing writes durations only, and only when asked."""
+it with every message), and the benchmark's client timing (a mod in studies/timing_mod.py) writes durations
+only, and only in the app the benchmark mounts it in."""
 
 from __future__ import annotations
 
@@ -93,27 +94,42 @@ def test_the_client_app_pickles_without_by_value_code_and_still_trains(tiny):
     assert all(np.array_equal(a, b) for a, b in zip(got, direct))
 
 
-def test_client_timing_only_when_asked_and_only_durations(tiny, tmp_path, monkeypatch):
+def test_client_timing_only_in_the_timed_app_and_only_durations(tiny, tmp_path, monkeypatch):
+    from studies.timing_mod import timed_client_app
+
     monkeypatch.chdir(tmp_path)
-    make_client_app(tiny)(_message(tiny, 1, _ins()), _context(1))
+    plain = make_client_app(tiny)(_message(tiny, 1, _ins()), _context(1))
     assert list(tmp_path.iterdir()) == []  # every real run: nothing written
     timings = tmp_path / "timings"
     timings.mkdir()
-    make_client_app(tiny, timings_dir=str(timings))(_message(tiny, 1, _ins(round=4)), _context(1))
+    app = pickle.loads(pickle.dumps(timed_client_app(tiny, directory=str(timings))))  # as Ray ships it
+    timed = app(_message(tiny, 1, _ins(round=4)), _context(1))
     (line,) = [x for f in timings.iterdir() for x in f.read_text().splitlines()]
     record = json.loads(line)
     assert set(record) == {"decode", "compute", "encode", "round", "cpu", "process_cpu"}
     assert record["round"] == 4 and all(isinstance(v, (int, float)) and v >= 0 for v in record.values())
+    assert record["compute"] > 0  # the client round was timed, inside the mods
+    # the timed app replies as the plain one: the update only (private), the same arrays (round 4's seed too)
+    assert set(timed.content.keys()) == set(plain.content.keys()) == {"update"}
+    same = make_client_app(tiny)(_message(tiny, 1, _ins(round=4)), _context(1))
+    assert all(np.array_equal(a, b) for a, b in zip(timed.content["update"].to_numpy_ndarrays(),
+                                                    same.content["update"].to_numpy_ndarrays()))
 
 
-def test_local_grid_times_each_answered_message(tiny):
+def test_local_grid_runs_the_timed_app_and_times_each_answered_message(tiny):
+    from studies.timing_mod import timed_client_app
+
     set_local_task_identity()
-    grid = LocalGrid(tiny, 8, failing=frozenset({5}))
+    laps: list[dict] = []
+    grid = LocalGrid(tiny, 8, failing=frozenset({5}), app=timed_client_app(tiny, sink=laps.append))
     replies = grid.send_and_receive([_message(tiny, n, _ins(round=2)) for n in (0, 5, 6)])
     assert [r.has_error() for r in replies] == [False, True, False]
-    assert len(grid.client_laps) == 2 == len(grid.client_seconds)
+    assert len(laps) == 2 == len(grid.client_seconds)
     assert all(set(lap) == {"round", "decode", "compute", "encode", "cpu"} and lap["round"] == 2
-               for lap in grid.client_laps)
+               for lap in laps)
+    assert all(lap["decode"] + lap["compute"] + lap["encode"] <= s for lap, s in zip(laps, grid.client_seconds))
+    with pytest.raises(ValueError, match="either app or client_fn"):
+        LocalGrid(tiny, 8, app=timed_client_app(tiny, sink=laps.append), client_fn=lambda *a: None)
 
 
 def test_the_benchmark_table_breaks_a_round_down_and_keeps_the_ratio_row():

@@ -12,7 +12,7 @@ from flwr.app import ArrayRecord, Error, Message, RecordDict
 
 from client.update import client_update, select
 from runtime.local_grid import LocalGrid, set_local_task_identity
-from tests.helpers import ZeroNoise, dp_strategy, tiny_config
+from tests.helpers import StandInGrid, ZeroNoise, dp_strategy, operator_rows, tiny_config
 from uedp.flower.mod import bound_update, model_update
 from uedp.models.base import get_weights
 from uedp.pipeline import load_manifest, load_user_data, new_model, prepare
@@ -129,23 +129,20 @@ def test_server_rechecks_every_reply(tiny):
                for a, m in zip((ok, huge, nan, wrong), sent)]
     failed = Message(Error(code=0, reason="boom"), reply_to=sent[4])
     agg, metrics = s.aggregate_train(1, [*replies, failed])
-    m = dict(metrics)
+    assert set(metrics) == {"round", "eps_uedp", "eps_undetected"}  # public values only; the counts: the operator log
+    m = operator_rows(tiny.federation.out_dir)[-1]
     assert (m["ok"], m["reclipped"], m["dropped_nonfinite"], m["dropped_shape"], m["failed"]) == (1, 1, 1, 1, 1)
     total = agg.to_numpy_ndarrays()  # FedAvg applies the released update to the zero model: the update
     # sum = ok + huge clipped to beta, divided by Z
     huge_norm = np.sqrt(sum(float((a.astype(np.float64) ** 2).sum()) for a in huge))
-    expected = [(o + h * beta / huge_norm) / s.denominator for o, h in zip(ok, huge)]
+    expected = [(o + h * beta / huge_norm) / s.report.denominator for o, h in zip(ok, huge)]
     # the float32 release (2^-24 relative per operation, a float32 clip nudged by 1e-6): rtol 1e-5, atol near 0
     for got, want in zip(total, expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 # -- the round's plan: frozen, returned by configure_train, taken back by aggregate_train, once ---------------------
-class _Nodes:
-    """The only Grid method configure_train uses: 8 connected nodes."""
-
-    def get_node_ids(self):
-        return range(8)
+_Nodes = StandInGrid  # 8 connected nodes that answer the probe
 
 
 def _zero_replies(plan, template):
@@ -180,8 +177,9 @@ def test_no_plan_outlives_its_round(tiny):
     with pytest.raises(RuntimeError, match="round 2 cannot be aggregated before round 1"):  # the ledger's order
         s.aggregate_train(2, _zero_replies(second, template))
     for plan in (first, second):  # each with its own plan, though both were configured before either
-        _, metrics = s.aggregate_train(plan.round, _zero_replies(plan, template))
-        assert (metrics["sampled"], metrics["drawn"], metrics["missing"]) == (plan.cohort.size, plan.cohort.drawn, 0)
+        s.aggregate_train(plan.round, _zero_replies(plan, template))
+        counts = operator_rows(tiny.federation.out_dir)[-1]
+        assert (counts["sampled"], counts["drawn"], counts["missing"]) == (plan.cohort.size, plan.cohort.drawn, 0)
     with pytest.raises(RuntimeError, match="round 1 has no plan"):
         s.aggregate_train(1, _zero_replies(first, template))
 
@@ -189,23 +187,23 @@ def test_no_plan_outlives_its_round(tiny):
 def test_the_round_record_is_built_once_and_noises_its_round(tiny, monkeypatch):
     """configure_train builds the round's record once: the budget check is on it, the plan carries it,
     aggregate_train noises with its sigma and the ledger records it: no second build of it."""
+    from uedp.flower.plan import MechanismSettings
     from uedp.privacy.aggregation import aggregate
     from uedp.privacy.ledger import Ledger
 
     set_local_task_identity()
     template = [np.zeros(3, np.float32)]
-    s = dp_strategy(tiny, tiny.federation.out_dir, mechanism="user_dp", z=1.0, q_u=0.5, m_max=8, k_cap=2,
-                    target_epsilon=50.0)
     sigmas = []
 
     def spy(updates, *, sigma, **kwargs):
         sigmas.append(sigma)
         return aggregate(updates, sigma=sigma, **kwargs)
 
-    s.aggregator = spy
-    real = s.round_record
+    s = dp_strategy(tiny, tiny.federation.out_dir, mechanism="user_dp", z=1.0, q_u=0.5, m_max=8, k_cap=2,
+                    target_epsilon=50.0, aggregator=spy)
+    real = MechanismSettings.record
     built, checked = [], []
-    monkeypatch.setattr(s, "round_record", lambda rnd: built.append(real(rnd)) or built[-1])
+    monkeypatch.setattr(MechanismSettings, "record", lambda self, rnd: built.append(real(self, rnd)) or built[-1])
     real_check = Ledger.check_budget
     monkeypatch.setattr(Ledger, "check_budget", lambda self, record, **kw: checked.append(record)
                         or real_check(self, record, **kw))
@@ -213,8 +211,9 @@ def test_the_round_record_is_built_once_and_noises_its_round(tiny, monkeypatch):
     for rnd in (1, 2):
         plan = s.configure_train(rnd, arrays, None, _Nodes())
         s.aggregate_train(rnd, _zero_replies(plan, template))
-        assert [r.round for r in built] == list(range(1, rnd + 1)) and plan.record is built[-1]
+        rounds = [r for r in built if r.round > 0]  # record 0: the settings' sigma, outside any round
+        assert [r.round for r in rounds] == list(range(1, rnd + 1)) and plan.record is rounds[-1]
         assert checked[-1] is plan.record and sigmas[-1] == plan.record.sigma
-        assert s.ledger.records[-1] == plan.record
+        assert s.accountant.ledger.records[-1] == plan.record
     with pytest.raises(RuntimeError, match="round 3 has no plan"):  # nothing configured, nothing to aggregate
         s.aggregate_train(3, [])

@@ -33,6 +33,7 @@ import logging
 import math
 import random
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -49,9 +50,11 @@ from opacus.accountants import RDPAccountant as OpacusRDP
 from scipy import stats
 
 from runtime.local_grid import set_local_task_identity
-from tests.helpers import eps_user
+from tests.helpers import eps_user, operator_rows, split_probes
 from uedp.config import PrivacyConfig as OurPrivacyConfig
-from uedp.flower.strategy import RoundMessages, UserEntityDP
+from uedp.flower.store import RunStore
+from uedp.flower.strategy import RoundMessages, Seams, UserEntityDP
+from uedp.privacy.accountant import UeDPAccountant
 from uedp.privacy.accounting import mechanism
 from uedp.privacy.aggregation import aggregate
 from uedp.privacy.noise import GaussianNoise
@@ -77,13 +80,18 @@ def _flower_context():
 
 
 class FakeGrid:
-    """The only Grid method FedAvg.configure_train uses."""
+    """The only Grid method FedAvg.configure_train uses; its nodes answer UeDP's probe (a simulation's grid)."""
+
+    in_process_simulation = True
 
     def __init__(self, num_nodes: int) -> None:
         self.num_nodes = num_nodes
 
     def get_node_ids(self) -> list[int]:
         return list(range(1, self.num_nodes + 1))
+
+    def send_and_receive(self, messages, *, timeout=None):
+        return split_probes(messages)[0]
 
 
 class ZeroNoise:
@@ -134,8 +142,20 @@ def _ours(noise, *, z: float = Z_MULT, num_nodes: int = N_NODES, m: int = M) -> 
     released update to the global model: the release is the new model minus GLOBAL, as Flower's)."""
     privacy = OurPrivacyConfig(q_u=m / num_nodes, beta=CLIP, w_max=1.0, noise_multiplier=z, seed=0,
                                target_epsilon=0.0)
-    return UserEntityDP(FedAvg(), places=num_nodes, num_rounds=10_000, mechanism="user_dp", privacy=privacy,
-                        out_dir=tempfile.mkdtemp(prefix="uedp-crosscheck-"), noise_multiplier=z, noise=noise)
+    out = tempfile.mkdtemp(prefix="uedp-crosscheck-")
+    accountant = UeDPAccountant("user_dp", privacy, num_users=num_nodes, rounds=10_000, noise_multiplier=z)
+    dp = UserEntityDP(FedAvg(), places=num_nodes, accountant=accountant, store=RunStore(out),
+                      seams=Seams(noise=noise))
+    _OUT[id(dp)] = out
+    return dp
+
+
+_OUT: dict[int, str] = {}  # each wrapper's run folder (its operator log holds the round's counts)
+
+
+def _counts(dp: UserEntityDP) -> dict:
+    """The last round's counts (sampled, replies, missing, failed, re-check statuses) from the operator log."""
+    return operator_rows(Path(_OUT[id(dp)]))[-1]
 
 
 def _flower_reply(msg: Message, update: list[np.ndarray] | None = None) -> Message:
@@ -165,7 +185,7 @@ def _ours_on_flowers_sample(strategy: UserEntityDP, server_round: int, replies: 
     (a round is aggregated only after its configure_train; its own sample sets the sampled and missing
     counts, not the released sum), and its plan's messages are replaced by Flower's, since ours counts only
     the replies to its plan's messages."""
-    ours = len(strategy.ledger) + 1  # its own next round (a fresh strategy starts at 1; its ledger is contiguous)
+    ours = strategy.accountant.num_releases + 1  # its own next round (the ledger is contiguous from 1)
     _configure(strategy, ours)
     pending = strategy._pending[ours]  # noqa: SLF001 - a test's seam: Flower's sample in our plan
     pending.sent = RoundMessages(pending.sent.plan, tuple(messages))
@@ -206,8 +226,9 @@ def test_clipped_mean_is_identical_with_noise_off():
         fl = _released(fl_record)
         core, core_stats = aggregate([UPDATES[k] for k in nodes], template=GLOBAL, w_max=1.0, beta=CLIP,
                                      sigma=0.0, denominator=float(M), noise=ZeroNoise())
-        strat_record, metrics = _ours_on_flowers_sample(_ours(ZeroNoise()), server_round,
-                                                        [_our_reply(m) for m in messages], messages)
+        ours = _ours(ZeroNoise())
+        strat_record, _ = _ours_on_flowers_sample(ours, server_round, [_our_reply(m) for m in messages], messages)
+        metrics = _counts(ours)
         strat = _released(strat_record)
         # float64 sums of M = 4 clipped updates (entries <= C = 0.5) in different orders: ~1e-16, so atol 1e-12;
         # ours releases float32: 2^-24 relative of entries <= 0.5, ~3e-8, so atol 1e-6
@@ -235,7 +256,7 @@ def test_flower_noise_is_gaussian_with_std_z_clip_over_m_exactly():
     # ours: sigma = z * w_max * beta on the sum, divided by Z = q_u N = m
     ours = _ours(GaussianNoise(seed=0))
     # z * w_max * beta with w_max = 1.0: the same product, bit-identical
-    assert ours.sigma == pytest.approx(Z_MULT * CLIP, rel=1e-15) and ours.denominator == M
+    assert ours.report.sigma == pytest.approx(Z_MULT * CLIP, rel=1e-15) and ours.report.denominator == M
 
 
 @pytest.mark.e2e  # ~20-40 s: in the full tier, to keep the fast tier under 8 minutes
@@ -283,7 +304,8 @@ def test_an_error_reply_aborts_flower_but_counts_as_zero_in_ours():
 
     ours = _ours(ZeroNoise())
     our_replies = [_error_reply(messages[0])] + [_our_reply(m) for m in messages[1:]]
-    record, metrics = _ours_on_flowers_sample(ours, 1, our_replies, messages)
+    record, _ = _ours_on_flowers_sample(ours, 1, our_replies, messages)
+    metrics = _counts(ours)
     assert metrics["failed"] == 1 and metrics["replies"] == M - 1
     expected = _clipped_mean(_nodes(messages)[1:], M)  # the failed client adds zero; still divided by Z = m
     for got, want in zip(_released(record), expected):  # float32 release of entries <= C = 0.5: ~3e-8
@@ -310,7 +332,8 @@ def test_a_missing_reply_flower_averages_the_rest_with_noise_for_m_ours_adds_zer
     ours_messages = list(ours.configure_train(1, ArrayRecord(GLOBAL), ConfigRecord({}), FakeGrid(N_NODES)))
     assert len(ours_messages) >= 2
     kept = ours_messages[1:]
-    record, metrics = ours.aggregate_train(1, [_our_reply(m) for m in kept])
+    record, _ = ours.aggregate_train(1, [_our_reply(m) for m in kept])
+    metrics = _counts(ours)
     assert metrics["missing"] == 1 and metrics["replies"] == len(kept)
     for got, want in zip(_released(record), _clipped_mean(_nodes(kept), M)):  # float32 release: ~3e-8
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
@@ -336,7 +359,8 @@ def test_zero_and_nonfinite_updates_break_flower_but_not_ours():
     ours = _ours(ZeroNoise())
     replies = [_our_reply(messages[0], zero), _our_reply(messages[1], nan)]
     replies += [_our_reply(m) for m in messages[2:]]
-    record, metrics = _ours_on_flowers_sample(ours, 2, replies, messages)
+    record, _ = _ours_on_flowers_sample(ours, 2, replies, messages)
+    metrics = _counts(ours)
     assert metrics["ok"] + metrics["reclipped"] == M - 1 and metrics["dropped_nonfinite"] == 1
     for got, want in zip(_released(record), _clipped_mean(_nodes(messages)[2:], M)):
         assert np.all(np.isfinite(got))

@@ -66,7 +66,7 @@ def test_the_example_app_runs_on_the_installed_package(tmp_path, uedp_wheel):
     overrides = tmp_path / "run-config.toml"
     overrides.write_text(
         f'model-dir = "{model_dir}"\ndata-path = "{data}"\neval-path = "{public}"\nout-dir = "{out}"\n'
-        'detector = "rules"\nnum-server-rounds = 2\nnum-owners = 4\n'
+        'detector = "rules"\nnum-server-rounds = 2\nnum-owners = 4\nlora-r = 2\n'
         "uedp.privacy.q_u = 1.0\nuedp.privacy.target_epsilon = 20.0\n")
     home = tmp_path / "flwr-home"
     env = local_flwr_env(home, PATH=f"{venv / 'bin'}:{os.environ.get('PATH', '')}", HF_HUB_OFFLINE="1",
@@ -80,14 +80,23 @@ def test_the_example_app_runs_on_the_installed_package(tmp_path, uedp_wheel):
         stop_superlinks(home)
     log = proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.returncode == 0, log
+    output = proc.stdout + proc.stderr  # what `flwr run` shows: the ServerApp's output
+    assert "uedp (uedp): z=" in output, log  # the wrapper's set-up line reaches it
+    assert "privacy spent after 2 rounds: eps_uedp = " in output, log  # the app's last line
+    assert "'replies'" not in output and "'missing'" not in output  # no count of who took part
+    assert len([line for line in output.splitlines() if "[ROUND 2/2]" in line]) == 1  # every line once
     privacy = json.loads((out / "privacy.json").read_text())
     assert privacy["component"].startswith(str(venv)), privacy["component"]  # the wheel's uedp, not the checkout's
     assert privacy["rounds"] == 2 and 0 < privacy["eps_uedp"] <= 20.0 and privacy["eps_undetected"] <= 20.0
+    assert privacy["claims"] == {"eps_uedp": privacy["eps_uedp"], "eps_undetected": privacy["eps_undetected"]}
+    rows = [json.loads(x) for x in (out / "operator.jsonl").read_text().splitlines()[1:]]
+    assert [r["replies"] for r in rows] == [4, 4]  # every owner's update counted (the probe passed: the mod)
     ledger = json.loads((out / "ledger.json").read_text())
     assert [r["round"] for r in ledger["rounds"]] == [1, 2] and ledger["rounds"][0]["method"] == "uedp"
-    from transformers import AutoModelForCausalLM
+    from peft import AutoPeftModelForCausalLM
 
-    AutoModelForCausalLM.from_pretrained(out / "model", local_files_only=True)  # the released model loads back
+    assert (out / "model" / "adapter_config.json").is_file()  # lora-r: the release is the adapter
+    AutoPeftModelForCausalLM.from_pretrained(out / "model", local_files_only=True)  # it loads back on its base
     print(f"example app: {time.monotonic() - t0:.1f} s with flwr run")
 
 

@@ -1,7 +1,8 @@
 """Real separate Flower processes on loopback (runtime/federation.py): a SuperLink, SuperNodes and
 `flwr run`, insecure and over TLS with SuperNode authentication (only registered nodes join), and with
-faults (a client that raises, one that hangs past the round time-out, a SuperNode killed mid-run). Every
-process started is stopped by process id afterwards."""
+faults (a client that raises, one that hangs past the round time-out, a SuperNode killed mid-run: the
+fault-injecting study app, studies/fault_app.py, submitted in place of the project's). Every process started
+is stopped by process id afterwards."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ import pytest
 
 from runtime.federation import federation
 from runtime.tls import make_certificates
-from uedp.flower.resume import ROW_HASH
+from studies.fault_app import FAULT_APP
+from tests.helpers import operator_rows
 
 pytestmark = pytest.mark.skipif(
     shutil.which("flower-superlink", path=str(Path(sys.executable).parent)) is None
@@ -40,9 +42,8 @@ def _overrides(out: Path, nodes: int, **extra) -> dict:
 
 
 def _rounds(out: Path) -> list[dict[str, float]]:
-    with (out / "metrics.csv").open() as f:
-        return [{k: float(v) for k, v in row.items() if v not in ("", None) and k != ROW_HASH}
-                for row in csv.DictReader(f)]
+    """Each round's counts, from the run's operator log (operator.jsonl: never the ServerApp's output)."""
+    return operator_rows(out)
 
 
 def _assert_all_stopped(fed) -> None:
@@ -52,13 +53,18 @@ def _assert_all_stopped(fed) -> None:
 
 @pytest.mark.e2e
 def test_three_supernodes_two_rounds(tmp_path):
+    """Corpus mode on real processes under SuperNode authentication: the place map is the nodes' registered
+    keys (runtime.federation), and the run is private; the ServerApp's output holds no count of replies."""
     out = tmp_path / "run"
-    with federation(3, tmp_path / "home") as fed:
+    with federation(3, tmp_path / "home", auth=True) as fed:
         rc = fed.run(_overrides(out, 3), timeout=400)
     _assert_all_stopped(fed)
-    assert rc == 0, (tmp_path / "home" / "logs" / "flwr-run.log").read_text()[-3000:]
+    log = (tmp_path / "home" / "logs" / "flwr-run.log").read_text()
+    assert rc == 0, log[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rounds"] == 2 and summary["population"] == 3 and summary["private"]
+    assert "replies=" not in log and "'missing'" not in log  # the counts are the operator log's
+    assert "uedp (uedp): z=" in log  # the wrapper's set-up line reaches `flwr run`'s output
     assert 0 < summary["eps_uedp"] <= 6.0 and summary["final"]["perplexity"] < summary["initial"]["perplexity"] * 2
     rounds = _rounds(out)
     assert [r["sampled"] for r in rounds] == [3.0, 3.0]  # q_u = 1: all three real nodes, every round
@@ -82,6 +88,8 @@ def test_a_lora_round_through_real_supernodes(tmp_path):
     assert rc == 0, (tmp_path / "home" / "logs" / "flwr-run.log").read_text()[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rounds"] == 1 and summary["base_model"]["lora"]["r"] == 4 and summary["trainable_share"] < 0.1
+    # without --auth: places by node order, the explicit opt-in runtime.federation sets, and the run says so
+    assert not summary["private"] and "places by node order" in summary["warning"]
     assert _rounds(out)[0]["replies"] == 2.0  # both nodes trained on their own copy of the base
     assert (out / "hf_adapter" / "adapter_model.safetensors").is_file()
 
@@ -228,12 +236,13 @@ def _dp_bart_owners(fed, owners, evaluation: Path, tmp_path: Path):
 
 @pytest.mark.e2e
 def test_faults_raise_hang_and_killed_supernode(tmp_path):
-    """Node 0 raises, node 1 hangs past the round time-out, node 3 is SIGKILLed after round 1. Every round
-    ends, each failure is counted, training goes on, and the ledger charges every round exactly once."""
+    """Node 0 raises, node 1 hangs past the round time-out (the fault app's mod, node config `fault`), node 3 is
+    SIGKILLed after round 1. Every round ends, each failure is counted, training goes on, and the ledger charges
+    every round exactly once."""
     out = tmp_path / "run"
     faults = {0: {"fault": "raise"}, 1: {"fault": "hang:75"}}
     killed: list[int] = []
-    with federation(4, tmp_path / "home", node_config=faults) as fed:
+    with federation(4, tmp_path / "home", node_config=faults, client_app=FAULT_APP) as fed:
         def on_round(r: int) -> None:
             if r == 1 and not killed:
                 fed.kill("supernode-3")
@@ -245,7 +254,7 @@ def test_faults_raise_hang_and_killed_supernode(tmp_path):
     assert killed == [1]
     assert rc == 0, (tmp_path / "home" / "logs" / "flwr-run.log").read_text()[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["rounds"] == 2 and summary["private"]
+    assert summary["rounds"] == 2 and "places by node order" in summary["warning"]  # no --auth: labelled
     rounds = _rounds(out)
     assert len(rounds) == 2
     for r in rounds:  # every sampled user is accounted for: a reply, an error reply, or missing

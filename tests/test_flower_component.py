@@ -19,13 +19,16 @@ from flwr.serverapp.strategy import FedAdam, FedAvg, FedMedian
 from runtime.local_grid import LocalGrid, node_key, owner_places, set_local_task_identity
 from server.app import run_server
 from server.setup import Components
-from tests.helpers import ZeroNoise, tiny_config
+from tests.helpers import ZeroNoise, split_probes, tiny_config
 from uedp.errors import ConfigError
 from uedp.flower.places import Assignment, KeyedPlaces, SortedNodes, key_fingerprint, read_places, write_places
-from uedp.flower.strategy import PrivacyBudgetExhausted, UserEntityDP
+from uedp.flower.store import RunStore
+from uedp.flower.strategy import PrivacyBudgetExhausted, Seams, UserEntityDP
 from uedp.models.base import get_weights
 from uedp.pipeline import new_model, prepare
+from uedp.privacy.accountant import UeDPAccountant
 from uedp.privacy.ledger import Ledger
+from uedp.protocol import is_probe
 from uedp.training import LocalTraining
 
 
@@ -42,8 +45,14 @@ class Recorder:
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[Message]:
         messages = list(messages)
         for m in messages:
-            self.sent.setdefault(int(m.metadata.group_id), []).append(m.metadata.dst_node_id)
+            if not is_probe(m):  # the training messages (the probe before round 1: tests/test_component_misuse.py)
+                self.sent.setdefault(int(m.metadata.group_id), []).append(m.metadata.dst_node_id)
         return self.grid.send_and_receive(messages, timeout=timeout)
+
+
+def _accountant(cfg: Any, *, mechanism: str = "uedp", places: int = 8, rounds: int = 3,
+                z: float = 1.0) -> UeDPAccountant:
+    return UeDPAccountant(mechanism, cfg.privacy, num_users=places, rounds=rounds, noise_multiplier=z)
 
 
 def _weights(out: Path) -> list[np.ndarray]:
@@ -68,8 +77,9 @@ def test_flowers_own_start_on_the_component_equals_the_projects_app(tmp_path, st
     bare_out = tmp_path / "bare"
     manifest = prepare(cfg)
     model = new_model(cfg, manifest, seed=5)  # the project's model at the run's seed: the same start
-    dp = UserEntityDP(FedAvg(), places=8, num_rounds=cfg.federation.rounds, mechanism=strategy,
-                      privacy=cfg.privacy, out_dir=bare_out)
+    accountant = UeDPAccountant(strategy, cfg.privacy, num_users=8, rounds=cfg.federation.rounds,
+                                noise_multiplier=cfg.privacy.noise_multiplier)
+    dp = UserEntityDP(FedAvg(), places=8, accountant=accountant, store=RunStore(bare_out))
     bare = Recorder(LocalGrid(cfg, 8))
     result = dp.start(bare, ArrayRecord(get_weights(model)), cfg.federation.rounds,
                       train_config=ConfigRecord(LocalTraining.from_config(cfg.train).to_record()))
@@ -81,8 +91,11 @@ def test_flowers_own_start_on_the_component_equals_the_projects_app(tmp_path, st
         np.testing.assert_array_equal(got, want)  # FedAvg's float64 sum rounds like torch's float32 SGD step
     if strategy != "fedavg":
         # privacy_spent reports the largest of the same epsilons: the same floats
-        assert dp.privacy_spent().epsilon == pytest.approx(max(dp.epsilons()[f"eps_{c}"] for c in dp.claims))
-        assert dp.privacy_spent().num_releases == cfg.federation.rounds
+        spent = dp.privacy_spent()
+        everything = dp.accountant.epsilons()
+        assert spent.epsilon == pytest.approx(max(everything[f"eps_{c}"] for c in dp.accountant.claims))
+        assert spent.claims == {f"eps_{c}": pytest.approx(everything[f"eps_{c}"]) for c in dp.accountant.claims}
+        assert spent.num_releases == cfg.federation.rounds
     else:
         assert dp.privacy_spent() is None
 
@@ -155,6 +168,8 @@ class Info:
 
 
 class Nodes:
+    in_process_simulation = True  # a stand-in grid (SortedNodes accepts it)
+
     def __init__(self, infos: list[Info]) -> None:
         self.infos = infos
 
@@ -223,13 +238,16 @@ def test_the_budget_stop_is_flowers_exception_before_the_round(tmp_path):
     assert (tmp_path / "stop" / "summary.json").is_file() and (tmp_path / "stop" / "model.pt").is_file()
 
     set_local_task_identity()
-    dp = UserEntityDP(FedAvg(), places=8, num_rounds=6, privacy=cfg.privacy, out_dir=tmp_path / "bare",
-                      noise_multiplier=1.0)
+    dp = UserEntityDP(FedAvg(), places=8, accountant=UeDPAccountant("uedp", cfg.privacy, num_users=8, rounds=6,
+                                                                    noise_multiplier=1.0),
+                      store=RunStore(tmp_path / "bare"))
     weights = get_weights(new_model(cfg, prepare(cfg), seed=0))
     with pytest.raises(PrivacyBudgetExhausted, match=f"round {len(ledger) + 1} would take"):
         dp.start(LocalGrid(cfg, 8), dp.initial_arrays(ArrayRecord(weights)), 6,
                  train_config=ConfigRecord(LocalTraining.from_config(cfg.train).to_record()))
-    assert len(dp.ledger) == len(ledger) and dp.arrays is not None
+    report = dp.report
+    assert report.rounds_charged == dp.accountant.num_releases == len(ledger) and report.arrays is not None
+    assert report.model_round == len(ledger)
 
 
 # -- the wrapped strategy is the server optimizer ----------------------------------------------------------------
@@ -258,7 +276,8 @@ def test_fedavg_adds_the_update_and_fedadam_steps_with_it(tmp_path):
         want = s + eta * (0.1 * u64) / (np.sqrt(0.01 * u64**2) + 1e-3)
         np.testing.assert_allclose(g, want.astype(np.float32), rtol=1e-6)  # float32 against float64: a few 2^-24
     with pytest.raises(TypeError, match="FedMedian"):
-        UserEntityDP(FedMedian(), places=4, num_rounds=2, privacy=tiny_config(tmp_path).privacy, out_dir=tmp_path)
+        UserEntityDP(FedMedian(), places=4, accountant=_accountant(tiny_config(tmp_path), places=4, rounds=2),
+                     store=RunStore(tmp_path))
 
 
 def test_a_resumed_wrapper_keeps_its_server_optimizers_state(tmp_path):
@@ -271,27 +290,31 @@ def test_a_resumed_wrapper_keeps_its_server_optimizers_state(tmp_path):
     class Constant:
         """Every node replies the update [1, 0, 0, 0] (clipped by the wrapper's re-check to beta)."""
 
+        in_process_simulation = True
+
         def get_node_ids(self):
             return range(8)
 
         def send_and_receive(self, messages, *, timeout=None):
             from flwr.app import RecordDict
 
-            return [Message(RecordDict({"update": ArrayRecord([np.array([1.0, 0, 0, 0], np.float32)])}),
-                            reply_to=m) for m in messages]
+            answers, messages = split_probes(messages)
+            return answers + [Message(RecordDict({"update": ArrayRecord([np.array([1.0, 0, 0, 0], np.float32)])}),
+                                      reply_to=m) for m in messages]
 
     def dp(out: Path, rounds: int, resume: bool) -> UserEntityDP:
-        return UserEntityDP(FedAdam(eta=0.05), places=8, num_rounds=rounds, mechanism="user_dp", privacy=cfg.privacy,
-                            out_dir=out, checkpoint_every=1, resume=resume, noise=ZeroNoise(), noise_multiplier=1.0)
+        return UserEntityDP(FedAdam(eta=0.05), places=8,
+                            accountant=_accountant(cfg, mechanism="user_dp", rounds=rounds),
+                            store=RunStore(out, checkpoint_every=1, resume=resume), seams=Seams(noise=ZeroNoise()))
 
     whole = dp(tmp_path / "whole", 4, False)
     whole_result = whole.start(Constant(), whole.initial_arrays(start), whole.rounds_left).arrays
     first = dp(tmp_path / "split", 2, False)
     first.start(Constant(), first.initial_arrays(start), first.rounds_left)
     second = dp(tmp_path / "split", 4, True)
-    assert second.rounds_left == 2 and second.checkpoint_round == 2
+    assert second.rounds_left == 2 and second.report.checkpoint_round == 2
     result = second.start(Constant(), second.initial_arrays(start), second.rounds_left).arrays
-    assert [r.round for r in second.ledger.records] == [1, 2, 3, 4]
+    assert [r.round for r in second.accountant.ledger.records] == [1, 2, 3, 4]
     # the same float32 FedAdam steps from moments restored exactly: rtol 1e-6 allows only a float32 reassociation
     np.testing.assert_allclose(result.to_numpy_ndarrays()[0], whole_result.to_numpy_ndarrays()[0], rtol=1e-6)
     assert not np.allclose(result.to_numpy_ndarrays()[0], 0.0)
@@ -301,19 +324,29 @@ def test_no_evaluation_message_is_ever_sent(tmp_path):
     """Flower's DP wrappers delegate evaluation to the inner strategy (FedAvg evaluates on every node by
     default); the UeDP wrapper never configures one: the nodes' data is private."""
     set_local_task_identity()
-    dp = UserEntityDP(FedAvg(fraction_evaluate=1.0), places=4, num_rounds=2, privacy=tiny_config(tmp_path).privacy,
-                      out_dir=tmp_path)
+    dp = UserEntityDP(FedAvg(fraction_evaluate=1.0), places=4,
+                      accountant=_accountant(tiny_config(tmp_path), places=4, rounds=2), store=RunStore(tmp_path))
     assert list(dp.configure_evaluate(1, ArrayRecord([np.zeros(2, np.float32)]), ConfigRecord(), Nodes([]))) == []
 
 
-def test_the_component_is_importable_by_its_public_names():
+def test_the_component_exports_exactly_its_documented_names():
+    """uedp.flower.__all__ holds the names docs/flower-component.md documents, each importable, and nothing
+    else (the rest is imported from its module)."""
+    import re
+
     import uedp.flower as component
 
-    for name in ("UserEntityDP", "PrivacyBudgetExhausted", "uedp_mod", "UeDPMod", "select_rows", "KeyedPlaces",
-                 "key_fingerprint", "read_places", "RoundInstructions", "PrivacyConfig", "plan_round"):
+    page = (Path(__file__).resolve().parents[1] / "docs" / "flower-component.md").read_text()
+    for name in component.__all__:
         assert getattr(component, name) is not None
-    with pytest.raises(AttributeError):
-        component.MechanismStrategy  # noqa: B018
+        assert re.search(rf"`[^`]*\b{name}\b[^`]*`", page), f"{name} is exported but not documented"
+    assert set(component.__all__) == {"UserEntityDP", "PrivacyBudgetExhausted", "UeDPAccountant", "RunStore",
+                                      "PrivacyConfig", "uedp_mod", "select_rows", "stable_sids",
+                                      "RoundInstructions", "KeyedPlaces", "SortedNodes", "read_places",
+                                      "base_records", "verify_base"}
+    for gone in ("UeDPMod", "plan_round", "MechanismSettings", "bound_update", "RoundReport", "MechanismStrategy"):
+        with pytest.raises(AttributeError):
+            getattr(component, gone)
     assert KeyedPlaces is component.KeyedPlaces
 
 
@@ -349,8 +382,9 @@ def test_a_node_reporting_garbage_for_its_key_stands_in_no_place(tmp_path):
 
 
 def test_a_round_schedule_makes_the_rounds_start_on_time(tmp_path):
-    """round_period > 0: round t's messages are built at the first round's start + (t - 1) periods, however
-    quickly the rounds before it ended (their timing then depends on no one's data or presence)."""
+    """round_period > 0: round t's messages are built at `start` + t periods (the period before round 1 holds
+    the preflight), however quickly the rounds before it ended (their timing then depends on no one's data or
+    presence)."""
     import time
 
     set_local_task_identity()
@@ -358,27 +392,33 @@ def test_a_round_schedule_makes_the_rounds_start_on_time(tmp_path):
     starts: list[float] = []
 
     class Quick:
+        in_process_simulation = True
+
         def get_node_ids(self):
             return range(8)
 
         def send_and_receive(self, messages, *, timeout=None):
-            messages = list(messages)
-            if messages:  # (not Flower's empty evaluation step)
+            answers, messages = split_probes(messages)
+            if messages:  # (not the probe, nor Flower's empty evaluation step)
                 starts.append(time.monotonic())
-            return []  # every reply missing: the round is over at once
+            return answers  # every training reply missing: the round is over at once
 
-    dp = UserEntityDP(FedAvg(), places=8, num_rounds=3, mechanism="user_dp", privacy=cfg.privacy, out_dir=tmp_path,
-                      round_period=1.5, noise_multiplier=1.0, noise=ZeroNoise())
-    result = dp.start(Quick(), ArrayRecord([np.zeros(2, np.float32)]), 3)
-    gaps = np.diff(starts)
-    assert len(starts) == 3 and np.all(gaps >= 1.5 - 1e-3) and np.all(gaps < 1.5 + 0.5)
-    assert dp.schedule_overruns == 0
+    dp = UserEntityDP(FedAvg(), places=8, accountant=_accountant(cfg, mechanism="user_dp", rounds=3),
+                      store=RunStore(tmp_path), round_period=1.5, seams=Seams(noise=ZeroNoise()))
+    t0 = time.monotonic()
+    result = dp.start(Quick(), ArrayRecord([np.zeros(2, np.float32)]), 3, timeout=0.5)
+    since = np.array(starts) - t0  # round t is due at start + t periods (start is after t0)
+    assert len(starts) == 3 and np.all(since >= [1.5, 3.0, 4.5]) and np.all(since < np.array([1.5, 3.0, 4.5]) + 0.5)
+    assert dp.report.late_rounds == 0
     # no target here (no budget check computes epsilons), yet every round's metrics carry its claimed epsilon
     eps = [result.train_metrics_clientapp[r]["eps_user"] for r in (1, 2, 3)]
-    # the last round's value and the wrapper's are one computation on the same ledger: equal
-    assert eps[0] < eps[1] < eps[2] and eps[2] == dp.claimed_epsilons()["eps_user"] == dp.epsilons()["eps_user"]
+    # the last round's value and the accountant's are one computation on the same ledger: equal
+    assert eps[0] < eps[1] < eps[2] and eps[2] == dp.claimed_epsilons()["eps_user"] == \
+        dp.accountant.epsilons()["eps_user"]
+    assert [set(result.train_metrics_clientapp[r]) for r in (1, 2, 3)] == [{"round", "eps_user"}] * 3
     with pytest.raises(ConfigError, match="round_period"):
-        UserEntityDP(FedAvg(), places=8, num_rounds=3, privacy=cfg.privacy, out_dir=tmp_path, round_period=-1.0)
+        UserEntityDP(FedAvg(), places=8, accountant=_accountant(cfg, rounds=3), store=RunStore(tmp_path),
+                     round_period=-1.0)
 
 
 def test_an_owners_run_without_a_schedule_says_its_timing_is_outside_the_guarantee(tmp_path):
@@ -389,10 +429,26 @@ def test_an_owners_run_without_a_schedule_says_its_timing_is_outside_the_guarant
         cfg = tiny_config(tmp_path, federation={"data": "owners", "num_nodes": 4, **federation})
 
         class DP:
-            schedule_overruns = 0
+            class report:  # noqa: N801 - stands in for UeDPReport
+                late_rounds = 0
 
-        return RunContext(cfg=cfg, spec=None, out=tmp_path, population=4, strategy=DP(), test=None,  # type: ignore[arg-type]
-                          metric_name="perplexity", warning=None, metrics=None, stream=None)  # type: ignore[arg-type]
+        return RunContext(cfg=cfg, spec=None, out=tmp_path, population=4, strategy=DP(), places=None,  # type: ignore[arg-type]
+                          store=None, test=None, metric_name="perplexity", warning=None, metrics=None,  # type: ignore[arg-type]
+                          stream=None)  # type: ignore[arg-type]
 
     assert "round_period = 0" in outside_guarantee(ctx())
     assert "timing" not in outside_guarantee(ctx(round_period=700.0))
+
+
+def test_the_privacy_settings_table_lists_every_field_with_its_default():
+    """docs/flower-component.md's table of PrivacyConfig: one row per field, in order, with its default."""
+    import re
+
+    from uedp.config import PrivacyConfig
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "flower-component.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", page, flags=re.M)
+    fields = dataclasses.fields(PrivacyConfig)
+    assert [name for name, _ in rows] == [f.name for f in fields]
+    for (name, default), f in zip(rows, fields):
+        assert default.strip() == (f'"{f.default}"' if isinstance(f.default, str) else repr(f.default)), name

@@ -23,10 +23,11 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 
-from client.app import TrainHandler
+from client.app import TrainFunction
 from runtime.local_grid import LocalGrid, set_local_task_identity
 from server.app import run_server
 from tests.helpers import tiny_config
+from uedp.flower.mod import uedp_mod
 from uedp.flower.strategy import UserEntityDP
 from uedp.models.base import get_weights
 from uedp.pipeline import new_model, prepare
@@ -95,9 +96,9 @@ def _bare_server_app(cfg: Any, out: Path) -> ServerApp:
 
 
 def _client_app(cfg: Any, out: Path) -> ClientApp:
-    """The project's train function (with its mod), recording which partition each node id holds."""
-    app = ClientApp()
-    handler = TrainHandler(cfg)
+    """The project's train function with uedp_mod mounted, recording which partition each node id holds."""
+    app = ClientApp(mods=[uedp_mod])
+    handler = TrainFunction(cfg)
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:

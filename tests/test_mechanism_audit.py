@@ -15,8 +15,9 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.serverapp.strategy import FedAvg
 from scipy.stats import binom, ks_2samp, norm
 
-from runtime.local_grid import set_local_task_identity
+from runtime.local_grid import LocalNode, node_key, owner_places, set_local_task_identity
 from studies.audit_mechanism import SETTINGS, rows_to_run, run_study
+from tests.helpers import split_probes
 from uedp.audit.bounds import _bounds_vector, epsilon_lower_bound, log_likelihood_ratio, resolution_limit
 from uedp.audit.controls import (
     ScaledNoise,
@@ -48,7 +49,9 @@ from uedp.audit.mechanism import (
 )
 from uedp.audit.membership import Confusion, cp_epsilon_lower_bound
 from uedp.config import PrivacyConfig
-from uedp.flower.strategy import UserEntityDP
+from uedp.flower.store import RunStore
+from uedp.flower.strategy import Seams, UserEntityDP
+from uedp.privacy.accountant import UeDPAccountant
 from uedp.privacy.accounting import Mechanism, Mixture, pairs_epsilon, truncation_delta, undetected_epsilon
 from uedp.privacy.noise import GaussianNoise
 from uedp.privacy.sampling import RoundKey, entity_sampled, extended_entity, extended_sampled, permitted_slots
@@ -319,19 +322,30 @@ def test_real_round_is_the_strategys_round(setting, adjacency, design, tmp_path)
                             k_cap=setting.k_cap, target_epsilon=0.0, delta=setting.delta)
     clients = CraftedClients(sc)
     for world in (0, 1):
-        strategy = UserEntityDP(FedAvg(), places=setting.places, num_rounds=4, privacy=privacy,
-                                out_dir=tmp_path / str(world), noise_multiplier=z, noise=GaussianNoise(seed=7))
+        accountant = UeDPAccountant("uedp", privacy, num_users=setting.places, rounds=4, noise_multiplier=z)
+        # the places are invited owners (a keyed map: place i is node i's key), some not connected in world 0
+        strategy = UserEntityDP(FedAvg(), places=owner_places(setting.places), accountant=accountant,
+                                store=RunStore(tmp_path / str(world)), seams=Seams(noise=GaussianNoise(seed=7)))
         mech = build_mechanism(sc, z=z, noise=GaussianNoise(seed=7))
         # the audit's sigma and denominator, computed from the same settings as the strategy's: a few ulps
-        assert mech.sigma == pytest.approx(strategy.sigma) and pytest.approx(mech.denominator) == strategy.denominator
+        report = strategy.report
+        assert mech.sigma == pytest.approx(report.sigma) and pytest.approx(mech.denominator) == report.denominator
         rng = random.Random(11)
 
         class Grid:
+            in_process_simulation = True
+
             def __init__(self, connected: int) -> None:
                 self.connected = connected
 
             def get_node_ids(self):
                 return range(self.connected)
+
+            def get_nodes(self):
+                return [LocalNode(i, node_key(i)) for i in self.get_node_ids()]
+
+            def send_and_receive(self, messages, *, timeout=None):
+                return split_probes(messages)[0]
 
         for rnd in (1, 2, 3, 4):
             grid = Grid(setting.places if world == 1 else setting.num_users)

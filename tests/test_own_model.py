@@ -22,7 +22,7 @@ import torch
 
 from runtime.local_grid import LocalGrid, set_local_task_identity
 from server.app import run_server
-from tests.helpers import compose_run_config, tiny_config
+from tests.helpers import compose_run_config, operator_rows, tiny_config
 from tests.tiny_checkpoints import tiny_checkpoint
 from uedp.config import LoraConfig, RunConfig
 from uedp.errors import ConfigError
@@ -205,7 +205,7 @@ def test_owners_keep_their_files_and_get_the_checkpoints_tokenizer(checkpoints, 
                                                                   "eval_every": 1, "wait_timeout": 0.0},
                       privacy={"q_u": 1.0})  # every owner trains: at q_u 0.5 one round samples none 1 time in 16
     summary = run_local(cfg, data_paths=[str(p) for p in paths])
-    row = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    row = operator_rows(tmp_path / "run")[0]
     assert row["sampled"] > 0 and row["ok"] == row["replies"] == row["sampled"] - row["missing"] > 0
     assert summary["tokenizer"]["source"] == "pretrained" and summary["base_model"]["lora"]["r"] == 4
     assert (tmp_path / "run" / "hf_adapter" / "adapter_model.safetensors").is_file()
@@ -296,14 +296,14 @@ def test_a_node_whose_base_differs_refuses_to_train(checkpoints, tmp_path):
     node = _every_user(_config(tmp_path / "server", other, lora={"r": 2}))
     set_local_task_identity()
     run_server(LocalGrid(node, 8), server, stream=io.StringIO())
-    row = json.loads((tmp_path / "server" / "metrics.jsonl").read_text().splitlines()[0])
+    row = operator_rows(tmp_path / "server")[0]
     assert row["sampled"] > 0 and row["failed"] == row["sampled"] and row["replies"] == row["ok"] == 0
     # a node's own copy elsewhere (node config model-path): the same files, so it trains
     copy = shutil.copytree(checkpoints["gpt2"], tmp_path / "copy")
     federation = dataclasses.replace(server.federation, out_dir=str(tmp_path / "ok"))
     server = dataclasses.replace(server, federation=federation)
     run_server(NodePathGrid(node, 8, model_path=str(copy)), server, stream=io.StringIO())
-    row = json.loads((tmp_path / "ok" / "metrics.jsonl").read_text().splitlines()[0])
+    row = operator_rows(tmp_path / "ok")[0]
     assert row["sampled"] > 0 and row["ok"] == row["sampled"] and row["failed"] == 0
 
 
@@ -383,7 +383,7 @@ def test_a_lora_run_in_the_flower_simulation(checkpoints, tmp_path):
 
     cfg = _every_user(_config(tmp_path / "sim", checkpoints["llama"], lora={"r": 4}), users=4)
     summary = simulate(cfg)
-    row = json.loads((tmp_path / "sim" / "metrics.jsonl").read_text().splitlines()[0])
+    row = operator_rows(tmp_path / "sim")[0]
     assert row["sampled"] > 0 and row["ok"] == row["sampled"] and row["failed"] == 0
     assert summary["trainable_share"] < 0.1 and summary["base_model"]["lora"]["r"] == 4
     assert (tmp_path / "sim" / "hf_adapter" / "adapter_model.safetensors").is_file()

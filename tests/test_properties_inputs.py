@@ -8,7 +8,7 @@ Targets (the examples per target are the constants of EXAMPLES, reported in READ
    empty files, loader options; the CLI path `uedp corpus-stats --dataset jsonl` (exit status 2);
 2. run configs: the flat dict `flwr run` passes (RunConfig.from_flat, also parsed from TOML and from
    KEY=VALUE items) and Hydra's composition (runtime.hydra_job.to_run_config, uedp.hydra_schema);
-3. a SuperNode's node config (client.app.read_node_config, inject_fault);
+3. a SuperNode's node config (client.app.read_node_config; the fault app's studies.fault_app.inject_fault);
 4. `uedp rewrite` inputs and options (exit status 2, no output file, nothing half-written);
 5. `model.init` public-start files (uedp.models.public_start.load_public_start) and what makes one
    (uedp.pretraining: the public text file, the training settings).
@@ -54,7 +54,7 @@ EXAMPLES = {
     "run_config_fuzz": 200,  # any keys, any values
     "run_config_toml": 120,  # TOML documents / KEY=VALUE items, as flwr run passes them
     "hydra": 100,  # to_run_config and group_node
-    "node_config": 200,  # read_node_config, inject_fault
+    "node_config": 200,  # read_node_config, studies.fault_app.inject_fault
     "rewrite_input": 60,  # uedp rewrite --in MALFORMED
     "rewrite_options": 100,  # uedp rewrite with bad options or output paths
     "model_init": 100,  # public-start files
@@ -791,7 +791,8 @@ NODE_VALUES = st.one_of(st.integers(-(2**70), 2**70), st.floats(), st.booleans()
                                                               "hang:nan", "hang:inf", "hang:x", "hang:0"])))
 def test_node_config_is_data_or_a_config_error(node_setup: dict[str, Any], node_config: dict[str, Any],
                                                owners: bool, path_kind: str, fault: str) -> None:
-    from client.app import inject_fault, read_node_config
+    from client.app import read_node_config
+    from studies.fault_app import inject_fault
 
     cfg, paths = node_setup["configs"][owners], node_setup["paths"]
     if path_kind != "none":
@@ -812,7 +813,7 @@ def test_node_config_is_data_or_a_config_error(node_setup: dict[str, Any], node_
             if partitions is not None:
                 assert node.partition_id < int(str(partitions).strip())
     slept: list[float] = []
-    with no_hang(), mock.patch("client.app.time.sleep", slept.append):
+    with no_hang(), mock.patch("studies.fault_app.time.sleep", slept.append):
         try:
             inject_fault(fault)
         except RuntimeError as exc:

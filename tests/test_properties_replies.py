@@ -22,8 +22,10 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
+import tempfile
 import tracemalloc
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,9 +36,11 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from runtime.local_grid import set_local_task_identity
-from tests.helpers import ZeroNoise
+from tests.helpers import ZeroNoise, operator_rows, split_probes
 from uedp.config import PrivacyConfig
-from uedp.flower.strategy import UserEntityDP
+from uedp.flower.store import RunStore
+from uedp.flower.strategy import Seams, UserEntityDP
+from uedp.privacy.accountant import UeDPAccountant
 from uedp.privacy.aggregation import STATUSES, recheck, recheck_split
 from uedp.privacy.replies import stamp
 
@@ -53,6 +57,7 @@ def _settings(case: str) -> settings:
 
 
 OUT: list[Any] = []  # the wrappers' ledger folder (one for the module; no run here is ever resumed)
+OUTS: dict[int, Path] = {}  # each wrapper's own folder in it
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -62,8 +67,13 @@ def _task_identity(tmp_path_factory):
 
 
 class _Nodes:
+    in_process_simulation = True  # a stand-in for a simulation's grid
+
     def get_node_ids(self):
         return range(10, 10 + NODES)  # not 1, Flower's SUPERLINK_NODE_ID (as a Flower node's random id)
+
+    def send_and_receive(self, messages, *, timeout=None):
+        return split_probes(messages)[0]  # its nodes run the client mod: they answer the probe
 
 
 def _strategy(name: str = "user_dp") -> UserEntityDP:
@@ -73,8 +83,17 @@ def _strategy(name: str = "user_dp") -> UserEntityDP:
 
     privacy = PrivacyConfig(q_u=1.0, q_e=1.0, q_s=1.0, m_max=NODES, k_cap=0, beta=BETA, w_max=1.0,
                             gamma=GAMMA if name == "uedp_split" else 0.0, seed=0, target_epsilon=0.0)
-    return UserEntityDP(FedAvg(), places=NODES, num_rounds=10, mechanism=name, privacy=privacy,
-                        out_dir=OUT[0], noise_multiplier=1.0, noise=ZeroNoise())
+    accountant = UeDPAccountant(name, privacy, num_users=NODES, rounds=10, noise_multiplier=1.0)
+    out = Path(tempfile.mkdtemp(dir=OUT[0]))  # its own folder: its operator log holds its rounds' counts
+    dp = UserEntityDP(FedAvg(), places=NODES, accountant=accountant, store=RunStore(out),
+                      seams=Seams(noise=ZeroNoise()))
+    OUTS[id(dp)] = out
+    return dp
+
+
+def _last_counts(s: UserEntityDP) -> dict[str, Any]:
+    """The counts of the wrapper's last round, from its operator log (operator.jsonl)."""
+    return operator_rows(OUTS[id(s)])[-1]
 
 
 def _plan(s: UserEntityDP, rnd: int):
@@ -294,13 +313,14 @@ def _run(s: UserEntityDP, sents: list[Sent], *, split: bool = False):
     this, other = _plan(s, 2), _plan(s, 3)
     replies = [_build(x, (this, earlier, other)) for x in sents]
     agg, metrics = s.aggregate_train(2, replies)  # never raises
-    m = dict(metrics)
+    assert "replies" not in metrics  # a private round's MetricRecord holds public values only
+    m = _last_counts(s)
     want, total, n = _expected(sents, split=split)
     for k in ("refused", "duplicate", "failed", "malformed", "replies", *STATUSES):
         assert m[k] == want[k], (k, m[k], want[k])
     assert m["missing"] == NODES - want["answered"] and m["sampled"] == NODES
     assert m["replies"] + m["failed"] + m["refused"] == len(sents)  # every reply is exactly one of them
-    released = [np.asarray(a, np.float64) * s.denominator for a in agg.to_numpy_ndarrays()]
+    released = [np.asarray(a, np.float64) * s.report.denominator for a in agg.to_numpy_ndarrays()]
     # the float32 release of a sum of clipped float32 updates (entries <= 2, a clip nudged by 1e-6) against a
     # float64 sum: ~1e-7 relative per operation, so rtol 1e-5 and atol 1e-6 near 0
     for got, exp in zip(released, total):
@@ -435,10 +455,11 @@ def test_an_oversized_payload_is_never_built():
     replies = [Message(RecordDict({"update": r}), reply_to=m) for r, m in zip((big, claims), plan.messages)]
     tracemalloc.start()
     try:
-        _, m = s.aggregate_train(1, replies)
+        s.aggregate_train(1, replies)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+    m = _last_counts(s)
     assert (m["dropped_shape"], m["replies"], m["missing"]) == (2, 2, 2)
     assert peak < 64 * 1024, peak
 
@@ -452,7 +473,8 @@ def test_the_inputs_that_crashed_or_failed_open_before():
         _crafted_body(c).make for c in CRAFTED if c[2] is None]
     for make in crashing:
         s = _strategy()
-        _, m = s.aggregate_train(1, [Message(make(), reply_to=msg) for msg in _plan(s, 1).messages])
+        s.aggregate_train(1, [Message(make(), reply_to=msg) for msg in _plan(s, 1).messages])
+        m = _last_counts(s)
         assert m["failed"] + m["dropped_shape"] == NODES
     for metrics in ({"train_loss": float("nan")}, {"sentences": [3.0]}, {"train_loss": [1.0, 2.0]}):
         s = _strategy("fedavg")
@@ -467,7 +489,8 @@ def test_the_inputs_that_crashed_or_failed_open_before():
     big = [np.full((2, 3), 10.0, np.float32), np.zeros(4, np.float32)]
     replies = [Message(RecordDict({"update": ArrayRecord(big)}), reply_to=msg)
                for msg in [this.messages[0]] * 5 + list(earlier.messages[:3])]
-    agg, m = s.aggregate_train(2, replies)
+    agg, _ = s.aggregate_train(2, replies)
+    m = _last_counts(s)
     assert (m["replies"], m["duplicate"], m["refused"], m["missing"]) == (1, 4, 7, NODES - 1)
     # a float32 clip, nudged by (1 - 1e-6) at most to stay below beta, then a float32 release: rel 1e-5
-    assert _norm(agg.to_numpy_ndarrays()) * s.denominator == pytest.approx(BETA, rel=1e-5)
+    assert _norm(agg.to_numpy_ndarrays()) * s.report.denominator == pytest.approx(BETA, rel=1e-5)

@@ -9,7 +9,7 @@ import pytest
 
 from runtime.local_grid import run_local
 from server.setup import Components
-from tests.helpers import tiny_config
+from tests.helpers import operator_rows, tiny_config
 from uedp.flower.checkpoint import load_checkpoint
 from uedp.privacy.ledger import Ledger
 
@@ -59,10 +59,10 @@ def test_calibrated_run_reaches_but_never_passes_target(tmp_path):
 def test_each_round_record_is_built_once_and_charged_as_built(tmp_path, monkeypatch):
     """A round's record is built once: the record the wrapper budget-checks is the one it noises the round with
     (tests/test_client_strategy.py) and the one the ledger charges; z is the wrapper's."""
-    from uedp.flower.strategy import UserEntityDP
+    from uedp.flower.plan import MechanismSettings
 
     built, charged = [], []
-    real_record, real_append = UserEntityDP.round_record, Ledger.append
+    real_record, real_append = MechanismSettings.record, Ledger.append
 
     def record(self, server_round):
         built.append(real_record(self, server_round))
@@ -72,7 +72,7 @@ def test_each_round_record_is_built_once_and_charged_as_built(tmp_path, monkeypa
         charged.append(rec)
         return real_append(self, rec)
 
-    monkeypatch.setattr(UserEntityDP, "round_record", record)
+    monkeypatch.setattr(MechanismSettings, "record", record)
     monkeypatch.setattr(Ledger, "append", append)
     s = run_local(tiny_config(tmp_path, privacy={"target_epsilon": 3.0}))  # with the budget check
     rounds = [r for r in built if r.round > 0]  # record 0: the strategy's sigma, outside any round
@@ -123,8 +123,8 @@ def test_a_resume_with_no_round_left_flags_a_model_older_than_its_ledger(tmp_pat
 
 def test_failing_clients_count_as_zero_and_round_ends(tmp_path):
     s = run_local(tiny_config(tmp_path, privacy={"q_u": 1.0, "m_max": 8}), failing=frozenset({0, 3}))
-    rows = _rows(tmp_path)
-    assert all(r["failed"] == 2 and r["replies"] == 6 for r in rows)
+    rows = operator_rows(tmp_path)
+    assert len(rows) == 3 and all(r["failed"] == 2 and r["replies"] == 6 for r in rows)
     assert s["rounds"] == 3
 
 
@@ -139,8 +139,8 @@ def test_client_exception_is_an_error_reply_not_a_crash(tmp_path):
         return client_update(cfg, node, weights, ins, training)
 
     s = run_local(tiny_config(tmp_path, privacy={"q_u": 1.0, "m_max": 8}), client_fn=sometimes_broken)
-    rows = _rows(tmp_path)
-    assert s["rounds"] == 3 and all(r["failed"] == 1 and r["replies"] == 7 for r in rows)
+    rows = operator_rows(tmp_path)
+    assert s["rounds"] == 3 and len(rows) == 3 and all(r["failed"] == 1 and r["replies"] == 7 for r in rows)
 
 
 def test_fixed_seed_is_reported_and_reproducible(tmp_path):
@@ -155,8 +155,7 @@ def test_noiseless_fedavg_learns(tmp_path):
     s = run_local(tiny_config(tmp_path, strategy={"name": "fedavg"}, privacy={"q_u": 1.0},
                               train={"lr": 2.0}, federation={"rounds": 4}))
     assert s["method"] == "noiseless" and s["final"]["perplexity"] < 0.7 * s["initial"]["perplexity"]
-    rows = _rows(tmp_path)
-    assert "train_loss" in rows[0] and "eps_uedp" not in rows[0]
+    assert "train_loss" in operator_rows(tmp_path)[0] and "eps_uedp" not in _rows(tmp_path)[0]
 
 
 def test_paper_denominator_option(tmp_path):

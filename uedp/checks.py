@@ -2,6 +2,7 @@
 
     beta = positive("beta", beta)            # a float > 0 and finite
     m_max = positive_int("m_max", m_max)      # an int >= 1 (a bool is not one)
+    every = non_negative_int("every", every)  # an int >= 0
 """
 
 from __future__ import annotations
@@ -24,4 +25,11 @@ def positive_int(name: str, value: object) -> int:
     """`value` as an int, if it is an integer >= 1 (Python or NumPy, not a bool); ConfigError otherwise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def non_negative_int(name: str, value: object) -> int:
+    """`value` as an int, if it is an integer >= 0 (Python or NumPy, not a bool); ConfigError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
     return int(value)

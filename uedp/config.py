@@ -275,6 +275,9 @@ class FederationConfig:
     # owners mode: the public place map, a file of the invited owners' registered public-key fingerprints in
     # place order (uedp.flower.places; needed by private owners-mode runs, with SuperNode authentication)
     places: str = ""
+    # corpus mode, real processes without a place map (runtime/federation.py without --auth): places by sorted
+    # node id outside a simulation, an explicit opt-in that labels the run NOT private (uedp.flower.places)
+    node_order_places: bool = False
     # seconds between the starts of consecutive rounds (a public schedule, > round_timeout), and an owners-mode
     # run starts after exactly wait_timeout; 0: rounds run back to back, and their timing (when messages
     # arrive, how long a round takes) is outside the guarantee (docs/proofs.md section 1, "Timing")

@@ -24,6 +24,13 @@ MetricRecord "metrics". The client mod (uedp.flower.mod) turns that into the rep
 The update, not the new model, travels: "global + update" in float32, subtracted at the server, would lose
 the update's low bits to the model's magnitude.
 
+The probe (before the first private round, uedp.flower.strategy): a "train" message whose content is only
+ConfigRecord "uedp-probe" {"protocol": PROBE_PROTOCOL}, sent once to every node that stands in a place. The
+client mod answers it itself, without calling the app's train function, with ConfigRecord "uedp-probe"
+{"mod": "uedp_mod", "protocol": PROBE_PROTOCOL}: the server reads that marker only (a reply without it means
+the ClientApp has no `uedp_mod`). A probe is a registered message type ("train") because Flower runs an app's
+mods only around its registered handlers.
+
 What a node does with its sentences (keyed selection, de-identification, every sentence) is read from the
 mechanism's spec, never from a list of names here.
 """
@@ -56,6 +63,38 @@ REWRITES_RECORD = "rewrites"
 UPDATE_RECORD = "update"
 ENTITY_UPDATE_RECORD = "update_entity"  # the entity part of a split update
 METRICS_RECORD = "metrics"  # non-private runs only: the local training metrics
+PROBE_RECORD = "uedp-probe"  # the probe and the mod's answer to it (module docstring)
+PROBE_PROTOCOL = 1
+PROBE_MARKER = "uedp_mod"  # what the mod's answer says in its "mod" field
+
+
+def probe_content() -> RecordDict:
+    """The content of a probe message (module docstring)."""
+    return RecordDict({PROBE_RECORD: ConfigRecord({"protocol": PROBE_PROTOCOL})})
+
+
+def is_probe(message: Message) -> bool:
+    """Whether `message` is a probe: a "train" message whose content is exactly the probe record."""
+    content = message.content
+    return (message.metadata.message_type == "train" and list(content.keys()) == [PROBE_RECORD]
+            and PROBE_RECORD in content.config_records)
+
+
+def probe_answer(message: Message) -> Message:
+    """The client mod's answer to a probe (it never reaches the app's train function)."""
+    return Message(RecordDict({PROBE_RECORD: ConfigRecord({"mod": PROBE_MARKER, "protocol": PROBE_PROTOCOL})}),
+                   reply_to=message)
+
+
+def has_probe_marker(reply: Message) -> bool:
+    """Whether a reply to a probe carries the client mod's marker (anything else: the app answered, or failed)."""
+    try:
+        if reply.has_error():
+            return False
+        record = reply.content.config_records.get(PROBE_RECORD)
+    except Exception:  # noqa: BLE001 - whatever a hostile reply holds, it carries no marker
+        return False
+    return record is not None and record.get("mod") == PROBE_MARKER
 
 
 @dataclass(frozen=True)

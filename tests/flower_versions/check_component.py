@@ -88,14 +88,20 @@ def public_key() -> bytes:
 
 
 class Grid:
-    """An in-memory grid: `n` nodes (large ids, as a SuperLink gives), each training message answered by
-    `train` behind the client mod, in this process; it records every message it is given."""
+    """An in-memory grid: `n` nodes (large ids, as a SuperLink gives), each message answered by `train` behind
+    the client mod (`mod`: None for an app without it), in this process; it records every training message it
+    is given (`sent`; the probe before round 1 apart, `probes`). It declares itself an in-process simulation
+    (uedp.flower.places: SortedNodes accepts it)."""
 
-    def __init__(self, n: int, train: Any) -> None:
+    in_process_simulation = True
+
+    def __init__(self, n: int, train: Any, *, mod: bool = True) -> None:
         self.ids = [1_000_003 + 7 * i for i in range(n)]
         self.keys = [public_key() for _ in self.ids]
         self.train = train
+        self.mod = mod
         self.sent: list[Any] = []
+        self.probes: list[Any] = []
 
     def get_node_ids(self) -> list[int]:
         return list(self.ids)
@@ -106,15 +112,21 @@ class Grid:
     def send_and_receive(self, messages: Any, *, timeout: float | None = None) -> list[Any]:
         from flwr.app import Context, RecordDict
 
-        from uedp.flower.mod import uedp_mod
+        from uedp.flower import uedp_mod
+        from uedp.protocol import is_probe
 
         replies = []
         for msg in list(messages):
-            self.sent.append(msg)
+            (self.probes if is_probe(msg) else self.sent).append(msg)
             node = msg.metadata.dst_node_id
             context = Context(run_id=msg.metadata.run_id, node_id=node, node_config={}, state=RecordDict(),
                               run_config={})
-            replies.append(uedp_mod(msg, context, self.train))
+            try:
+                replies.append(uedp_mod(msg, context, self.train) if self.mod else self.train(msg, context))
+            except Exception:  # noqa: BLE001 - as Flower: a ClientApp that raises gives an error reply
+                from flwr.app import Error, Message
+
+                replies.append(Message(Error(code=0, reason="the ClientApp raised"), reply_to=msg))
         return replies
 
 
@@ -144,13 +156,36 @@ def privacy(**changes: Any) -> Any:
     return PrivacyConfig(**{**settings, **changes})
 
 
+class ZeroNoise:
+    """No noise (a test seam): a resumed fixed-seed run draws its noise from the seed again."""
+
+    mode = "philox_fixed_seed"
+
+    def normal(self, shape: tuple[int, ...], std: float) -> np.ndarray:
+        return np.zeros(shape)
+
+
+def wrapper(strategy: Any, out: Path, places: Any, *, rounds: int = 2, resume: bool = False,
+            checkpoint_every: int = 0, noiseless: bool = False, **changes: Any) -> Any:
+    """UserEntityDP around `strategy` with z = 1 (no calibration) and its run store in `out`."""
+    from uedp.flower import RunStore, UeDPAccountant, UserEntityDP
+    from uedp.flower.strategy import Seams
+
+    size = places if isinstance(places, int) else places.size
+    accountant = UeDPAccountant("uedp", privacy(**changes), num_users=size, rounds=rounds, noise_multiplier=1.0)
+    return UserEntityDP(strategy, places=places, accountant=accountant,
+                        store=RunStore(out, checkpoint_every=checkpoint_every, resume=resume),
+                        seams=Seams(noise=ZeroNoise()) if noiseless else None)
+
+
 def run(strategy: Any, out: Path, *, keyed: bool = False, grid: Grid | None = None,
-        **options: Any) -> tuple[Any, Grid, Any, list[int]]:
+        **changes: Any) -> tuple[Any, Grid, Any, list[int]]:
     """UserEntityDP around `strategy`, 2 rounds on 4 places, started by Flower's own Strategy.start. `keyed`:
     the place map of four nodes' keys, on a grid of five whose first (smallest id) is not in the map."""
     from flwr.app import ArrayRecord, ConfigRecord
 
-    from uedp.flower import KeyedPlaces, UserEntityDP, key_fingerprint
+    from uedp.flower import KeyedPlaces
+    from uedp.flower.places import key_fingerprint
 
     evaluated: list[int] = []
 
@@ -160,17 +195,18 @@ def run(strategy: Any, out: Path, *, keyed: bool = False, grid: Grid | None = No
 
     grid = grid or Grid(5 if keyed else 4, train)
     places = KeyedPlaces(tuple(key_fingerprint(k) for k in grid.keys[1:])) if keyed else 4
-    dp = UserEntityDP(strategy, places=places, num_rounds=2, mechanism="uedp", out_dir=out,
-                      privacy=options.pop("privacy", privacy()), **options)
+    dp = wrapper(strategy, out, places, **changes)
     result = dp.start(grid, ArrayRecord(initial()), 2, train_config=ConfigRecord({"lr": 0.1}),
                       evaluate_fn=evaluate_fn)
     return dp, grid, result, evaluated
 
 
 def check_run(dp: Any, grid: Grid, result: Any, evaluated: list[int], out: Path, name: str) -> dict[str, Any]:
+    from uedp.flower.store import read_operator_log
     from uedp.protocol import RoundInstructions
 
-    check(len(dp.ledger) == 2, f"{name}: the ledger holds {len(dp.ledger)} rounds, not 2")
+    check(dp.accountant.num_releases == 2, f"{name}: the ledger holds {dp.accountant.num_releases} rounds, not 2")
+    check(len(grid.probes) == 4, f"{name}: {len(grid.probes)} probes, not one per node in a place")
     saved = json.loads((out / "ledger.json").read_text())["rounds"]
     check(len(saved) == 2, f"{name}: ledger.json holds {len(saved)} rounds, not 2")
     start = initial()
@@ -195,7 +231,10 @@ def check_run(dp: Any, grid: Grid, result: Any, evaluated: list[int], out: Path,
     for rnd, nodes in per_round.items():  # q_u = 1: every place, every round; one message per node
         check(sorted(nodes) == placed, f"{name}: round {rnd} went to nodes {sorted(nodes)}, not the 4 places' "
                                        f"{placed}")
-        metrics = result.train_metrics_clientapp[rnd]
+        public = result.train_metrics_clientapp[rnd]
+        check(set(public) == {"round", "eps_uedp", "eps_undetected"}, f"{name}: round {rnd}'s MetricRecord holds "
+                                                                      f"{sorted(public)}, not public values only")
+        metrics = read_operator_log(out)[rnd - 1]  # the counts: the operator log's
         check(metrics["replies"] == len(nodes), f"{name}: round {rnd} counted {metrics['replies']} replies of "
                                                 f"{len(nodes)}")
         for key in ("missing", "failed", "refused"):
@@ -225,7 +264,7 @@ def check_budget(epsilons: list[float], tmp: Path) -> str:
         out = tmp / f"budget{stop}"
         grid = Grid(4, train)
         try:
-            run(FedAvg(), out, grid=grid, privacy=privacy(target_epsilon=target), noise_multiplier=1.0)
+            run(FedAvg(), out, grid=grid, target_epsilon=target)
         except PrivacyBudgetExhausted:
             pass
         else:
@@ -234,6 +273,99 @@ def check_budget(epsilons: list[float], tmp: Path) -> str:
         check(len(charged) == stop - 1, f"budget stop before round {stop}: {len(charged)} rounds charged")
         check(len(grid.sent) == 4 * (stop - 1), f"budget stop before round {stop}: {len(grid.sent)} messages sent")
     return "flwr" if FlowersOwn is not None else "uedp fallback"
+
+
+def check_grids(tmp: Path) -> None:
+    """An int `places` (SortedNodes) is refused on this release's deployment grid (HttpGrid), also through a
+    wrapper that holds it, and accepted on its simulation grid (InMemoryGrid); no message is sent first."""
+    from flwr.app import ArrayRecord
+    from flwr.serverapp.strategy import FedAvg
+    from flwr.superlink.grid.http_grid import HttpGrid
+    from flwr.superlink.grid.inmemory_grid import InMemoryGrid
+
+    from uedp.errors import ConfigError
+    from uedp.flower.places import DEPLOYMENT, SIMULATION, grid_kind
+
+    check(grid_kind(InMemoryGrid.__new__(InMemoryGrid)) == SIMULATION, "InMemoryGrid is not seen as a simulation")
+    check(grid_kind(HttpGrid.__new__(HttpGrid)) == DEPLOYMENT, "HttpGrid is not seen as a deployment")
+
+    class Deployed(HttpGrid):  # this release's HttpGrid, with four nodes and nothing behind them
+        def __init__(self) -> None:
+            self.sent = 0
+
+        def get_node_ids(self) -> list[int]:
+            return [11, 12, 13, 14]
+
+        def send_and_receive(self, messages: Any, *, timeout: float | None = None) -> list[Any]:
+            self.sent += len(list(messages))
+            return []
+
+    class Wrapper:  # a grid wrapper of an app's own, delegating everything
+        def __init__(self, grid: Any) -> None:
+            self.grid = grid
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.grid, name)
+
+    for grid in (Deployed(), Wrapper(Deployed())):
+        dp = wrapper(FedAvg(), tmp / "deployed", 4)
+        try:
+            dp.start(grid, ArrayRecord(initial()), 1)
+        except ConfigError as exc:
+            check("KeyedPlaces" in str(exc) and "uedp fingerprint" in str(exc),
+                  f"the refusal does not name KeyedPlaces and uedp fingerprint: {exc}")
+        else:
+            raise CheckFailed(f"places=4 ran on a deployment grid ({type(grid).__name__})")
+        inner = grid.grid if isinstance(grid, Wrapper) else grid
+        check(inner.sent == 0, "a message was sent before the refusal")
+
+
+def check_probe(tmp: Path) -> None:
+    """A ClientApp without uedp_mod is refused before round 1, naming it: nothing sent, nothing charged."""
+    from flwr.app import ArrayRecord
+    from flwr.serverapp.strategy import FedAvg
+
+    from uedp.flower.strategy import MissingClientMod
+
+    grid = Grid(4, train, mod=False)
+    dp = wrapper(FedAvg(), tmp / "nomod", 4)
+    try:
+        dp.start(grid, ArrayRecord(initial()), 1)
+    except MissingClientMod as exc:
+        check("uedp_mod" in str(exc), f"the refusal does not name uedp_mod: {exc}")
+    else:
+        raise CheckFailed("a ClientApp without uedp_mod was not refused")
+    check(grid.sent == [] and not (tmp / "nomod" / "ledger.json").exists(), "the probe's refusal came too late")
+
+
+def check_optimizer_state(tmp: Path) -> None:
+    """The attributes of Flower's strategies the server optimizer's checkpoint reads (uedp.flower.optimizer:
+    FedOpt's m_t, v_t, current_arrays; FedAvgM's momentum_vector, current_arrays) exist on this release after
+    a round, and a run resumed from its round-1 checkpoint ends where a run without a break does."""
+    from flwr.app import ArrayRecord
+    from flwr.serverapp.strategy import FedAdam, FedAvgM
+
+    from uedp.flower.optimizer import STATE_ATTRIBUTES, ServerOptimizer
+
+    for make in (lambda: FedAdam(eta=0.05), lambda: FedAvgM(server_learning_rate=1.0, server_momentum=0.9)):
+        name = type(make()).__name__
+        whole = wrapper(make(), tmp / f"{name}-whole", 4, noiseless=True)
+        whole_result = whole.start(Grid(4, train), ArrayRecord(initial()), 2).arrays
+        names = next(n for cls, n in STATE_ATTRIBUTES.items() if isinstance(make(), cls))
+        state = ServerOptimizer.of(make()).state_dict()  # before any round: the attributes may be unset
+        inner = whole._inner  # noqa: SLF001 - the wrapped strategy, whose attributes are pinned here
+        for attribute in names:
+            check(getattr(inner, attribute, None) is not None, f"{name} has no {attribute} after a round: "
+                  "uedp.flower.optimizer's checkpoint would lose its state")
+        check("attributes" in state, f"{name}: the server optimizer's state is not its attributes")
+        first = wrapper(make(), tmp / f"{name}-split", 4, checkpoint_every=1, noiseless=True)
+        first.start(Grid(4, train), ArrayRecord(initial()), 1)
+        second = wrapper(make(), tmp / f"{name}-split", 4, resume=True, noiseless=True)
+        check(second.rounds_left == 1, f"{name}: the resumed run has {second.rounds_left} rounds left, not 1")
+        result = second.start(Grid(4, train), second.initial_arrays(ArrayRecord(initial())), 1).arrays
+        for got, want in zip(result.values(), whole_result.values()):
+            check(np.allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-7),
+                  f"{name}: the resumed run does not end where the unbroken one does")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -265,9 +397,12 @@ def main(argv: list[str] | None = None) -> int:
             fedavg = check_run(dp, grid, result, evaluated, tmp / "fedavg", "FedAvg")
             dp, grid, result, evaluated = run(FedAdam(), tmp / "keyed", keyed=True)
             check_run(dp, grid, result, evaluated, tmp / "keyed", "FedAdam, keyed places")
-            check(dp.optimizer.state_dict().get("attributes", {}).get("m_t") is not None,
+            check(dp._optimizer.state_dict().get("attributes", {}).get("m_t") is not None,  # noqa: SLF001
                   "FedAdam kept no moments (m_t): the released update did not go through its step")
             exhausted = check_budget(fedavg["round_epsilons"], tmp)
+            check_grids(tmp)
+            check_probe(tmp)
+            check_optimizer_state(tmp)
     except CheckFailed as exc:
         print(json.dumps({"ok": False, "flwr": args.flwr, "failed": str(exc)}))
         return 1

@@ -12,8 +12,10 @@ docs/proofs.md section 11): for UeDP a detected entity (eps_uedp, any K) and an 
 DP any entity; with --lower also a concrete world's epsilon, a lower bound (uedp.audit.holders). --target-holders
 K makes the calibration also bound that epsilon for K holders (config privacy.target_holders).
 
-Prints eps_uedp, eps_user, eps_undetected (with the name of the bound that decided it: docs/proofs.md
-Theorem 2) and eps_rdp_bound (uedp.privacy.accounting) as a table, or with --json one JSON object (keys
+The rounds are charged to UeDP's accountant (uedp.privacy.accountant.UeDPAccountant, the one a run's Flower
+wrapper uses), T identical ledger records, and every epsilon is read from its ledger. Prints eps_uedp,
+eps_user, eps_undetected (with the name of the bound that decided it: docs/proofs.md Theorem 2) and
+eps_rdp_bound (uedp.privacy.accounting) as a table, or with --json one JSON object (keys
 eps_uedp, eps_user, eps_undetected, undetected_rule, eps_rdp_bound, delta_trunc, claims, noise_multiplier,
 delta, sigma, sensitivities and the inputs; an infinite epsilon is written as null). --num-users is N, the
 public number of places: the truncation at m_max is charged delta_trunc (docs/proofs.md section 4), which
@@ -26,12 +28,15 @@ raise ConfigError (exit status 2).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import time
 
+from uedp.config import PrivacyConfig
 from uedp.errors import ConfigError
-from uedp.privacy.accounting import DEFAULT_DELTA, check_delta, epsilons, mechanism, safe_m_max
+from uedp.privacy.accountant import UeDPAccountant
+from uedp.privacy.accounting import DEFAULT_DELTA, check_delta, mechanism, safe_m_max
 from uedp.privacy.calibration import calibrate_claims, calibrate_holders
 from uedp.privacy.holders import holders_epsilon
 from uedp.privacy.ledger import RoundRecord
@@ -138,10 +143,16 @@ def run(args: argparse.Namespace) -> int:
         k_cap=args.k_cap, beta=args.beta, w_max=args.w_max, z=z, denominator=1.0,
     )  # fmt: skip
     start = time.perf_counter()
-    eps = epsilons(mech, rounds=args.rounds, delta=args.delta, num_users=args.num_users)
+    privacy = PrivacyConfig(q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max or 0, k_cap=args.k_cap or 0, beta=args.beta,
+                            w_max=args.w_max, noise_multiplier=z, target_epsilon=0.0, target_on=args.target_on,
+                            delta=args.delta)
+    accountant = UeDPAccountant(spec.name, privacy, num_users=args.num_users, rounds=args.rounds, noise_multiplier=z)
+    for r in range(1, args.rounds + 1):
+        accountant.compose(dataclasses.replace(record, round=r))
+    eps = accountant.epsilons()
     per_k = []
     for k in holders:  # UeDP: computed once for a detected entity; the undetected one is its other bounds
-        h = holders_epsilon([(mech, args.rounds)], k, delta=args.delta, num_users=args.num_users,
+        h = holders_epsilon(accountant.ledger.groups(), k, delta=args.delta, num_users=args.num_users,
                             detected=not user_level)
         per_k.append((k, h.undetected(), None if user_level else h))
     lower = {}
@@ -155,13 +166,13 @@ def run(args: argparse.Namespace) -> int:
                                   delta=args.delta) for k in holders}
     seconds = time.perf_counter() - start
     keys = USER_KEYS if user_level else KEYS
-    values = {k: getattr(eps, k) for k in keys}
+    values = {k: float(eps[k]) for k in keys}
     sens = mech.sensitivities
     unit = args.w_max * args.beta
     if args.json:
         out = {k: _finite_or_none(v) for k, v in values.items()}
         out.update(
-            strategy=spec.name, undetected_rule=eps.undetected_bound, delta_trunc=eps.delta_trunc,
+            strategy=spec.name, undetected_rule=eps["undetected_rule"], delta_trunc=eps["delta_trunc"],
             claims=[f"eps_{c}" for c in claims], noise_multiplier=z, delta=args.delta, sigma=record.sigma,
             q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=args.k_cap, rounds=args.rounds,
             beta=args.beta, w_max=args.w_max, num_users=args.num_users, target_epsilon=args.target_epsilon,
@@ -178,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     cap = "off" if args.k_cap is None else str(args.k_cap)
     rates = "" if user_level else f"q_e={q_e}, q_s={q_s}, m_max={m_max}, k_cap={cap}, "
     print(f"{spec.name} accounting: T={args.rounds} rounds, N={args.num_users}, q_u={args.q_u}, {rates}"
-          f"delta={args.delta:g} (truncation charge {eps.delta_trunc:.3g})")  # fmt: skip
+          f"delta={args.delta:g} (truncation charge {eps['delta_trunc']:.3g})")  # fmt: skip
     how = (f"calibrated to {' and '.join(f'eps_{c}' for c in claims)} <= {args.target_epsilon:g}"
            + (f" and {args.target_holders} holders" if args.target_holders is not None else "")
            if args.target_epsilon is not None else "given")
@@ -188,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     width = max(len(v) for v in LABELS.values())
     print(f"  {'':{width}}  {'epsilon':>12}")
     for k in keys:
-        bound = f", bound: {eps.undetected_bound}" if k == "eps_undetected" else ""
+        bound = f", bound: {eps['undetected_rule']}" if k == "eps_undetected" else ""
         print(f"  {LABELS[k]:{width}}  {values[k]:12.6g}   ({k}{bound})")
     if per_k:
         print("one user AND one entity held by K other users (docs/proofs.md section 11):")

@@ -9,8 +9,10 @@
         ...train from msg.content["arrays"] on those rows, loss weighted by `weights`...
         return Message(RecordDict({"arrays": ArrayRecord(new_model)}), reply_to=msg)
 
-The train function returns its NEW model, as in any Flower app. The mod, around it, for a UeDP training
-message (one with a "uedp" record; any other message passes through untouched):
+The train function returns its NEW model, as in any Flower app. The mod answers the server's probe itself (a
+"train" message holding only the "uedp-probe" record, sent once before the first private round: the answer
+tells the server that this ClientApp has the mod; the train function is not called). Around the train
+function, for a UeDP training message (one with a "uedp" record; any other message passes through untouched):
   1. keeps the global arrays theta_t the message carries;
   2. calls the train function;
   3. computes the update theta_local - theta_t (per array, in the arrays' dtype, by the global record's
@@ -49,6 +51,8 @@ from uedp.protocol import (
     METRICS_RECORD,
     RoundInstructions,
     SplitUpdate,
+    is_probe,
+    probe_answer,
     reply_content,
 )
 
@@ -153,6 +157,8 @@ class UeDPMod:
     def __call__(self, msg: Message, context: Context, call_next: CallNext) -> Message:
         if msg.metadata.message_type != "train":
             return call_next(msg, context)
+        if is_probe(msg):  # the server asks whether this ClientApp has the mod: answered here, never by the app
+            return probe_answer(msg)
         ins = RoundInstructions.of(msg)
         if ins is None:  # not a UeDP training message
             return call_next(msg, context)

@@ -39,7 +39,7 @@ from flwr.serverapp.strategy.fedopt import FedOpt
 # server step from the current arrays): a stand-in reply applies an update exactly through them.
 FEDAVG_FAMILY = (FedAvg, FedProx, FedAvgM, FedOpt, FedAdam, FedYogi, FedAdagrad)
 # What their checkpoint holds (attributes set by their own configure_train / aggregate_train).
-_STATE_ATTRIBUTES = {FedOpt: ("m_t", "v_t", "current_arrays"), FedAvgM: ("momentum_vector", "current_arrays")}
+STATE_ATTRIBUTES = {FedOpt: ("m_t", "v_t", "current_arrays"), FedAvgM: ("momentum_vector", "current_arrays")}
 
 
 class _StandInGrid:
@@ -122,7 +122,7 @@ class ServerOptimizer:
     def state_dict(self) -> dict[str, Any]:
         if callable(getattr(self.strategy, "state_dict", None)):
             return {"state": self.strategy.state_dict()}
-        for cls, names in _STATE_ATTRIBUTES.items():
+        for cls, names in STATE_ATTRIBUTES.items():
             if isinstance(self.strategy, cls):
                 return {"attributes": {n: getattr(self.strategy, n, None) for n in names}}
         return {}

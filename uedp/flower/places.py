@@ -6,6 +6,7 @@ change another's part in a round. A `Places` object maps a grid's nodes onto the
 
     places.size                 N, public (the accountant's num_users, Z = q_u N)
     places.assign(grid)         -> Assignment: node id per place (None: the place is empty this round)
+    places.not_private          -> why the map makes the run not private, or None
 
 Two maps:
 
@@ -18,11 +19,18 @@ Two maps:
   register`): without it a node chooses the key it reports, and a fresh one at each start. It is read from
   a file, one fingerprint per line in place order (`read_places`); `uedp fingerprint KEY.pub ...` prints
   the lines for the owners' public keys.
-- `SortedNodes(n)` (simulations and the project's own corpus-mode processes, where the nodes are started by
-  the operator and hold the corpus's users): the connected node ids, sorted, fill the first places; places
-  beyond them are empty, and node ids beyond the N places are never sent a message (`Assignment.ignored`
-  counts them, for the operator). The node set does not depend on the data there, so this is a
-  data-independent map (docs/proofs.md section 1, corpus mode).
+- `SortedNodes(n)` (an int `places=N` becomes one; SIMULATIONS only): the connected node ids, sorted, fill the
+  first places; places beyond them are empty, and node ids beyond the N places are never sent a message
+  (`Assignment.ignored` counts them, for the operator log). In a simulation the operator starts the nodes and
+  they hold the corpus's users, so the node set does not depend on the data (docs/proofs.md section 1, corpus
+  mode). In a DEPLOYMENT node ids are whatever the SuperLink assigned to whoever connected: an extra node, or
+  an owner's absence, moves every later owner to another place and changes which node is sent what (an
+  adversarial read built such a world: epsilon infinite). So `assign` looks at the grid (`grid_kind`, through
+  wrappers of it) and refuses anything but Flower's simulation grid (`InMemoryGrid`) or an in-process grid
+  that declares `in_process_simulation = True` (the project's runtime/local_grid.py), naming `KeyedPlaces`
+  and `uedp fingerprint`. `SortedNodes(n, outside_simulation=True)` is the explicit opt-in for processes
+  an operator starts by hand; the run is then NOT private (`NODE_ORDER_LABEL`, which the wrapper's report
+  lists under `not_private`).
 
 An in-process grid (runtime/local_grid.py) reports one public key per node it was built with; its owners'
 map is built from those keys by the runner (the grid cannot be joined by any other node).
@@ -61,20 +69,84 @@ class Places(Protocol):
     @property
     def size(self) -> int: ...
 
+    @property
+    def not_private(self) -> str | None: ...
+
     def assign(self, grid: Any) -> Assignment: ...
+
+
+SIMULATION, DEPLOYMENT, UNKNOWN = "simulation", "deployment", "unknown"
+# Attributes through which a grid wrapper holds the grid it wraps (read from the wrapper's own __dict__, never
+# through a delegating __getattr__).
+WRAPPED_GRID_ATTRIBUTES = ("grid", "_grid", "inner", "_inner", "wrapped", "_wrapped", "__wrapped__")
+NODE_ORDER_LABEL = ("not private: places by node order (SortedNodes outside a simulation: which node stands in "
+                    "which place depends on who connected)")
+
+
+def _flower_grid_kind(grid: Any) -> str | None:
+    try:
+        from flwr.serverapp import Grid
+        from flwr.superlink.grid.inmemory_grid import InMemoryGrid
+    except ImportError:  # pragma: no cover - every supported Flower release has both (tests/test_flower_versions.py)
+        return None
+    if isinstance(grid, InMemoryGrid):
+        return SIMULATION
+    if isinstance(grid, Grid):  # HttpGrid (a deployment's SuperLink), or any other grid of Flower's
+        return DEPLOYMENT
+    return None
+
+
+def grid_kind(grid: Any) -> str:
+    """SIMULATION (Flower's InMemoryGrid, or a grid class that declares `in_process_simulation = True`),
+    DEPLOYMENT (any other Flower Grid: HttpGrid) or UNKNOWN, looking through wrappers that hold the grid they
+    wrap in an attribute of WRAPPED_GRID_ATTRIBUTES."""
+    seen: set[int] = set()
+    while grid is not None and id(grid) not in seen:
+        seen.add(id(grid))
+        if getattr(type(grid), "in_process_simulation", False) is True:
+            return SIMULATION
+        kind = _flower_grid_kind(grid)
+        if kind is not None:
+            return kind
+        own = getattr(grid, "__dict__", {})
+        grid = next((own[a] for a in WRAPPED_GRID_ATTRIBUTES if own.get(a) is not None), None)
+    return UNKNOWN
 
 
 @dataclass(frozen=True)
 class SortedNodes:
-    """The first `size` connected node ids, sorted, are places 0, 1, ... (see the module docstring)."""
+    """The first `size` connected node ids, sorted, are places 0, 1, ... on a simulation's grid (see the
+    module docstring); `outside_simulation=True` accepts any grid and labels the run not private."""
 
     size: int
+    outside_simulation: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
             raise ValueError(f"the number of places must be a positive integer, got {self.size!r}")
 
+    @property
+    def not_private(self) -> str | None:
+        """Why this map makes a run not private (None: it does not, on the grids it accepts)."""
+        return NODE_ORDER_LABEL if self.outside_simulation else None
+
+    def check_grid(self, grid: Any) -> None:
+        """ConfigError unless `grid` is a simulation's (or the map was opted in outside one)."""
+        if self.outside_simulation:
+            return
+        kind = grid_kind(grid)
+        if kind != SIMULATION:
+            what = ("a deployment's grid (HttpGrid)" if kind == DEPLOYMENT else
+                    f"a grid of type {type(grid).__name__} that is not known to be a simulation's")
+            raise ConfigError(
+                f"places={self.size} (an int, or SortedNodes) maps places by sorted node id, which is sound only in "
+                f"a simulation; this ServerApp runs on {what}. In a deployment pass places=KeyedPlaces(...) or "
+                "read_places(PATH): the place map of the owners' registered SuperNode keys (`uedp fingerprint "
+                "KEY.pub ...` prints its lines; flower-superlink --enable-supernode-auth). For processes you start "
+                "yourself, SortedNodes(N, outside_simulation=True) runs, labelled not private")
+
     def assign(self, grid: Any) -> Assignment:
+        self.check_grid(grid)
         nodes = sorted(grid.get_node_ids())
         kept: list[int | None] = list(nodes[: self.size])
         return Assignment(tuple(kept + [None] * (self.size - len(kept))), ignored=max(0, len(nodes) - self.size))
@@ -138,6 +210,10 @@ class KeyedPlaces:
     @property
     def size(self) -> int:
         return len(self.fingerprints)
+
+    @property
+    def not_private(self) -> None:
+        return None
 
     def assign(self, grid: Any) -> Assignment:
         index = {fp: i for i, fp in enumerate(self.fingerprints)}

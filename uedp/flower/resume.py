@@ -2,15 +2,16 @@
 
 Every round is recorded in ledger.json (saved atomically, hash-chained: uedp.privacy.ledger) before the model
 changes; a checkpoint (every `federation.checkpoint_every` rounds) carries the model, a copy of the ledger,
-z and the ledger's head (round, hash); metrics.jsonl gets one row per round after the ledger is saved, with
-the head's hash (`ledger_hash`). On `federation.resume`, `resume_state(out, ...)`:
+z and the ledger's head (round, hash); the operator log (operator.jsonl, uedp.flower.store) and the project's
+metrics.jsonl get one row per round after the ledger is saved, with the head's hash (`ledger_hash`). On
+`federation.resume`, `resume_state(out, ...)`:
 
 - nothing in the folder: a fresh start (round 1, empty ledger);
 - ledger.json missing while a checkpoint or metrics rows exist: lost state, REFUSED (the checkpoint's copy
   is never used instead: with checkpoints every 10 rounds, up to 9 charged rounds would vanish);
 - ledger.json itself broken (rounds not contiguous from 1, a hash or previous hash that does not match, a
   head other than its last record's): REFUSED by `Ledger.load`, naming the round;
-- a metrics row whose round the ledger lacks, or whose `ledger_hash` is not the ledger's hash after that
+- a row of either file whose round the ledger lacks, or whose `ledger_hash` is not the ledger's hash after that
   round (a round deleted or edited and the file re-chained, an older ledger.json restored over a newer
   run), or without one: REFUSED, naming the row and round;
 - the checkpoint's head is missing or is not the ledger's head at the checkpoint's round, or its ledger copy
@@ -45,7 +46,9 @@ from uedp.privacy.ledger import Head, Ledger
 log = logging.getLogger(__name__)
 
 LEDGER = "ledger.json"
-METRICS = "metrics.jsonl"
+METRICS = "metrics.jsonl"  # the project's own per-round rows (server/metrics.py), when the folder has them
+OPERATOR_LOG = "operator.jsonl"  # the wrapper's operator log (uedp.flower.store)
+ROW_FILES = (OPERATOR_LOG, METRICS)  # per-round rows, each with the ledger's hash after its round
 ROW_HASH = "ledger_hash"  # in each metrics row: the ledger's head hash after the row's round
 CHECKPOINT_HEAD = "ledger_head"  # in each checkpoint's extra: the ledger's head {"round", "hash"}
 
@@ -89,6 +92,8 @@ def _metric_rows(path: Path) -> list[tuple[int, int, str | None]]:
         if line.strip():
             try:
                 row = json.loads(line)
+                if isinstance(row, dict) and "round" not in row and ("note" in row or "event" in row):
+                    continue  # the operator log's label, or an event of the run (its start)
                 rnd, head = row["round"], row.get(ROW_HASH)
                 if isinstance(rnd, bool) or not isinstance(rnd, int) or not isinstance(head, str | None):
                     raise TypeError(f"round {rnd!r}, {ROW_HASH} {head!r}")
@@ -103,15 +108,16 @@ def _refuse(out: Path, why: str) -> ResumeError:
     return ResumeError(f"cannot resume in {out}: {why}")
 
 
-def _check_metrics(out: Path, ledger: Ledger, rows: list[tuple[int, int, str | None]]) -> None:
-    """Every metrics row is of a round the ledger holds, with the ledger's head hash after that round."""
+def _check_metrics(out: Path, ledger: Ledger, rows: list[tuple[int, int, str | None]], name: str) -> None:
+    """Every row of file `name` (the operator log, metrics.jsonl) is of a round the ledger holds, with the
+    ledger's head hash after that round."""
     last = ledger.last_round or 0
     beyond = max((rnd, line) for line, rnd, _ in rows) if rows else (0, 0)
     if beyond[0] > last:
-        raise _refuse(out, f"{METRICS} shows round {beyond[0]} but {LEDGER} ends at round {last} (line {beyond[1]}): "
+        raise _refuse(out, f"{name} shows round {beyond[0]} but {LEDGER} ends at round {last} (line {beyond[1]}): "
                            "its last rounds were deleted, or an older copy was restored")
     for line, rnd, head in rows:
-        where = f"{METRICS} line {line} (round {rnd})"
+        where = f"{name} line {line} (round {rnd})"
         if rnd < 1:
             raise _refuse(out, f"{where}: rounds start at 1")
         if head is None:
@@ -179,10 +185,11 @@ def resume_state(out: Path, *, delta: float, num_users: int) -> Resumed:
 def _saved_state(out: Path, *, delta: float, num_users: int) -> Resumed:
     """The state a resumed run continues from, read and checked (see the module docstring), or ResumeError."""
     ledger_path, ckpt_path = out / LEDGER, out / CHECKPOINT
-    rows = _metric_rows(out / METRICS)
+    rows = {name: _metric_rows(out / name) for name in ROW_FILES}
     if not ledger_path.exists():
-        if ckpt_path.exists() or rows:
-            found = ", ".join(n for n, there in ((CHECKPOINT, ckpt_path.exists()), (METRICS, bool(rows))) if there)
+        if ckpt_path.exists() or any(rows.values()):
+            found = ", ".join(n for n, there in ((CHECKPOINT, ckpt_path.exists()), *((n, bool(r)) for n, r in
+                                                                                    rows.items())) if there)
             raise _refuse(out, f"{LEDGER} is missing but {found} exist(s); the rounds it charged are unknown, so "
                                "resuming could spend the budget twice. Start a new run in an empty "
                                "federation.out_dir")
@@ -193,7 +200,8 @@ def _saved_state(out: Path, *, delta: float, num_users: int) -> Resumed:
         raise
     except ConfigError as exc:
         raise ResumeError(f"cannot resume: {exc}") from None
-    _check_metrics(out, ledger, rows)
+    for name, file_rows in rows.items():
+        _check_metrics(out, ledger, file_rows, name)
     ckpt = load_checkpoint(out)
     if ckpt is not None:
         _check_checkpoint(out, ledger, ckpt)

@@ -1,62 +1,74 @@
 """UeDP as a Flower strategy wrapper, run by Flower's own `Strategy.start`.
 
-    dp = UserEntityDP(FedAvg(), places=N, num_rounds=R, privacy=PrivacyConfig(q_u=0.1, beta=0.5, ...),
-                      out_dir="outputs/run")
+    accountant = UeDPAccountant("uedp", PrivacyConfig(q_u=0.1, beta=0.5, target_epsilon=8), num_users=N,
+                                rounds=R, noise_multiplier=1.1)
+    dp = UserEntityDP(FedAvg(), places=N, accountant=accountant, store=RunStore("outputs/run"))
+    # or calibrated to the target (uedp.privacy.calibration), as Opacus's make_private_with_epsilon:
+    dp = UserEntityDP.make_private_with_epsilon(FedAvg(), places=N, num_rounds=R, privacy=..., store=...)
     try:
         result = dp.start(grid, dp.initial_arrays(arrays), dp.rounds_left, train_config=..., evaluate_fn=...)
     except PrivacyBudgetExhausted:
-        ...  # a round would have taken a claimed epsilon past the target; dp.arrays is the last release
+        ...  # a round would have taken a claimed epsilon past the target; dp.report.arrays is the last release
 
-It is used like Flower's own DP wrappers (`DifferentialPrivacyClientSideFixedClipping(strategy, ...)`), with
-the client mod uedp.flower.mod on the ClientApp, but the wrapped strategy's role is the SERVER OPTIMIZER only
-(uedp.flower.optimizer: FedAvg applies the released update, FedAdam / FedYogi / FedAdagrad / FedAvgM step
-with it). Everything else is UeDP's (docs/mechanism.md, proved in docs/proofs.md):
+It is used like Flower's own DP wrappers (`DifferentialPrivacyClientSideFixedClipping(strategy, ...,
+accountant=...)`), with the client mod uedp.flower.mod on the ClientApp, but the wrapped strategy's role is the
+SERVER OPTIMIZER only (uedp.flower.optimizer: FedAvg applies the released update, FedAdam / FedYogi /
+FedAdagrad / FedAvgM step with it). Everything else is UeDP's (docs/mechanism.md, proved in docs/proofs.md):
 
+start (before any budget is spent), `preflight`:
+  places: an int N (SortedNodes) is refused on a deployment's grid (uedp.flower.places); on a simulation's
+    grid the wrapper waits for the nodes to register and refuses more places than nodes;
+  probe: every node that stands in a place is sent one probe (uedp.protocol), which the client mod answers
+    itself; answers of which none carries the mod's marker refuse the run, naming `uedp_mod`. The decision
+    reads the marker only: one marker shows the mod is there (every node is assumed to run the submitted app),
+    silence (no answer) decides nothing;
+  round_period > 0: the period must exceed the timeout plus a worst-case release, the ledger and checkpoint
+    writes and `evaluate_fn` (measured now and at round 0), or the run is refused.
 configure_train (round t):
-  budget: before a round that would take a claimed epsilon past `privacy.target_epsilon`, raise Flower's
+  budget: before a round that would take a claimed epsilon past the target, raise Flower's
     `PrivacyBudgetExhausted` (nothing of that round is sampled, sent or charged);
   plan: `plan_round` (uedp.flower.plan) samples the N public places (Poisson, truncation at m_max, slots),
-    draws the round key, and instructs each sampled place that a connected node stands in
-    (uedp.flower.places): one Message per node with the global arrays, the app's train config (plus
-    "server-round") and the round's `RoundInstructions` ("uedp" record). Per-node instructions: Flower's
-    FedAvg sends every node the same content and weights replies by "num-examples", which a private
-    reply does not carry.
+    draws the round key, and instructs each sampled place that a connected node stands in: one Message per
+    node with the global arrays, the app's train config (plus "server-round") and the round's
+    `RoundInstructions` ("uedp" record).
 aggregate_train:
   a reply counts only if it answers one of this round's messages, from its node, once (uedp.privacy.replies);
-  every counted update is re-checked (shape, finite, norm <= w_max beta: re-clipped or dropped), summed,
-  noised with the round's sigma and divided by the public denominator Z (uedp.privacy.aggregation); the
-  round is recorded in the ledger and the ledger SAVED, and only then is the update applied (the new global
-  arrays exist only after their round is accounted for); a checkpoint every `checkpoint_every` rounds and
-  at the last planned round. Returns the new global arrays and the round's counts and claimed epsilons.
-configure_evaluate: no message, ever: evaluating on the nodes' private data would be a release outside
-  the guarantee (Flower's DP wrappers delegate it to the inner strategy, whose default evaluates on every
-  node each round). Evaluate centrally with `start(evaluate_fn=...)` on data that is not the users'.
+  every counted update is re-checked, summed, noised with the round's sigma and divided by the public
+  denominator Z (uedp.flower.release); the round is charged to the accountant and the ledger SAVED, and only
+  then is the update applied; a checkpoint every `checkpoint_every` rounds and at the last planned round.
+  Returns the new global arrays and a MetricRecord of PUBLIC values only: the round and the claimed
+  epsilons (a noiseless mechanism, which has no guarantee to keep, also returns the counts). The round's
+  counts (sampled, replies, missing, failed, ...), its seconds and whether it started late go to the store's
+  operator log (uedp.flower.store), never to the ServerApp's output: Flower's `start` logs every MetricRecord,
+  and `flwr log` hands the ServerApp's output to whoever ran `flwr run`.
+configure_evaluate: no message, ever (evaluating on the nodes' private data would be a release outside the
+  guarantee). Evaluate centrally with `start(evaluate_fn=...)` on data that is not the users'.
 
-`privacy_spent()` answers with Flower's PrivacySpent: ONE epsilon, the largest of the claimed ones (UeDP
-claims eps_uedp AND eps_undetected: docs/proofs.md Theorems 1-2; user-level DP eps_user); `epsilons()` gives
-each of them (and eps_user, eps_rdp_bound) from the ledger, `ledger` is the ledger itself.
-
-Resume (`resume=True` with `out_dir`): the ledger and the last checkpoint are read fail-closed
-(uedp.flower.resume); `initial_arrays(default)` gives the checkpoint's arrays, `rounds_left` the rounds still
-planned; Flower's start numbers rounds from 1, so the wrapper offsets them by the rounds already charged.
+Where today's options went (the constructor takes 7): the mechanism, its privacy settings, N, the planned
+rounds and the noise multiplier are the ACCOUNTANT's (uedp.privacy.accountant.UeDPAccountant, which also holds
+the ledger and the claims); out_dir, checkpoint_every and resume are the STORE's (uedp.flower.store.RunStore);
+the set-up and resume lines go to the "flwr.uedp" logger (Flower's own handler prints them: they reach `flwr
+run`'s output) instead of a stream; the audit's injected noise and aggregator, a data-derived denominator (the
+paper's Z, labelled not private) and the schedule's clock are `Seams`; `records` are records every training
+message carries (the project's owners mode: its tokenizer; a checkpoint's base digest).
 
 The round key and the training seeds live in a round's plan only, for that round: never logged or stored.
-Metrics hold counts, never a per-node number; with `privacy.seed >= 0` the run is a reproduction (keys,
-cohorts and noise from the seed) and says so loudly: it is not private.
+With `privacy.seed >= 0` the run is a reproduction (keys, cohorts and noise from the seed) and says so loudly:
+it is not private (the report's `not_private`).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import logging
 import math
 import random
 import secrets
+import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
@@ -65,25 +77,21 @@ from flwr.serverapp.strategy import Strategy
 
 from uedp.config import PrivacyConfig
 from uedp.errors import ConfigError
-from uedp.flower.checkpoint import Checkpoint, save_checkpoint
 from uedp.flower.optimizer import ServerOptimizer
-from uedp.flower.places import Places, SortedNodes
+from uedp.flower.places import SIMULATION, Places, SortedNodes, grid_kind
 from uedp.flower.plan import MechanismSettings, RoundPlan, plan_round
 from uedp.flower.release import release
-from uedp.flower.resume import CHECKPOINT_HEAD, LEDGER, Resumed, ResumeError, resume_state
-from uedp.privacy.accounting import safe_m_max
-from uedp.privacy.aggregation import (
-    Aggregator,
-    aggregate,
-)
+from uedp.flower.resume import ResumeError
+from uedp.flower.store import RunStore
+from uedp.privacy.accountant import ClaimedPrivacySpent, UeDPAccountant, refuse_foreign_accountant
+from uedp.privacy.aggregation import Aggregator, aggregate
 from uedp.privacy.aggregation import denominator as public_denominator
-from uedp.privacy.calibration import run_noise_multiplier
 from uedp.privacy.cohort import Cohort
-from uedp.privacy.ledger import Ledger, RoundRecord
-from uedp.privacy.mechanisms import MechanismSpec, get
+from uedp.privacy.ledger import RoundRecord
+from uedp.privacy.mechanisms import MechanismSpec
 from uedp.privacy.noise import FIXED_SEED_WARNING, NoiseSource, noise_source
 from uedp.privacy.replies import stamp
-from uedp.protocol import CONFIG_RECORD, INSTRUCTIONS_RECORD, RoundInstructions
+from uedp.protocol import CONFIG_RECORD, INSTRUCTIONS_RECORD, RoundInstructions, has_probe_marker, probe_content
 
 try:  # Flower >= 1.35: the exception its own DP wrappers raise, which its ServerApp reports as unmet precondition
     from flwr.serverapp.exception import PrivacyBudgetExhausted
@@ -91,19 +99,88 @@ except ImportError:  # pragma: no cover - not within the supported range (flwr >
     class PrivacyBudgetExhausted(Exception):  # type: ignore[no-redef]
         """Raised before a release would exceed the privacy budget."""
 
-log = logging.getLogger(__name__)
+# Under Flower's own logger, so that Flower's handler prints these lines where it prints its own: the ServerApp's
+# output, which `flwr run` streams. Only public things are logged here (module docstring).
+log = logging.getLogger("flwr.uedp")
+
+REGISTRATION_WAIT = 60.0  # seconds a simulation's nodes get to register before too few is an error
+REGISTRATION_SETTLED = 2.0  # ... and how long an unchanged, non-zero node count counts as settled
+PROBE_TIMEOUT = 600.0  # the probe's time-out when configure_train is driven without `start` (no timeout known)
+SCHEDULE_MARGIN = 1.25  # round_period must exceed the timeout plus this many times the measured server work
+FIXED_SEED_LABEL = f"{FIXED_SEED_WARNING} (privacy.seed >= 0: keys, cohorts and noise from the seed)"
+
+
+class MissingClientMod(ConfigError):
+    """The ClientApp answered the probe without UeDP's client mod (`uedp_mod`)."""
+
+
+@dataclass(frozen=True)
+class Seams:
+    """Parts that tests and the crafted-update audit inject; real runs pass none. `noise`: the Gaussian noise
+    source (None: privacy.noise, or Philox from privacy.seed); `aggregator`: the re-check, sum and noise (the
+    audit's broken controls); `denominator`: a Z other than the public q_u N (the paper's data-derived Z:
+    outside the proof, the caller labels the run); `clock` / `sleep`: the round schedule's time."""
+
+    noise: NoiseSource | None = None
+    aggregator: Aggregator = aggregate
+    denominator: float | None = None
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
 
 
 @dataclass(frozen=True)
 class RoundReport:
-    """What the last aggregated round released for the operator: its counts (`metrics`), the ledger's head hash
-    after it, and its wall time (from configure_train to the new global arrays; its claimed epsilons:
-    `UserEntityDP.claimed_epsilons()`)."""
+    """The last aggregated round: its number, the ledger's head hash after it, its wall time (configure_train
+    to the new global arrays) and whether it started after its scheduled time. Operator information."""
 
     round: int
-    metrics: dict[str, float]
     ledger_hash: str
     seconds: float
+    late: bool = False
+
+
+@dataclass(frozen=True)
+class UeDPReport:
+    """The wrapper's state, read-only (`UserEntityDP.report`). `settings`: the mechanism's public parameters
+    (uedp.flower.plan.MechanismSettings), also read as the report's own attributes (`report.z`, `report.sigma`,
+    `report.q_u`, `report.m_max`, `report.noise`, ...); `denominator` is NaN for a noiseless mechanism, which
+    divides by its valid replies. Then the rounds planned, charged and left; `model_round` (the round after
+    which `arrays`, the last released global arrays, were released; 0: the start); `checkpoint_round` (a
+    resumed run's checkpoint); `late_rounds` (rounds that started after their scheduled time); `last_round`;
+    `not_private` (why the run is not private, if it is not: a fixed seed, places by node order, ...)."""
+
+    settings: MechanismSettings = field(repr=False)
+    claims: tuple[str, ...]
+    rounds_planned: int
+    rounds_charged: int
+    rounds_left: int
+    model_round: int
+    checkpoint_round: int
+    late_rounds: int
+    arrays: ArrayRecord | None = field(repr=False)
+    last_round: RoundReport | None
+    not_private: tuple[str, ...]
+
+    def __getattr__(self, name: str) -> Any:  # the mechanism's public parameters
+        if name.startswith("_") or name == "settings":
+            raise AttributeError(name)
+        return getattr(self.settings, name)
+
+    @property
+    def mechanism(self) -> str:
+        return self.settings.spec.name
+
+    @property
+    def rule(self) -> str:
+        return self.settings.spec.rule
+
+    @property
+    def denominator(self) -> float:
+        return self.settings.denominator if self.settings.spec.private else math.nan
+
+    @property
+    def private(self) -> bool:
+        return bool(self.claims) and not self.not_private
 
 
 @dataclass(frozen=True)
@@ -145,6 +222,9 @@ class _Pending:
     arrays: ArrayRecord
     config: ConfigRecord
     started: float
+    late: bool
+    connected: int
+    ignored: int
 
 
 def _rng(seed: int) -> random.Random:
@@ -154,317 +234,416 @@ def _rng(seed: int) -> random.Random:
 class UserEntityDP(Strategy):
     """UeDP around a server-optimizer strategy (module docstring).
 
-    strategy         the server optimizer (uedp.flower.optimizer: FedAvg, FedAdam, ... or `apply_update`)
-    places           N, the public number of places (an int: the connected nodes, sorted, fill them), or a
-                     `Places` map (uedp.flower.places.KeyedPlaces: places by registered public key)
-    num_rounds       the rounds planned (calibration spends the target over them; m_max = 0 is chosen for them)
-    mechanism        a registered mechanism: uedp, uedp_naive, uedp_split, user_dp, fedavg, deid, deid_dp
-    privacy          uedp.config.PrivacyConfig: q_u, q_e, q_s, m_max, k_cap, beta, w_max, target_epsilon,
-                     target_on, noise_multiplier (used when target_epsilon is 0), gamma, delta, seed, noise
-    out_dir          where ledger.json (saved each round before the model is released) and checkpoint.pt go;
-                     required for a private mechanism
-    checkpoint_every a checkpoint every this many rounds (and at the last planned round); 0: none
-    resume           continue the ledger and checkpoint in out_dir (fail-closed)
-    noise_multiplier use exactly this z (no calibration); None: privacy.noise_multiplier or calibrated
-    noise, aggregator  injected parts (the audit's broken controls); None / the sound aggregation by default
-    denominator      the public Z (None: q_u N); a data-derived Z is outside the proof: the caller labels it
-    extra_records    records every training message carries (the project's owners mode: its tokenizer)
-    stream           where the set-up and resume lines are printed (None: the log)
-    round_period     seconds between the starts of consecutive rounds, from the first (a public schedule: the
-                     rounds' timing then depends on no one's data or presence; it must exceed the start's
-                     timeout); 0: back to back, and the timing is outside the guarantee (docs/proofs.md
-                     section 1, "Timing")
+    strategy      the server optimizer (uedp.flower.optimizer: FedAvg, FedAdam, ... or `apply_update`)
+    places        N, the public number of places (an int: sorted node ids fill them; simulations only), or a
+                  `Places` map (uedp.flower.places.KeyedPlaces: places by registered public key; deployments)
+    accountant    uedp.privacy.accountant.UeDPAccountant: the mechanism, privacy settings, N, planned rounds,
+                  z, the ledger and the claims (Flower's own accountants are refused: they account one
+                  Gaussian at user level)
+    store         uedp.flower.store.RunStore: out_dir (ledger.json before each release, checkpoint.pt, the
+                  operator log), checkpoint_every, resume; required for a private mechanism
+    round_period  seconds between the starts of consecutive rounds, from `start` (a public schedule: the rounds'
+                  timing then depends on no one's data or presence); checked before round 1 against the
+                  timeout and the server's measured work; 0: back to back, the timing outside the guarantee
+    records       records every training message carries (the project's owners mode: its tokenizer)
+    seams         test seams (`Seams`): the audit's noise and aggregator, a data-derived denominator, the clock
     """
 
-    def __init__(
-        self,
-        strategy: Any,
-        *,
-        places: int | Places,
-        num_rounds: int,
-        mechanism: str = "uedp",
-        privacy: PrivacyConfig | None = None,
-        out_dir: str | Path | None = None,
-        checkpoint_every: int = 0,
-        resume: bool = False,
-        noise_multiplier: float | None = None,
-        noise: NoiseSource | None = None,
-        aggregator: Aggregator = aggregate,
-        denominator: float | None = None,
-        extra_records: Mapping[str, Any] | None = None,
-        stream: TextIO | None = None,
-        round_period: float = 0.0,
-    ) -> None:
-        self.spec: MechanismSpec = get(mechanism)
-        if self.spec.local:
-            raise ConfigError(f"mechanism {mechanism!r} has no rounds (a local mechanism): it cannot wrap a strategy")
-        self.places: Places = SortedNodes(places) if isinstance(places, int) else places
-        if isinstance(num_rounds, bool) or not isinstance(num_rounds, int) or num_rounds < 1:
-            raise ConfigError(f"num_rounds must be a positive integer, got {num_rounds!r}")
-        if not (isinstance(round_period, int | float) and round_period >= 0 and math.isfinite(round_period)):
+    def __init__(self, strategy: Any, *, places: int | Places, accountant: UeDPAccountant,
+                 store: RunStore | None = None, round_period: float = 0.0,
+                 records: Mapping[str, Any] | None = None, seams: Seams | None = None) -> None:
+        super().__init__()
+        acc = refuse_foreign_accountant(accountant)
+        spec = acc.spec
+        self._places: Places = SortedNodes(places) if isinstance(places, int) and not isinstance(places, bool) \
+            else places
+        if not callable(getattr(self._places, "assign", None)):
+            raise ConfigError(f"places must be an int N or a place map (KeyedPlaces), got {places!r}")
+        if self._places.size != acc.num_users:
+            raise ConfigError(f"places has {self._places.size} places, the accountant's num_users is "
+                              f"{acc.num_users}: they must agree (N is public)")
+        if isinstance(round_period, bool) or not (isinstance(round_period, int | float) and round_period >= 0
+                                                  and math.isfinite(round_period)):
             raise ConfigError(f"round_period must be a number of seconds >= 0, got {round_period!r}")
-        if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 0:
-            raise ConfigError(f"checkpoint_every must be an integer >= 0, got {checkpoint_every!r}")
-        privacy = dataclasses.replace(privacy) if privacy is not None else PrivacyConfig()
-        privacy.validate()
-        self.spec.claims_for(privacy)  # privacy.target_on names epsilons this mechanism claims
-        if self.spec.private and out_dir is None:
-            raise ConfigError("out_dir: a private run writes its privacy ledger there before each round's model "
-                              "is released")
-        if resume and out_dir is None:
-            raise ConfigError("resume needs out_dir, where the ledger and checkpoint are")
-        self.optimizer = ServerOptimizer.of(strategy)
-        self.inner = strategy
-        self.num_rounds = num_rounds
-        self.out = Path(out_dir) if out_dir is not None else None
-        self.checkpoint_every = checkpoint_every
-        self.round_period = float(round_period)
-        self.schedule_overruns = 0  # rounds that started after their scheduled time (round_period > 0)
-        self._schedule_start: float | None = None
-        self.stream = stream
-        self.aggregator = aggregator
-        self.extra_records = {k: v if isinstance(v, ConfigRecord) else ConfigRecord(dict(v))
-                              for k, v in (extra_records or {}).items()}
-        n = self.places.size
-        if self.spec.truncate and privacy.m_max == 0:  # automatic: truncation charges at most 1% of delta
-            privacy = dataclasses.replace(privacy, m_max=safe_m_max(n, privacy.q_u, num_rounds, privacy.delta))
-        self.privacy = privacy
-        self.claims = self.spec.claims_for(privacy)
+        if store is not None and not isinstance(store, RunStore):
+            raise TypeError(f"store must be a uedp.flower.RunStore, got {type(store).__name__}")
+        if spec.private and store is None:
+            raise ConfigError("store: a private run writes its privacy ledger there before each round's model is "
+                              "released (RunStore(out_dir))")
+        self._accountant = acc
+        self._spec: MechanismSpec = spec
+        self._optimizer = ServerOptimizer.of(strategy)
+        self._inner = strategy
+        self._store = store
+        self._round_period = float(round_period)
+        self._records = {k: v if isinstance(v, ConfigRecord) else ConfigRecord(dict(v))
+                         for k, v in (records or {}).items()}
+        seams = seams or Seams()
+        self._seams = seams
+        privacy = acc.privacy
         seeded = privacy.seed >= 0
+        self._noise: NoiseSource = seams.noise or noise_source(seed=privacy.seed if seeded else None,
+                                                               choice=privacy.noise)
+        self._aggregator = seams.aggregator
+        self._rng = _rng(privacy.seed)
+        labels = [FIXED_SEED_LABEL if seeded else None, getattr(self._places, "not_private", None)]
+        self._not_private = tuple(x for x in labels if x)
         if seeded:
-            self._say(f"WARNING: {FIXED_SEED_WARNING} (privacy.seed={privacy.seed}); this run is for reproduction "
-                      "only: its round keys, cohorts and noise come from the seed")
-        self.noise = noise or noise_source(seed=privacy.seed if seeded else None, choice=privacy.noise)
-        self.rng = _rng(privacy.seed)
-        self.resumed: Resumed | None = None
-        if resume and self.out is not None:
-            self.resumed = resume_state(self.out, delta=privacy.delta, num_users=n)
-            last = self.resumed.ledger.records[-1] if len(self.resumed.ledger) else None
-            if last is not None and last.rule != self.spec.rule:
-                raise ResumeError(f"cannot resume in {self.out}: its ledger records {last.rule!r} rounds, this run "
-                                  f"is {self.spec.name!r} ({self.spec.rule!r})")
-        z = self._noise_multiplier(noise_multiplier)
-        q_e, q_s = self.spec.rates(privacy)
-        if not self.spec.private:
-            z_denominator = 1.0
-        elif denominator is not None:
-            z_denominator = float(denominator)
-        else:
-            z_denominator = public_denominator(self.spec.rule, q_u=privacy.q_u, num_users=n)
-        self.settings = MechanismSettings(
-            spec=self.spec, places=n, q_u=privacy.q_u, q_e=q_e, q_s=q_s, m_max=self.spec.m_max(privacy),
-            k_cap=self.spec.k_cap(privacy), m_max_sent=privacy.m_max, beta=privacy.beta, w_max=privacy.w_max,
-            gamma=self.spec.gamma(privacy), z=z if self.spec.private else 0.0, denominator=z_denominator,
-            noise=getattr(self.noise, "mode", "unrecorded") if self.spec.private else "none", seeded=seeded,
+            log.warning("%s; this run is for reproduction only", FIXED_SEED_LABEL)
+        n = self._places.size
+        resumed = store.resumed(delta=privacy.delta, num_users=n) if store is not None else None
+        if resumed is not None and len(resumed.ledger):
+            last = resumed.ledger.records[-1]
+            if last.rule != spec.rule:
+                raise ResumeError(f"cannot resume in {store.out}: its ledger records {last.rule!r} rounds, this "
+                                  f"run is {spec.name!r} ({spec.rule!r})")
+        denominator = None if seams.denominator is None else float(seams.denominator)
+        q_e, q_s = spec.rates(privacy)
+        self._settings = MechanismSettings(
+            spec=spec, places=n, q_u=privacy.q_u, q_e=q_e, q_s=q_s, m_max=spec.m_max(privacy),
+            k_cap=spec.k_cap(privacy), m_max_sent=privacy.m_max, beta=privacy.beta, w_max=privacy.w_max,
+            gamma=spec.gamma(privacy), z=acc.noise_multiplier,
+            denominator=1.0 if not spec.private else (denominator if denominator is not None else
+                                                      public_denominator(spec.rule, q_u=privacy.q_u, num_users=n)),
+            noise=getattr(self._noise, "mode", "unrecorded") if spec.private else "none", seeded=seeded,
         )
-        self.ledger = Ledger(delta=privacy.delta, num_users=n)
-        self.offset = 0
+        self._settings.record(0)  # every option of the mechanism checked before anything runs (round 0: none)
+        self._offset = 0
         self._start_arrays: ArrayRecord | None = None
-        if self.resumed is not None:
-            self.resumed.check_z(self.settings.z)
-            self.ledger = self.resumed.ledger
-            self.offset = self.ledger.last_round or 0
-            ckpt = self.resumed.checkpoint
+        self._checkpoint_round = 0
+        if resumed is not None:
+            resumed.check_z(acc.noise_multiplier)
+            acc.load_state_dict(resumed.ledger.to_dict())
+            self._offset = acc.last_round
+            ckpt = resumed.checkpoint
             if ckpt is not None:
                 self._start_arrays = ArrayRecord({k: Array(np.asarray(v)) for k, v in ckpt.arrays.items()})
-                self.optimizer.load_state_dict(ckpt.optimizer_state)
-            for path in self.resumed.temporaries_removed:
-                self._say(f"removed {path.name}, the temporary of a write that was killed before its rename")
-            lost = self.offset - (ckpt.round if ckpt else 0)
-            self._say(f"resuming after round {self.offset} (checkpoint of round {ckpt.round if ckpt else 0}; {lost} "
-                      "round(s) after it stay charged; z from the ledger)")
-        self.arrays: ArrayRecord | None = None  # the last global arrays released (or the start)
-        self.model_round = self.checkpoint_round  # the round after which `arrays` were released (0: the start)
-        self.last_round: RoundReport | None = None
-        self.eps: dict[str, float] = {}  # the claimed epsilons after `_eps_rounds` rounds (claimed_epsilons)
-        self._eps_rounds = -1
+                self._optimizer.load_state_dict(ckpt.optimizer_state)
+                self._checkpoint_round = ckpt.round
+            for path in resumed.temporaries_removed:
+                log.info("removed %s, the temporary of a write that was killed before its rename", path.name)
+            lost = self._offset - self._checkpoint_round
+            log.info("resuming after round %d (checkpoint of round %d; %d round(s) after it stay charged; z from the "
+                     "ledger)", self._offset, self._checkpoint_round, lost)
+        self._arrays: ArrayRecord | None = None
+        self._model_round = self._checkpoint_round
+        self._last: RoundReport | None = None
+        self._claimed: dict[str, float] = {}  # the claimed epsilons after the rounds charged (the budget check's)
         self._pending: dict[int, _Pending] = {}
         self._template: list[np.ndarray] | None = None
-        self._ignored = 0
-        self._eps_after: dict[str, float] | None = None  # the budget check's claimed epsilons after the round
+        self._late = 0
+        self._schedule_start: float | None = None
+        self._timeout: float | None = None
+        self._ready = False  # preflight done (places, nodes, probe)
+        self._eval_seconds = 0.0  # evaluate_fn at round 0 (start), for the schedule's check
+        self._schedule_checked = False
+
+    # -- construction from a target or a run config ---------------------------------------------------------
+    @classmethod
+    def make_private_with_epsilon(cls, strategy: Any, *, places: int | Places, num_rounds: int,
+                                  privacy: PrivacyConfig, mechanism: str = "uedp", store: RunStore | None = None,
+                                  **options: Any) -> UserEntityDP:
+        """The wrapper whose z is the smallest with which every claimed epsilon reaches `privacy.target_epsilon`
+        in `num_rounds` rounds (and, with privacy.target_holders = K, the epsilon for an entity with K other
+        holders): the single calibration entry point, uedp.privacy.calibration.run_noise_multiplier (disk-
+        cached). A resumed run keeps the z its ledger recorded (never recalibrated). `options`: the
+        constructor's round_period, records, seams."""
+        from uedp.privacy.calibration import run_noise_multiplier
+        from uedp.privacy.mechanisms import get
+
+        spec = get(mechanism)
+        size = places if isinstance(places, int) else places.size
+        if spec.private and privacy.target_epsilon <= 0:
+            raise ConfigError("make_private_with_epsilon needs privacy.target_epsilon > 0 (with 0, pass an "
+                              "accountant of your noise multiplier to UserEntityDP)")
+        recorded = store.recorded_z(delta=privacy.delta, num_users=size) if store is not None else None
+        # the accountant resolves the automatic cohort cap first: the calibration is for that cap
+        probe = UeDPAccountant(mechanism, privacy, num_users=size, rounds=num_rounds,
+                               noise_multiplier=1.0 if spec.private else 0.0)
+        z = recorded if recorded is not None else run_noise_multiplier(spec, probe.privacy, rounds=num_rounds,
+                                                                       num_users=size)
+        accountant = UeDPAccountant(mechanism, probe.privacy, num_users=size, rounds=num_rounds, noise_multiplier=z)
+        return cls(strategy, places=places, accountant=accountant, store=store, **options)
 
     @classmethod
-    def from_run_config(cls, strategy: Any, run_config: Mapping[str, Any], *, places: int | Places,
-                        num_rounds: int, out_dir: str | Path, **options: Any) -> UserEntityDP:
+    def from_run_config(cls, strategy: Any, run_config: Mapping[str, Any], *, places: int | Places, num_rounds: int,
+                        store: RunStore | None = None, **options: Any) -> UserEntityDP:
         """The wrapper as a Flower run config sets it: the mechanism (`uedp.strategy.name`, and
         `uedp.strategy.estimator` for UeDP) and the privacy settings (`uedp.privacy.*`) from the run config's
         `uedp.` keys (uedp.config.RunConfig.from_run_config: an app's own keys pass through, an unknown key
-        inside the namespace is refused, naming it); `options`: the constructor's other keyword options."""
+        inside the namespace is refused, naming it). privacy.target_epsilon > 0 calibrates z to it
+        (`make_private_with_epsilon`); 0 uses privacy.noise_multiplier."""
         from uedp.config import RunConfig
         from uedp.privacy.mechanisms import spec_for
 
         cfg = RunConfig.from_run_config(run_config)
-        mechanism = spec_for(cfg.strategy.name, cfg.strategy.estimator).name
-        return cls(strategy, places=places, num_rounds=num_rounds, mechanism=mechanism, privacy=cfg.privacy,
-                   out_dir=out_dir, **options)
+        spec = spec_for(cfg.strategy.name, cfg.strategy.estimator)
+        p = cfg.privacy
+        if spec.private and p.target_epsilon > 0:
+            return cls.make_private_with_epsilon(strategy, places=places, num_rounds=num_rounds, privacy=p,
+                                                 mechanism=spec.name, store=store, **options)
+        size = places if isinstance(places, int) else places.size
+        accountant = UeDPAccountant(spec.name, p, num_users=size, rounds=num_rounds,
+                                    noise_multiplier=p.noise_multiplier if spec.private else 0.0)
+        return cls(strategy, places=places, accountant=accountant, store=store, **options)
 
-    # -- set-up --------------------------------------------------------------------------------------
-    def _say(self, line: str) -> None:
-        if self.stream is not None:
-            print(line, file=self.stream, flush=True)
-        else:
-            log.warning(line) if line.startswith("WARNING") else log.info(line)
-
-    def _noise_multiplier(self, given: float | None) -> float:
-        """The run's z: `given`; a resumed run's recorded z; otherwise the privacy settings' (calibrated to the
-        target over num_rounds: uedp.privacy.calibration.run_noise_multiplier)."""
-        if not self.spec.private:
-            return 0.0
-        if given is not None:  # a resumed run checks it against its recorded z (Resumed.check_z)
-            return float(given)
-        if self.resumed is not None and self.resumed.z is not None:
-            return self.resumed.z
-        return run_noise_multiplier(self.spec, self.privacy, rounds=self.num_rounds, num_users=self.places.size)
-
+    # -- what it reports -------------------------------------------------------------------------------------
     @property
-    def z(self) -> float:
-        """The run's noise multiplier (0 for a noiseless mechanism)."""
-        return self.settings.z
-
-    @property
-    def sigma(self) -> float:
-        return self.settings.sigma
-
-    @property
-    def denominator(self) -> float:
-        """The public denominator, Z of docs/mechanism.md step 8 (summary.json's key "Z"); NaN for a noiseless
-        mechanism, which divides by its valid replies."""
-        return self.settings.denominator if self.spec.private else math.nan
+    def accountant(self) -> UeDPAccountant:
+        return self._accountant
 
     @property
     def rounds_left(self) -> int:
-        """Rounds still planned: what to pass to `start` (num_rounds less the rounds a resumed ledger holds)."""
-        return max(0, self.num_rounds - self.offset)
+        """Rounds still planned: what to pass to `start` (the planned rounds less those a resumed ledger holds)."""
+        return max(0, self._accountant.rounds - self._offset)
 
     @property
-    def checkpoint_round(self) -> int:
-        """The round of the checkpoint a resumed run starts from (0: none)."""
-        ckpt = self.resumed.checkpoint if self.resumed is not None else None
-        return ckpt.round if ckpt is not None else 0
+    def report(self) -> UeDPReport:
+        """The wrapper's state, read-only (`UeDPReport`)."""
+        acc = self._accountant
+        return UeDPReport(
+            settings=self._settings, claims=acc.claims,
+            rounds_planned=acc.rounds, rounds_charged=acc.num_releases, rounds_left=self.rounds_left,
+            model_round=self._model_round, checkpoint_round=self._checkpoint_round, late_rounds=self._late,
+            arrays=self._arrays, last_round=self._last, not_private=self._not_private,
+        )
+
+    def privacy_spent(self) -> ClaimedPrivacySpent | None:
+        """Flower's PrivacySpent: the LARGEST claimed epsilon, each claim beside it (`claims`); None for a
+        noiseless mechanism."""
+        return self._accountant.get_privacy_spent() if self._spec.private else None
 
     def initial_arrays(self, default: ArrayRecord) -> ArrayRecord:
         """The arrays `start` begins from: a resumed run's checkpoint, else `default`."""
         start = self._start_arrays if self._start_arrays is not None else default
-        self.arrays = start
+        self._arrays = start
         return start
 
-    def round_record(self, server_round: int) -> RoundRecord:
-        """The ledger record of round `server_round` (in the ledger's numbering)."""
-        return self.settings.record(server_round)
+    # -- before the first round ------------------------------------------------------------------------------
+    def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3, timeout: float = 3600,
+              train_config: ConfigRecord | None = None, evaluate_config: ConfigRecord | None = None,
+              evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None) -> Any:
+        """Flower's `Strategy.start`, after the preflight (module docstring) and with `evaluate_fn` timed at
+        round 0 (for the round schedule's check)."""
+        if self._arrays is None:
+            self._arrays = initial_arrays
+        self._timeout = float(timeout)
+        self._begin_schedule()
+        self.preflight(grid, timeout=timeout)
+        timed = evaluate_fn
+        if evaluate_fn is not None and self._round_period > 0:
+            def timed(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+                t0 = self._seams.clock()
+                try:
+                    return evaluate_fn(server_round, arrays)
+                finally:
+                    self._eval_seconds = max(self._eval_seconds, self._seams.clock() - t0)
+        return super().start(grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, timed)
 
-    # -- accounting ------------------------------------------------------------------------------------
-    def epsilons(self) -> dict[str, Any]:
-        """Every epsilon of the ledger (eps_uedp, eps_user, eps_undetected, eps_rdp_bound, ...); {} if no round
-        ran or the mechanism is noiseless."""
-        return self.ledger.epsilons() if self.spec.private and len(self.ledger) else {}
+    def preflight(self, grid: Grid, *, timeout: float = PROBE_TIMEOUT) -> None:
+        """Before any budget is spent (module docstring): the place map against the grid, a simulation's nodes,
+        the probe of the client mod. Done once (`start` calls it; a loop of your own may, or configure_train
+        does at its first round)."""
+        if self._ready:
+            return
+        assignment = self._places.assign(grid)  # SortedNodes refuses a deployment's grid here
+        if grid_kind(grid) == SIMULATION:
+            assignment = self._wait_for_simulated_nodes(grid, assignment.connected)
+        self._probe(grid, [n for n in assignment.nodes if n is not None], timeout)
+        self._ready = True
 
-    def privacy_spent(self) -> Any:
-        """Flower's PrivacySpent: the LARGEST claimed epsilon (its `accounting_method` names the claims and
-        where each one is: `epsilons()`); None for a noiseless mechanism."""
-        if not self.spec.private:
-            return None
-        from flwr.supercore.privacy_accounting import PrivacySpent
+    def _wait_for_simulated_nodes(self, grid: Grid, connected: int) -> Any:
+        """A simulation's nodes register after its ServerApp starts: wait until every place has its node, or
+        until the count has settled (REGISTRATION_SETTLED) or REGISTRATION_WAIT passed. Then places by node
+        order (SortedNodes) with fewer nodes than places are an error (every round would sample empty places
+        and divide by a Z for N), and so is a keyed map that no simulated node matches (simulated nodes get
+        random keys); a keyed map with some of its owners absent is a run with empty places, as in a
+        deployment (the project's in-process owners)."""
+        clock, sleep = self._seams.clock, self._seams.sleep
+        n = self._places.size
+        t0 = last_change = clock()
+        assignment = self._places.assign(grid)
+        seen = assignment.connected
+        while seen < n:
+            now = clock()
+            if (seen > 0 and now - last_change >= REGISTRATION_SETTLED) or now - t0 >= REGISTRATION_WAIT:
+                break
+            sleep(0.1)
+            assignment = self._places.assign(grid)
+            if assignment.connected != seen:
+                seen, last_change = assignment.connected, clock()
+        if isinstance(self._places, SortedNodes) and seen < n:
+            raise ConfigError(
+                f"places={n} but this simulation has {seen} node(s): more places than nodes would leave places "
+                f"empty in every round and divide each step by a denominator Z for {n} places. Start the "
+                f"simulation with {n} nodes (num-supernodes = {n}), or set places to the number of nodes")
+        if seen == 0:
+            raise ConfigError(
+                f"none of this simulation's nodes stands in one of the {n} places: a simulation's nodes get random "
+                "keys, so a KeyedPlaces map (a deployment's) matches none of them; pass places=N (its number of "
+                "nodes)")
+        return assignment
 
-        eps = self.epsilons()
-        worst = max((float(eps[f"eps_{c}"]) for c in self.claims), default=0.0)
-        return PrivacySpent(epsilon=worst, delta=self.privacy.delta, num_releases=len(self.ledger),
-                            accounting_method=f"uedp pld: max of {', '.join(f'eps_{c}' for c in self.claims)} "
-                                              "(UserEntityDP.epsilons() has each)")
+    def _probe(self, grid: Grid, nodes: list[int], timeout: float) -> None:
+        """Send each node that stands in a place one probe and read the client mod's marker from the answers.
+        Every node runs the submitted app, so ONE marker shows that the app has the mod; answers without any
+        marker (the app's own reply, or error replies: a ClientApp without the mod fails on a message with no
+        model) refuse the run. Silence decides nothing: no answer, no decision (module docstring)."""
+        if not nodes:
+            return
+        messages = [stamp(Message(probe_content(), dst_node_id=node, message_type="train", group_id="0"))
+                    for node in nodes]
+        sent = {m.metadata.message_id for m in messages}
+        answers = [r for r in grid.send_and_receive(messages, timeout=timeout)
+                   if getattr(getattr(r, "metadata", None), "reply_to_message_id", None) in sent]
+        if not answers or any(has_probe_marker(r) for r in answers):
+            return
+        raise MissingClientMod(
+            "the ClientApp answered the probe without UeDP's client mod: mount it, ClientApp(mods=[uedp_mod]) (from "
+            "uedp.flower import uedp_mod), so that every update is clipped as a whole and nothing else leaves a "
+            "node; without it every reply would be refused and the budget spent on noise. Nothing was sampled, "
+            "sent or charged")
 
-    # -- Strategy API ----------------------------------------------------------------------------------
+    def _begin_schedule(self) -> None:
+        if self._schedule_start is None:
+            self._schedule_start = self._seams.clock()
+
+    def _check_schedule(self, arrays: ArrayRecord) -> None:
+        """round_period against the timeout plus the server's work, measured on a worst-case synthetic release
+        (the cohort cap's updates summed, noised and applied to a copy of the server optimizer), the ledger and
+        checkpoint writes, and `evaluate_fn` at round 0."""
+        if self._round_period <= 0 or self._schedule_checked:
+            return
+        self._schedule_checked = True
+        work = self._measure_release(arrays)
+        need = (self._timeout or 0.0) + SCHEDULE_MARGIN * (work + self._eval_seconds)
+        if self._round_period <= need:
+            raise ConfigError(
+                f"round_period {self._round_period:g} s is too short: a round needs up to the timeout "
+                f"({self._timeout or 0:g} s) plus {SCHEDULE_MARGIN:g} x (a worst-case release with the ledger and "
+                f"checkpoint writes, {work:.2f} s, and evaluate_fn, {self._eval_seconds:.2f} s, measured now) = "
+                f"{need:.1f} s; with a shorter period some rounds would start late, and when depends on who was "
+                "sampled. Nothing was sampled, sent or charged")
+
+    def _measure_release(self, arrays: ArrayRecord) -> float:
+        """Seconds of a worst-case release: m_max (else N) updates of the model's shape re-checked, summed and
+        noised (a fresh noise source: the run's own draws are untouched), applied to a copy of the server
+        optimizer, and the ledger and a checkpoint written to temporary files beside the run's."""
+        s = self._settings
+        clock = self._seams.clock
+        template = [np.asarray(a.numpy()) for a in arrays.values()]
+        update = [np.full(t.shape, 1.0, dtype=np.float64) for t in template]
+        cohort = s.m_max or s.places
+        t0 = clock()
+        mean, _ = self._aggregator([update] * cohort, template=template, w_max=s.w_max, beta=s.beta + s.gamma,
+                                   sigma=s.sigma, denominator=s.denominator,
+                                   noise=noise_source(seed=None, choice="secure"))
+        copy.deepcopy(self._optimizer).apply(1, arrays, [np.asarray(m, dtype=t.dtype) for m, t in zip(mean, template)],
+                                             ConfigRecord({}))
+        if self._store is not None:
+            self._store.out.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=self._store.out, prefix=".uedp-timing-") as tmp:
+                probe_store = RunStore(tmp)
+                probe_store.save_ledger(self._accountant)
+                probe_store.save_checkpoint(0, {k: a.numpy() for k, a in arrays.items()}, self._optimizer.state_dict(),
+                                            self._accountant)
+        return clock() - t0
+
+    def _keep_schedule(self, server_round: int) -> bool:
+        """With round_period > 0, wait until round `server_round`'s public start: `start` plus server_round
+        periods (the period before round 1 holds the preflight). A round that is due already starts at once and
+        is counted late (its start then depends on the rounds before it), with no grace. Returns lateness."""
+        if self._round_period <= 0:
+            return False
+        self._begin_schedule()
+        assert self._schedule_start is not None
+        due = self._schedule_start + server_round * self._round_period
+        now = self._seams.clock()
+        if now > due:
+            self._late += 1
+            return True
+        self._seams.sleep(due - now)
+        return False
+
+    # -- Strategy API ---------------------------------------------------------------------------------------
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> RoundMessages:
-        rnd = self.offset + server_round
-        self._keep_schedule(server_round)
-        started = time.monotonic()
+        rnd = self._offset + server_round
         if rnd in self._pending:
             raise RuntimeError(f"round {rnd} is configured already and not aggregated: a round is configured once")
-        record = self.round_record(rnd)
-        p = self.privacy
-        if self.spec.private and p.target_epsilon > 0:
-            check = self.ledger.check_budget(record, target_epsilon=p.target_epsilon, adjacency=self.claims)
-            self._eps_after = check.epsilons_after
+        self._begin_schedule()
+        self.preflight(grid, timeout=self._timeout or PROBE_TIMEOUT)
+        self._check_schedule(arrays)
+        late = self._keep_schedule(server_round)
+        started = time.monotonic()
+        record = self._settings.record(rnd)
+        check = self._accountant.check(record)
+        if check is not None:
             if not check.allowed:
                 over = ", ".join(f"eps_{k} to {check.epsilons_after[k]:.4f}" for k in check.exceeded)
-                raise PrivacyBudgetExhausted(f"round {rnd} would take {over} > target {p.target_epsilon}")
+                log.warning("budget stop before round %d: it would take %s > target %g; nothing of it was sampled, "
+                            "sent or charged, and the last released model is round %d's (report.arrays)", rnd, over,
+                            check.target_epsilon, self._model_round)
+                raise PrivacyBudgetExhausted(f"round {rnd} would take {over} > target {check.target_epsilon}")
+            self._claimed = {f"eps_{k}": float(v) for k, v in check.epsilons_after.items()}
         else:
-            self._eps_after = None
+            self._claimed = {}
         if self._template is None:
             self._template = [np.zeros_like(a.numpy()) for a in arrays.values()]
-        assignment = self.places.assign(grid)
-        if assignment.ignored != self._ignored:
-            self._ignored = assignment.ignored
-            if assignment.ignored:
-                self._say(f"{assignment.ignored} connected node(s) stand in none of the {self.places.size} places "
-                          "and are never sent a message")
-        plan = plan_round(rnd, settings=self.settings, record=record, assignment=assignment, rng=self.rng)
+        assignment = self._places.assign(grid)
+        plan = plan_round(rnd, settings=self._settings, record=record, assignment=assignment, rng=self._rng)
         train_config = ConfigRecord({**dict(config or {}), "server-round": rnd})
         messages = []
         for item in plan:
             content = RecordDict({"arrays": arrays, CONFIG_RECORD: train_config,
-                                  INSTRUCTIONS_RECORD: item.instructions.to_record(), **self.extra_records})
+                                  INSTRUCTIONS_RECORD: item.instructions.to_record(), **self._records})
             messages.append(stamp(Message(content, dst_node_id=item.node_id, message_type="train",
                                           group_id=str(rnd))))
         sent = RoundMessages(plan, tuple(messages))
-        self._pending[rnd] = _Pending(sent, arrays, train_config, started)
+        self._pending[rnd] = _Pending(sent, arrays, train_config, started, late, assignment.connected,
+                                      assignment.ignored)
         return sent
-
-    def _keep_schedule(self, server_round: int) -> None:
-        """With round_period > 0, wait until this round's public start: the first round's start plus
-        (server_round - 1) periods. A round that is late (the server was slower than the period) starts at
-        once and is counted: its start time may then depend on the previous round (stated in the summary)."""
-        if self.round_period <= 0:
-            return
-        now = time.monotonic()
-        if self._schedule_start is None:
-            self._schedule_start = now
-        due = self._schedule_start + (server_round - 1) * self.round_period
-        if now > due + 1.0:
-            self.schedule_overruns += 1
-            self._say(f"WARNING: round {self.offset + server_round} starts {now - due:.1f} s after its scheduled "
-                      "time (federation.round_period is too short for this server): its timing is outside the "
-                      "guarantee")
-        elif now < due:
-            time.sleep(due - now)
 
     def aggregate_train(self, server_round: int,
                         replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        rnd = self.offset + server_round
+        rnd = self._offset + server_round
         if rnd not in self._pending or self._template is None:
             raise RuntimeError(f"round {rnd} has no plan: configure_train comes first, and a round is aggregated once")
-        expected = (self.ledger.last_round or 0) + 1
+        expected = self._accountant.last_round + 1
         if rnd != expected:  # the ledger's rounds are contiguous: a round is charged after the one before it
             raise RuntimeError(f"round {rnd} cannot be aggregated before round {expected}")
         pending = self._pending.pop(rnd)  # taken back: a plan serves its own round, once
-        update, metrics = release(pending.sent.plan, pending.sent.messages, replies, settings=self.settings,
-                                  template=self._template, aggregator=self.aggregator, noise=self.noise)
+        update, counts = release(pending.sent.plan, pending.sent.messages, replies, settings=self._settings,
+                                 template=self._template, aggregator=self._aggregator, noise=self._noise)
         # Account for the round BEFORE the new global arrays exist anywhere.
-        self.ledger.append(pending.sent.record)
-        if self.out is not None:
-            self.ledger.save(self.out / LEDGER)
-        new = self.optimizer.apply(rnd, pending.arrays, update, pending.config)
-        self.arrays, self.model_round = new, rnd
+        self._accountant.compose(pending.sent.record)
+        if self._store is not None:
+            self._store.save_ledger(self._accountant)
+        new = self._optimizer.apply(rnd, pending.arrays, update, pending.config)
+        self._arrays, self._model_round = new, rnd
         seconds = time.monotonic() - pending.started  # the round: configure, replies, release, ledger, update
-        if rnd == self.num_rounds or (self.checkpoint_every and rnd % self.checkpoint_every == 0):
-            self.save_checkpoint(rnd, new)
-        self.last_round = RoundReport(rnd, metrics, self.ledger.head.hash, seconds)
-        if self.spec.private and self._eps_after is not None:  # the budget check computed them already
-            self.eps = {f"eps_{k}": float(v) for k, v in self._eps_after.items()}
-            self._eps_rounds = len(self.ledger)
-        return new, MetricRecord({**metrics, **self.claimed_epsilons()})  # every private round carries them
+        head = self._accountant.head.hash
+        if self._store is not None:
+            if self._store.wants_checkpoint(rnd, self._accountant.rounds):
+                self._store.save_checkpoint(rnd, {k: a.numpy() for k, a in new.items()}, self._optimizer.state_dict(),
+                                            self._accountant)
+            self._store.operator_log({"round": rnd, **counts, "connected": pending.connected,
+                                      "ignored": pending.ignored, "seconds": round(seconds, 3), "late": pending.late,
+                                      "ledger_hash": head})
+        self._last = RoundReport(rnd, head, seconds, pending.late)
+        if not self._spec.private:  # no guarantee to keep: the counts (and a train loss) are the app's to see
+            return new, MetricRecord({"round": rnd, **counts})
+        if not self._claimed:  # no budget check this round: compute the claims now
+            self._claimed = self._accountant.claimed()
+        return new, MetricRecord({"round": rnd, **self._claimed})  # public values only (module docstring)
 
     def claimed_epsilons(self) -> dict[str, float]:
-        """The claimed epsilons after the rounds run ({f"eps_{adjacency}": value}; {} for a noiseless mechanism):
-        the budget check's, or computed from the ledger once per round (after the round's own time is taken)."""
-        if not self.spec.private or not len(self.ledger):
+        """The claimed epsilons after the rounds charged ({f"eps_{adjacency}": value}; {} if noiseless)."""
+        if not self._spec.private or not self._accountant.num_releases:
             return {}
-        if self._eps_rounds != len(self.ledger):
-            from uedp.privacy.accounting import epsilon
-
-            self.eps = {f"eps_{k}": epsilon(k, self.ledger.groups(), delta=self.privacy.delta,
-                                            num_users=self.places.size) for k in self.claims}
-            self._eps_rounds = len(self.ledger)
-        return dict(self.eps)
+        if not self._claimed:
+            self._claimed = self._accountant.claimed()
+        return dict(self._claimed)
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> Iterable[Message]:
@@ -474,19 +653,9 @@ class UserEntityDP(Strategy):
         return None
 
     def summary(self) -> None:
-        p, s = self.privacy, self.settings
-        self._say(f"{self.spec.name} ({self.spec.rule}): z={s.z:.4f} sigma={s.sigma:.4g} "
-                  f"Z={self.denominator:.4g} places={s.places} q_u={p.q_u} q_e={s.q_e} q_s={s.q_s} "
-                  f"m_max={s.m_max} k_cap={s.k_cap} beta={p.beta} rounds={self.num_rounds}; "
-                  f"server optimizer: {type(self.inner).__name__}")
-
-    # -- checkpoints -----------------------------------------------------------------------------------
-    def save_checkpoint(self, rnd: int, arrays: ArrayRecord) -> None:
-        """checkpoint.pt in out_dir: the global arrays after round `rnd`, the server optimizer's state, a copy
-        of the ledger, z and the ledger's head (after the ledger is saved: uedp.flower.resume)."""
-        if self.out is None:
-            return
-        save_checkpoint(self.out, Checkpoint(
-            rnd, {k: a.numpy() for k, a in arrays.items()}, self.optimizer.state_dict(), self.ledger.to_dict(),
-            {"z": self.z, CHECKPOINT_HEAD: self.ledger.head.to_dict()}))
-
+        """The set-up line (public settings only), through the "flwr.uedp" logger: Flower's `start` calls it."""
+        r = self.report
+        log.info("%s (%s): z=%.4f sigma=%.4g Z=%.4g places=%d q_u=%g q_e=%g q_s=%g m_max=%s k_cap=%s beta=%g "
+                 "rounds=%d; server optimizer: %s%s", r.mechanism, r.rule, r.z, r.sigma, r.denominator, r.places,
+                 r.q_u, r.q_e, r.q_s, r.m_max, r.k_cap, r.beta, r.rounds_planned, type(self._inner).__name__,
+                 "; " + "; ".join(r.not_private).upper() if r.not_private else "")

@@ -184,6 +184,12 @@ class Ledger:
     def records(self) -> tuple[RoundRecord, ...]:
         return tuple(self._records)
 
+    def copy(self) -> Ledger:
+        """An independent copy (the records are immutable; nothing is re-validated or re-hashed)."""
+        other = Ledger(delta=self.delta, num_users=self.num_users)
+        other._records, other._hashes = list(self._records), list(self._hashes)
+        return other
+
     def __len__(self) -> int:
         return len(self._records)
 

@@ -1,5 +1,6 @@
-"""The app's model and data: a Hugging Face causal LM from a local directory, a node's sentences, weighted
-local training and central evaluation. Nothing here knows about UeDP but the sentence weights it trains with."""
+"""The app's model and data: a Hugging Face causal LM from a local directory (optionally with LoRA adapters),
+a node's sentences, weighted local training and central evaluation. Nothing here knows about UeDP but the
+sentence weights it trains with."""
 
 from __future__ import annotations
 
@@ -12,14 +13,21 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 
-def load_model(model_dir: str) -> tuple[torch.nn.Module, object]:
-    """The checkpoint and its tokenizer, from a local directory (offline: no hub)."""
+@functools.lru_cache(maxsize=2)
+def load_model(model_dir: str, lora_r: int = 0, lora_alpha: float = 16.0) -> tuple[torch.nn.Module, object]:
+    """The checkpoint and its tokenizer, from a local directory (offline: no hub), loaded once per process (a
+    round loads the global arrays into it). `lora_r` > 0: LoRA adapters of that rank on peft's default modules
+    for the architecture, and only they are trainable (so only they travel); the base stays frozen."""
     if not model_dir or not Path(model_dir).is_dir():
         raise ValueError(f"model-dir {model_dir!r}: a local Hugging Face checkpoint directory is needed")
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)
+    if lora_r > 0:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=lora_r, lora_alpha=lora_alpha, task_type="CAUSAL_LM"))
     return model, tokenizer
 
 

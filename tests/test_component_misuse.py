@@ -1,0 +1,418 @@
+"""The Flower component keeps the guarantee on every public path, and misuse is loud before any budget is spent
+(uedp.flower.strategy's preflight, uedp.flower.places, uedp.flower.store):
+
+- a deployment never maps places by node-id order: an int `places` (SortedNodes) is refused on a deployment's
+  grid, through wrappers of it; the adversarial read's world (owners 10, 20, 30 and u' = 40, an extra node
+  999) with the keyed map: the extra node is never sent anything and every sampled quantity, and every other
+  node's messages, are the same with u' present or absent (and with another owner absent);
+- a private run's MetricRecords and its ServerApp's output (stdout, stderr, logging) are the same with u'
+  present and absent, but for the lines named here (evaluation on public data, durations); the counts that
+  differ are in the operator log;
+- a ClientApp without `uedp_mod` is refused by the probe before round 1; a simulation with more places than
+  nodes is refused; a budget stop ends with a line saying so;
+- a round that starts late is counted, with no grace, and round_period is checked against the server's work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import logging
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from flwr.app import ArrayRecord, Context, Message, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp.strategy import FedAvg
+from flwr.superlink.grid.http_grid import HttpGrid
+from flwr.superlink.grid.inmemory_grid import InMemoryGrid
+
+from runtime.local_grid import LocalGrid, LocalNode, node_key, owner_places, set_local_task_identity
+from server.polling import PollingGrid
+from tests.helpers import ZeroNoise, operator_rows, split_probes, tiny_config
+from uedp.config import PrivacyConfig
+from uedp.errors import ConfigError
+from uedp.flower.mod import uedp_mod
+from uedp.flower.places import DEPLOYMENT, SIMULATION, UNKNOWN, KeyedPlaces, SortedNodes, grid_kind, key_fingerprint
+from uedp.flower.store import RunStore
+from uedp.flower.strategy import MissingClientMod, PrivacyBudgetExhausted, Seams, UserEntityDP
+from uedp.privacy.accountant import UeDPAccountant
+from uedp.protocol import INSTRUCTIONS_RECORD, RoundInstructions, is_probe, reply_content
+
+PRIVACY = PrivacyConfig(q_u=0.1, q_e=0.5, q_s=0.5, m_max=4, k_cap=1, beta=1.0, target_epsilon=0.0,
+                        noise_multiplier=1.0, delta=1e-3, seed=0)
+
+
+class FakeSuperLink(HttpGrid):
+    """A deployment's grid (an HttpGrid to `grid_kind`) with these nodes; every node runs the client mod: it
+    answers the probe, and replies a zero update to a training message. Records each message it is sent."""
+
+    def __init__(self, nodes: dict[int, bytes]) -> None:  # no SuperLink behind it
+        self.nodes = nodes
+        self.sent: list[tuple[str, int, dict[str, Any]]] = []  # (round, node, instructions without the key)
+
+    def get_node_ids(self) -> Iterable[int]:
+        return list(self.nodes)
+
+    def get_nodes(self) -> Iterable[LocalNode]:  # what Flower's NodeInfo says of a node
+        return [LocalNode(n, k) for n, k in self.nodes.items()]
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[Message]:
+        answers, messages = split_probes(messages)
+        replies = list(answers)
+        for m in messages:
+            record = dict(m.content.config_records[INSTRUCTIONS_RECORD])
+            self.sent.append((m.metadata.group_id, m.metadata.dst_node_id, record))
+            zeros = [np.zeros_like(a.numpy()) for a in m.content.array_records["arrays"].values()]
+            replies.append(Message(reply_content(zeros, None), reply_to=m))
+        return replies
+
+
+def _wrapper(places: Any, out: Path, *, rounds: int = 30, privacy: PrivacyConfig = PRIVACY, **options: Any):
+    set_local_task_identity()
+    size = places if isinstance(places, int) else places.size
+    accountant = UeDPAccountant("uedp", privacy, num_users=size, rounds=rounds, noise_multiplier=1.0)
+    return UserEntityDP(FedAvg(), places=places, accountant=accountant, store=RunStore(out),
+                        seams=Seams(noise=ZeroNoise()), **options)
+
+
+START = ArrayRecord([np.zeros(3, np.float32)])
+
+
+# -- places by node order only in a simulation -------------------------------------------------------------------
+def test_grid_kind_sees_through_wrappers():
+    deployment, simulation = FakeSuperLink({}), InMemoryGrid.__new__(InMemoryGrid)
+    assert grid_kind(deployment) == DEPLOYMENT and grid_kind(simulation) == SIMULATION
+    assert grid_kind(PollingGrid(deployment, 0.1)) == DEPLOYMENT  # the project's own polling wrapper
+    assert grid_kind(PollingGrid(simulation, 0.1)) == SIMULATION
+    assert grid_kind(LocalGrid(tiny_config(Path("/tmp/unused")), 2)) == SIMULATION  # in_process_simulation
+
+    class Delegating:  # forwards every attribute (a __getattr__ wrapper): seen through its stored grid only
+        def __init__(self, grid: Any) -> None:
+            self._grid = grid
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._grid, name)
+
+    assert grid_kind(Delegating(deployment)) == DEPLOYMENT
+    assert grid_kind(object()) == UNKNOWN
+
+
+def test_sorted_nodes_are_refused_on_a_deployment_grid_naming_the_keyed_map(tmp_path):
+    grid = FakeSuperLink({10: b"", 20: b""})
+    for places in (2, SortedNodes(2)):
+        dp = _wrapper(places, tmp_path, rounds=2)
+        with pytest.raises(ConfigError, match=r"KeyedPlaces.*uedp fingerprint"):
+            dp.start(PollingGrid(grid, 0.1), START, 2)
+        assert not (tmp_path / "ledger.json").exists() and grid.sent == []  # nothing sent, nothing charged
+    with pytest.raises(ConfigError, match="not known to be a simulation"):
+        SortedNodes(2).assign(object())
+    # the explicit opt-in runs, labelled not private
+    dp = _wrapper(SortedNodes(2, outside_simulation=True), tmp_path / "opt-in", rounds=2)
+    dp.start(grid, START, 2)
+    assert any("places by node order" in why for why in dp.report.not_private) and not dp.report.private
+
+
+def _world(tmp_path: Path, name: str, places: Any, owners: dict[int, bytes], seed: int = 0):
+    """30 rounds at q_u 0.1 over a deployment of `owners` (node id -> key) plus node 999 (a key of its own)."""
+    grid = FakeSuperLink({**owners, 999: node_key(999)})
+    dp = _wrapper(places, tmp_path / name, privacy=dataclasses.replace(PRIVACY, seed=seed))
+    dp.start(grid, START, 30)
+    return grid.sent
+
+
+def test_the_keyed_map_makes_every_sampled_quantity_independent_of_u_prime(tmp_path):
+    """The adversarial read's world: N = 4, owners with node ids 10, 20, 30 and u' = 40, and an extra node 999.
+    With the keyed map (a fixed seed couples the two worlds' randomness), node 999 is never sent anything, and
+    the rounds' messages to every other node (destination, slot, rates, round: everything a node is told) and
+    the set of sampled places are the same whether u' is connected or not; likewise with owner 20 absent."""
+    keys = {n: node_key(n) for n in (10, 20, 30, 40)}
+    keyed = KeyedPlaces(tuple(key_fingerprint(keys[n]) for n in (10, 20, 30, 40)))
+    for absent in ((), (20,)):
+        owners = {n: k for n, k in keys.items() if n not in absent}
+        with_u = _world(tmp_path, f"with-{absent}", keyed, owners)
+        without_u = _world(tmp_path, f"without-{absent}", keyed, {n: k for n, k in owners.items() if n != 40})
+        assert all(node != 999 for _, node, _ in with_u + without_u)
+        assert [m for m in with_u if m[1] != 40] == without_u
+        assert len({r for r, _, _ in with_u}) >= 5  # the worlds are not empty: many rounds sent something
+    # the same world with places by node order (the opted-in SortedNodes): node 999 is sent messages exactly
+    # when u' is absent, so its messages tell whether u' took part
+    order = SortedNodes(4, outside_simulation=True)
+    with_u = _world(tmp_path, "order-with", order, keys)
+    without_u = _world(tmp_path, "order-without", order, {n: k for n, k in keys.items() if n != 40})
+    assert not any(node == 999 for _, node, _ in with_u) and any(node == 999 for _, node, _ in without_u)
+
+
+# -- the ServerApp's output does not depend on u' ------------------------------------------------------------------
+EXCLUDED = (  # lines that may differ between D and D', each for a reason the summary states
+    # evaluation on the public evaluation file (post-processing of the release): its metrics, wherever printed
+    re.compile(r"perplexity|'loss'"),
+    re.compile(r"Strategy execution finished in"),  # the run's wall time (summary.json: seconds, outside)
+)
+DURATION = re.compile(r"\(\s*[0-9.]+\s*s\)")  # the progress line's elapsed time, and the wait's
+
+
+def _owners_run(tmp_path: Path, files: list[str], capsys: pytest.CaptureFixture) -> tuple[list[str], Path]:
+    from server.app import run_server
+    from server.setup import Components
+
+    out = tmp_path / f"run-{len(files)}"
+    cfg = tiny_config(out, federation={"data": "owners", "num_nodes": 4, "eval_data": str(tmp_path / "eval.jsonl"),
+                                       "rounds": 3, "eval_every": 3, "wait_timeout": 0.0},
+                      entities={"detector": "rules"}, privacy={"q_u": 1.0, "m_max": 4, "seed": 3})
+    set_local_task_identity()
+    capsys.readouterr()
+    flower = logging.getLogger("flwr")  # what Flower's start logs under `flwr run` (every MetricRecord, the Result),
+    level = flower.level  # and the wrapper's "flwr.uedp" lines: all that reaches `flwr log`, with the prints
+    logged = io.StringIO()
+    handler = logging.StreamHandler(logged)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    flower.addHandler(handler)
+    flower.setLevel(logging.INFO)
+    try:
+        run_server(LocalGrid(cfg, 4, data_paths=files), cfg, components=Components(places=owner_places(4)))
+    finally:
+        flower.setLevel(level)
+        flower.removeHandler(handler)
+    captured = capsys.readouterr()
+    text = captured.out + captured.err + logged.getvalue()
+    lines = [DURATION.sub("(...)", line) for line in text.splitlines()]
+    return [x for x in lines if x.strip() and not any(p.search(x) for p in EXCLUDED)], out
+
+
+def test_what_the_serverapp_prints_does_not_depend_on_u_prime(tmp_path, capsys):
+    """D' (4 owners) and D (owner u' absent: its place empty), at one fixed seed: every line the ServerApp,
+    the wrapper and Flower's own `start` print (every MetricRecord, the final Result) is the same, but for
+    the EXCLUDED lines; the operator log, on the server, has the counts that do differ."""
+    from uedp.owner_files import write_owner_files
+
+    paths = [str(p) for p in write_owner_files(tmp_path / "owners", dataset="synthetic",
+                                               options={"num_users": 4, "min_sentences": 20, "max_sentences": 30})]
+    evaluation = write_owner_files(tmp_path / "eval-src", dataset="synthetic", splits=("test",),
+                                   options={"num_users": 2, "min_sentences": 20, "max_sentences": 30, "seed": 7})
+    (tmp_path / "eval.jsonl").write_bytes(Path(evaluation[0]).read_bytes())
+    with_u, out_with = _owners_run(tmp_path, paths, capsys)
+    without_u, out_without = _owners_run(tmp_path, paths[:3], capsys)
+    assert any("Aggregated MetricRecord" in x for x in with_u)  # Flower's start logged its MetricRecords
+    assert any("eps_uedp" in x for x in with_u) and any("[round" in x for x in with_u)
+    assert with_u == without_u
+    # the counts that tell u''s presence are in the operator log, and only there
+    assert [r["missing"] for r in operator_rows(out_with)] == [0, 0, 0]
+    assert [r["missing"] for r in operator_rows(out_without)] == [1, 1, 1]
+    note = json.loads((out_with / "operator.jsonl").read_text().splitlines()[0])["note"]
+    assert "OUTSIDE the privacy guarantee" in note
+    assert "operator.jsonl" in json.loads((out_with / "summary.json").read_text())["metrics_note"]
+
+
+# -- the probe: a ClientApp without the mod is refused before any budget is spent -----------------------------------
+def _train(msg: Message, context: Context) -> Message:
+    """A train function as any Flower app has: the new model = the global one + 0.1 (it reads the model)."""
+    arrays = msg.content["arrays"]
+    RoundInstructions.of(msg)  # the instructions exist in every training message
+    new = ArrayRecord([a.numpy() + 0.1 for a in arrays.values()])
+    return Message(RecordDict({"arrays": new}), reply_to=msg)
+
+
+def _app(mods: list) -> ClientApp:
+    app = ClientApp(mods=mods)
+    app.train()(_train)
+    return app
+
+
+class AppGrid:
+    """A simulation's grid whose nodes run `app` (a Flower ClientApp, its mods included); `answered` nodes reply,
+    the others are silent."""
+
+    in_process_simulation = True
+
+    def __init__(self, app: ClientApp, nodes: int, *, silent: frozenset[int] = frozenset(),
+                 failing: frozenset[int] = frozenset()) -> None:
+        self.app, self.nodes, self.silent, self.failing = app, nodes, silent, failing
+        self.train_messages = 0
+
+    def get_node_ids(self) -> list[int]:
+        return list(range(1, self.nodes + 1))
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[Message]:
+        from flwr.app import Error
+
+        replies = []
+        for m in messages:
+            node = m.metadata.dst_node_id
+            self.train_messages += not is_probe(m)
+            if node in self.silent:
+                continue
+            if node in self.failing:
+                replies.append(Message(Error(code=0, reason="node down"), reply_to=m))
+                continue
+            context = Context(run_id=0, node_id=node, node_config={}, state=RecordDict(), run_config={})
+            try:
+                reply = self.app(m, context)
+            except Exception as exc:  # noqa: BLE001 - as Flower: a raising ClientApp is an error reply
+                reply = Message(Error(code=0, reason=type(exc).__name__), reply_to=m)
+            replies.append(Message(reply.content, reply_to=m) if not reply.has_error() else
+                           Message(reply.error, reply_to=m))
+        return replies
+
+
+def test_a_clientapp_without_the_mod_is_refused_before_round_1(tmp_path):
+    dp = _wrapper(4, tmp_path, rounds=2)
+    grid = AppGrid(_app([]), 4)
+    with pytest.raises(MissingClientMod, match=r"uedp_mod"):
+        dp.start(grid, START, 2)
+    assert grid.train_messages == 0 and not (tmp_path / "ledger.json").exists()  # no budget spent
+    assert isinstance(MissingClientMod("x"), ConfigError)
+
+
+def test_with_the_mod_the_probe_passes_and_the_app_never_sees_it(tmp_path):
+    seen: list[bool] = []
+
+    def train(msg: Message, context: Context) -> Message:
+        seen.append(is_probe(msg))
+        return _train(msg, context)
+
+    app = ClientApp(mods=[uedp_mod])
+    app.train()(train)
+    dp = _wrapper(4, tmp_path, rounds=2, privacy=dataclasses.replace(PRIVACY, q_u=1.0))
+    dp.start(AppGrid(app, 4), START, 2)
+    assert dp.accountant.num_releases == 2 and seen and not any(seen)  # the mod answered every probe itself
+
+
+def test_the_probe_reads_only_the_marker_and_decides_nothing_on_silence(tmp_path):
+    """One marker shows the app has the mod (every node runs the submitted app): nodes that fail or stay silent
+    change nothing; no answer at all decides nothing either."""
+    privacy = dataclasses.replace(PRIVACY, q_u=1.0)
+    dp = _wrapper(4, tmp_path / "a", rounds=1, privacy=privacy)
+    dp.start(AppGrid(_app([uedp_mod]), 4, silent=frozenset({1}), failing=frozenset({2, 3})), START, 1)
+    assert dp.accountant.num_releases == 1
+    dp = _wrapper(4, tmp_path / "b", rounds=1, privacy=privacy)
+    dp.start(AppGrid(_app([]), 4, silent=frozenset({1, 2, 3, 4})), START, 1)  # no answer: no decision
+    assert dp.accountant.num_releases == 1
+    dp = _wrapper(4, tmp_path / "c", rounds=1, privacy=privacy)
+    with pytest.raises(MissingClientMod):  # answers, none with the marker (errors, an app's own reply)
+        dp.start(AppGrid(_app([]), 4, failing=frozenset({1})), START, 1)
+
+
+def test_the_probe_goes_to_mapped_places_only(tmp_path):
+    keys = {n: node_key(n) for n in (10, 20)}
+    grid = FakeSuperLink({**keys, 999: node_key(999)})
+    probed: list[int] = []
+    real = grid.send_and_receive
+
+    def record(messages, *, timeout=None):
+        messages = list(messages)
+        probed.extend(m.metadata.dst_node_id for m in messages if is_probe(m))
+        return real(messages, timeout=timeout)
+
+    grid.send_and_receive = record  # type: ignore[method-assign]
+    keyed = KeyedPlaces(tuple(key_fingerprint(keys[n]) for n in (10, 20)))
+    _wrapper(keyed, tmp_path, rounds=1).start(grid, START, 1)
+    assert sorted(probed) == [10, 20]
+
+
+# -- a simulation with more places than nodes; the budget stop's last line --------------------------------------
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += max(0.0, seconds)
+
+
+def test_more_places_than_simulated_nodes_is_refused(tmp_path):
+    fake = FakeClock()
+    set_local_task_identity()
+    accountant = UeDPAccountant("uedp", PRIVACY, num_users=6, rounds=2, noise_multiplier=1.0)
+    dp = UserEntityDP(FedAvg(), places=6, accountant=accountant, store=RunStore(tmp_path),
+                      seams=Seams(noise=ZeroNoise(), clock=fake.clock, sleep=fake.sleep))
+    with pytest.raises(ConfigError, match=r"places=6 but this simulation has 4 node"):
+        dp.start(AppGrid(_app([uedp_mod]), 4), START, 2)
+    assert not (tmp_path / "ledger.json").exists()
+
+
+def test_a_caught_budget_stop_ends_with_a_line_saying_so(tmp_path, caplog):
+    privacy = dataclasses.replace(PRIVACY, q_u=1.0, target_epsilon=3.0)
+    dp = _wrapper(4, tmp_path, rounds=10, privacy=privacy)
+    with caplog.at_level(logging.INFO, logger="flwr.uedp"), pytest.raises(PrivacyBudgetExhausted):
+        dp.start(AppGrid(_app([uedp_mod]), 4), START, 10)
+    last = [r for r in caplog.records if r.name == "flwr.uedp"][-1]
+    assert last.levelno == logging.WARNING and "budget stop before round" in last.getMessage()
+    assert f"round {dp.report.model_round}'s" in last.getMessage() and dp.report.model_round >= 1
+
+
+# -- the round schedule: no grace ----------------------------------------------------------------------------------
+def test_a_round_09_s_late_is_counted(tmp_path):
+    """round_period 10 s (a fake clock): round 1 takes 10.9 s, so round 2 starts 0.9 s after its due time: it
+    is counted late (no grace), in the report and the operator log; round 3 is on time again."""
+    fake = FakeClock()
+    durations = {1: 10.9}
+
+    class Timed(AppGrid):
+        def send_and_receive(self, messages, *, timeout=None):
+            messages = list(messages)
+            rounds = {int(m.metadata.group_id) for m in messages if not is_probe(m)}
+            replies = super().send_and_receive(messages, timeout=timeout)
+            for r in rounds:
+                fake.now += durations.get(r, 0.0)
+            return replies
+
+    set_local_task_identity()
+    accountant = UeDPAccountant("uedp", dataclasses.replace(PRIVACY, q_u=1.0), num_users=4, rounds=3,
+                                noise_multiplier=1.0)
+    dp = UserEntityDP(FedAvg(), places=4, accountant=accountant, store=RunStore(tmp_path), round_period=10.0,
+                      seams=Seams(noise=ZeroNoise(), clock=fake.clock, sleep=fake.sleep))
+    dp.start(Timed(_app([uedp_mod]), 4), START, 3, timeout=1.0)
+    assert dp.report.late_rounds == 1
+    assert [r["late"] for r in operator_rows(tmp_path)] == [False, True, False]
+
+
+def test_a_round_period_shorter_than_the_servers_work_is_refused_before_round_1(tmp_path):
+    """round_period must exceed the timeout plus the measured release, ledger, checkpoint and evaluate_fn
+    time: here evaluate_fn alone takes 0.4 s (at round 0), so a period of 1.0 s with a 0.5 s timeout is too
+    short, and nothing is charged."""
+    import time
+
+    def slow_evaluation(server_round: int, arrays: ArrayRecord) -> None:
+        time.sleep(0.4)
+
+    dp = _wrapper(4, tmp_path, rounds=2, privacy=dataclasses.replace(PRIVACY, q_u=1.0), round_period=1.0)
+    with pytest.raises(ConfigError, match=r"round_period 1 s is too short.*evaluate_fn, 0\.4"):
+        dp.start(AppGrid(_app([uedp_mod]), 4), START, 2, timeout=0.5, evaluate_fn=slow_evaluation)
+    assert not (tmp_path / "ledger.json").exists()
+    ok = _wrapper(4, tmp_path / "ok", rounds=1, privacy=dataclasses.replace(PRIVACY, q_u=1.0), round_period=1.5)
+    ok.start(AppGrid(_app([uedp_mod]), 4), START, 1, timeout=0.1, evaluate_fn=lambda r, a: None)
+    assert ok.accountant.num_releases == 1
+
+
+# -- the accountant -------------------------------------------------------------------------------------------------
+def test_flowers_own_accountant_is_refused_with_the_reason(tmp_path):
+    from flwr.supercore.privacy_accounting import (
+        NeighboringRelation,
+        SamplingMethod,
+    )
+    from flwr.supercore.privacy_accounting import (
+        PrivacyConfig as FlowerPrivacyConfig,
+    )
+    from flwr.supercore.privacy_accounting.rdp_accountant import RdpAccountant
+
+    theirs = RdpAccountant(FlowerPrivacyConfig(target_delta=1e-5, population_size=4,
+                                               neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
+                                               sampling_method=SamplingMethod.NO_AMPLIFICATION))
+    with pytest.raises(TypeError, match=r"one Gaussian per round at user level"):
+        UserEntityDP(FedAvg(), places=4, accountant=theirs, store=RunStore(tmp_path))  # type: ignore[arg-type]
+
+
+def test_the_constructor_takes_seven_parameters():
+    import inspect
+
+    parameters = inspect.signature(UserEntityDP.__init__).parameters
+    assert list(parameters) == ["self", "strategy", "places", "accountant", "store", "round_period", "records",
+                                "seams"]
