@@ -35,6 +35,7 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
 from server.metrics import MetricsWriter
+from server.setup import run_places
 from uedp.config import RunConfig
 from uedp.devices import resolve_device
 from uedp.files import atomic_path, atomic_write_json
@@ -106,7 +107,10 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
     # final one (max_documents = 0: recomputed below from the largest owner's count).
     local = guarantee(mechanism, settings, documents_per_user=settings.max_documents or 1,
                       warning="; ".join(warnings) or None)
-    nodes = sorted(grid.get_node_ids())[: data.population]
+    # the run's place map (server/setup.py run_places): the invited owners' keys where federation.places names
+    # them; otherwise node order, which uedp.flower.places refuses on a deployment's grid unless opted in
+    assignment = run_places(cfg, spec_for(cfg.strategy.name, cfg.strategy.estimator), data.population).assign(grid)
+    nodes = [n for n in assignment.nodes if n is not None]
     digest = rewriter_digest(rewriter)  # sent with the query (a node with another rewriter refuses) and recorded
     ask = RecordDict({REWRITE_RECORD: ConfigRecord({**asdict(settings), "rewriter": digest})})
     t0 = time.monotonic()

@@ -134,16 +134,16 @@ def run_places(cfg: RunConfig, spec: MechanismSpec, population: int) -> Places:
     if fed.node_order_places and fed.places:
         raise ConfigError("federation.node_order_places and federation.places exclude each other: a place map "
                           "needs no opt-in")
+    if not fed.places and not spec.private:  # no guarantee to keep: places by node order, wherever it runs
+        return SortedNodes(population, outside_simulation=True)
     if not cfg.owners and not fed.places:
         return SortedNodes(population, outside_simulation=fed.node_order_places)
     if not fed.places:
-        if spec.private:
-            raise ConfigError(
-                "federation.data = owners: a private run needs federation.places, the public place map (a file of "
-                "the invited owners' registered public-key fingerprints, one per line: `uedp fingerprint "
-                "KEY.pub ...`), and SuperNode authentication (flower-superlink --enable-supernode-auth); without "
-                "them any node could take an owner's place or push one out (docs/proofs.md section 1)")
-        return SortedNodes(population)
+        raise ConfigError(
+            "federation.data = owners: a private run needs federation.places, the public place map (a file of "
+            "the invited owners' registered public-key fingerprints, one per line: `uedp fingerprint "
+            "KEY.pub ...`), and SuperNode authentication (flower-superlink --enable-supernode-auth); without "
+            "them any node could take an owner's place or push one out (docs/proofs.md section 1)")
     places = read_places(fed.places)
     if places.size != population:
         what = "federation.num_nodes is" if cfg.owners else "the corpus has users:"

@@ -61,7 +61,7 @@ from uedp.markdown import table
 from uedp.models.base import get_weights, set_weights
 from uedp.pipeline import load_manifest, new_model, prepare
 from uedp.privacy.clipping import clip_update
-from uedp.protocol import RoundInstructions
+from uedp.protocol import RoundInstructions, is_probe
 from uedp.tasks import per_sentence_loss
 from uedp.tokenization import pad_sequences
 from uedp.training import LocalTraining
@@ -199,18 +199,23 @@ class ServerClock:
         clock = self
 
         class TimedGrid:
+            """The grid, timed; it holds the grid it wraps as `grid` (uedp.flower.places.grid_kind reads it)."""
+
+            def __init__(self, inner) -> None:
+                self.grid = inner
+
             def __getattr__(self, name):
-                return getattr(grid, name)
+                return getattr(self.grid, name)
 
             def send_and_receive(self, messages, *, timeout=None):
                 messages = list(messages)
                 t = time.perf_counter()
-                out = grid.send_and_receive(messages, timeout=timeout)
-                if messages:  # not the empty evaluation step of Flower's loop
-                    clock._add("send_and_receive", time.perf_counter() - t)
+                out = self.grid.send_and_receive(messages, timeout=timeout)
+                if messages and not all(is_probe(m) for m in messages):  # a round's (not the probe, nor the
+                    clock._add("send_and_receive", time.perf_counter() - t)  # empty evaluation step)
                 return out
 
-        return TimedGrid()
+        return TimedGrid(grid)
 
 
 def _breakdown(metrics_dir: Path, clock: ServerClock, laps: list[dict], *, serialize_s: float) -> dict:

@@ -38,7 +38,16 @@ from tests.helpers import ZeroNoise, operator_rows, split_probes, tiny_config
 from uedp.config import PrivacyConfig
 from uedp.errors import ConfigError
 from uedp.flower.mod import uedp_mod
-from uedp.flower.places import DEPLOYMENT, SIMULATION, UNKNOWN, KeyedPlaces, SortedNodes, grid_kind, key_fingerprint
+from uedp.flower.places import (
+    DEPLOYMENT,
+    IN_PROCESS,
+    SIMULATION,
+    UNKNOWN,
+    KeyedPlaces,
+    SortedNodes,
+    grid_kind,
+    key_fingerprint,
+)
 from uedp.flower.store import RunStore
 from uedp.flower.strategy import MissingClientMod, PrivacyBudgetExhausted, Seams, UserEntityDP
 from uedp.privacy.accountant import UeDPAccountant
@@ -55,6 +64,7 @@ class FakeSuperLink(HttpGrid):
     def __init__(self, nodes: dict[int, bytes]) -> None:  # no SuperLink behind it
         self.nodes = nodes
         self.sent: list[tuple[str, int, dict[str, Any]]] = []  # (round, node, instructions without the key)
+        self.probes = 0
 
     def get_node_ids(self) -> Iterable[int]:
         return list(self.nodes)
@@ -64,6 +74,7 @@ class FakeSuperLink(HttpGrid):
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[Message]:
         answers, messages = split_probes(messages)
+        self.probes += len(answers)
         replies = list(answers)
         for m in messages:
             record = dict(m.content.config_records[INSTRUCTIONS_RECORD])
@@ -90,7 +101,19 @@ def test_grid_kind_sees_through_wrappers():
     assert grid_kind(deployment) == DEPLOYMENT and grid_kind(simulation) == SIMULATION
     assert grid_kind(PollingGrid(deployment, 0.1)) == DEPLOYMENT  # the project's own polling wrapper
     assert grid_kind(PollingGrid(simulation, 0.1)) == SIMULATION
-    assert grid_kind(LocalGrid(tiny_config(Path("/tmp/unused")), 2)) == SIMULATION  # in_process_simulation
+    assert grid_kind(LocalGrid(tiny_config(Path("/tmp/unused")), 2)) == IN_PROCESS  # in_process_simulation
+
+    class Claims(FakeSuperLink):  # a claim never turns a deployment's grid into an in-process one
+        in_process_simulation = True
+
+    class ClaimingWrapper:
+        in_process_simulation = True
+
+        def __init__(self, grid: Any) -> None:
+            self.grid = grid
+
+    assert grid_kind(Claims({})) == DEPLOYMENT and grid_kind(ClaimingWrapper(deployment)) == DEPLOYMENT
+    assert grid_kind(ClaimingWrapper(object())) == IN_PROCESS
 
     class Delegating:  # forwards every attribute (a __getattr__ wrapper): seen through its stored grid only
         def __init__(self, grid: Any) -> None:
@@ -300,7 +323,15 @@ def test_the_probe_reads_only_the_marker_and_decides_nothing_on_silence(tmp_path
 
 def test_the_probe_goes_to_mapped_places_only(tmp_path):
     keys = {n: node_key(n) for n in (10, 20)}
-    grid = FakeSuperLink({**keys, 999: node_key(999)})
+
+    class Keyed(AppGrid):  # in-process nodes 10, 20 (the map's) and 999 (an extra key), with the mod
+        def get_node_ids(self) -> list[int]:
+            return [10, 20, 999]
+
+        def get_nodes(self) -> list[LocalNode]:
+            return [LocalNode(n, node_key(n)) for n in self.get_node_ids()]
+
+    grid = Keyed(_app([uedp_mod]), 3)
     probed: list[int] = []
     real = grid.send_and_receive
 
@@ -313,6 +344,75 @@ def test_the_probe_goes_to_mapped_places_only(tmp_path):
     keyed = KeyedPlaces(tuple(key_fingerprint(keys[n]) for n in (10, 20)))
     _wrapper(keyed, tmp_path, rounds=1).start(grid, START, 1)
     assert sorted(probed) == [10, 20]
+
+
+def test_the_superlinks_error_for_an_unavailable_node_is_silence(tmp_path):
+    """The adversarial read's world: the app has the mod, every node but u' is unavailable, and Flower's
+    SuperLink answers their probes with its own error replies. Those are silence: the run goes on whether u'
+    answers (with the marker) or not (nothing but SuperLink errors)."""
+    from flwr.app import Error
+    from flwr.common.constant import SUPERLINK_NODE_ID
+
+    class Unavailable(AppGrid):
+        def get_node_ids(self) -> list[int]:  # (not 1, Flower's SUPERLINK_NODE_ID: a real node's id is random)
+            return [11, 12, 13, 14]
+
+        def send_and_receive(self, messages, *, timeout=None):
+            messages = list(messages)
+            down = [m for m in messages if m.metadata.dst_node_id in self.down]
+            up = super().send_and_receive([m for m in messages if m not in down], timeout=timeout)
+            errors = []
+            for m in down:
+                reply = Message(Error(code=0, reason="node unavailable"), reply_to=m)
+                reply.metadata.__dict__["_src_node_id"] = SUPERLINK_NODE_ID  # as the SuperLink sends it
+                errors.append(reply)
+            return up + errors
+
+    for present in (True, False):
+        grid = Unavailable(_app([uedp_mod]), 4)
+        grid.down = {11, 12, 13} | (set() if present else {14})
+        dp = _wrapper(4, tmp_path / str(present), rounds=1, privacy=dataclasses.replace(PRIVACY, q_u=1.0))
+        dp.start(grid, START, 1)
+        assert dp.accountant.num_releases == 1
+
+
+# -- a deployment: the client mod read from the app bundle --------------------------------------------------------
+def _bundle(tmp_path: Path, name: str, mods: str) -> Path:
+    """An app bundle: pyproject.toml naming `NAME.client:app`, a ClientApp built with `mods`."""
+    root = tmp_path / f"bundle-{name}"
+    (root / name).mkdir(parents=True)
+    (root / name / "__init__.py").write_text("")
+    (root / name / "client.py").write_text(
+        "from flwr.clientapp import ClientApp\nfrom uedp.flower import uedp_mod\n"
+        f"app = ClientApp(mods={mods})\n")
+    (root / "pyproject.toml").write_text(f'[tool.flwr.app.components]\nclientapp = "{name}.client:app"\n')
+    return root
+
+
+def test_a_deployment_reads_the_client_mod_from_the_app_bundle(tmp_path, monkeypatch):
+    """On a deployment's grid the decision is the bundle's (the ServerApp runs from it: Flower puts its directory
+    first on sys.path), never the nodes' answers: no probe is sent; a bundle without uedp_mod is refused, naming
+    it, before anything is sent; no bundle on sys.path is refused too."""
+    from uedp.flower.bundle import bundle_client_app, mounts_uedp_mod
+
+    keys = {n: node_key(n) for n in (10, 20)}
+    keyed = KeyedPlaces(tuple(key_fingerprint(keys[n]) for n in (10, 20)))
+    without = _bundle(tmp_path, "nomod_app", "[]")
+    found = bundle_client_app([str(without)])
+    assert found is not None and found.reference == "nomod_app.client:app" and not mounts_uedp_mod(found.app)
+    monkeypatch.syspath_prepend(str(without))
+    grid = FakeSuperLink(keys)
+    with pytest.raises(MissingClientMod, match=r"nomod_app\.client:app.*uedp_mod"):
+        _wrapper(keyed, tmp_path / "nomod", rounds=1).start(grid, START, 1)
+    assert grid.sent == [] and not (tmp_path / "nomod" / "ledger.json").exists()
+    monkeypatch.syspath_prepend(str(_bundle(tmp_path, "mod_app", "[uedp_mod]")))
+    grid = FakeSuperLink(keys)
+    dp = _wrapper(keyed, tmp_path / "mod", rounds=1)
+    dp.start(grid, START, 1)
+    assert dp.accountant.num_releases == 1 and grid.probes == 0  # read from the bundle: no probe
+    monkeypatch.setattr("sys.path", [str(tmp_path / "nothing-here")])
+    with pytest.raises(ConfigError, match=r"cannot find the app bundle's ClientApp"):
+        _wrapper(keyed, tmp_path / "none", rounds=1).start(FakeSuperLink(keys), START, 1)
 
 
 # -- a simulation with more places than nodes; the budget stop's last line --------------------------------------
@@ -416,3 +516,46 @@ def test_the_constructor_takes_seven_parameters():
     parameters = inspect.signature(UserEntityDP.__init__).parameters
     assert list(parameters) == ["self", "strategy", "places", "accountant", "store", "round_period", "records",
                                 "seams"]
+
+
+def test_a_scheduled_rounds_end_is_its_deadline_whoever_replies_when(tmp_path):
+    """The adversarial read's late world: the time-out is 10 s and u' answers 9.5 s into each round it is
+    sampled in. With a round schedule (P = 11 s, a fake clock) every round's replies are awaited until its due
+    time + 10 s and the round ends THEN, however early they came: each round starts and ends at the same times
+    with u' present or absent, and none is late."""
+    fake = FakeClock()
+    slow = 14
+
+    class Slow(AppGrid):
+        def get_node_ids(self) -> list[int]:
+            return [11, 12, 13, 14]
+
+        def send_and_receive(self, messages, *, timeout=None):
+            messages = list(messages)
+            replies = super().send_and_receive(messages, timeout=timeout)
+            if any(m.metadata.dst_node_id == slow and not is_probe(m) for m in messages) and self.present:
+                fake.now += 9.5  # u''s reply arrives 9.5 s into the round
+            return replies
+
+    times = {}
+    for present in (True, False):
+        fake.now = 1000.0
+        grid = Slow(_app([uedp_mod]), 4, silent=frozenset() if present else frozenset({slow}))
+        grid.present = present
+        set_local_task_identity()
+        accountant = UeDPAccountant("uedp", dataclasses.replace(PRIVACY, q_u=0.5), num_users=4, rounds=6,
+                                    noise_multiplier=1.0)
+        dp = UserEntityDP(FedAvg(), places=4, accountant=accountant, store=RunStore(tmp_path / str(present)),
+                          round_period=11.0, seams=Seams(noise=ZeroNoise(), clock=fake.clock, sleep=fake.sleep))
+        ends = []
+        real = dp.aggregate_train
+
+        def aggregate(server_round, replies, _real=real, _ends=ends):
+            _ends.append(fake.now - 1000.0)
+            return _real(server_round, replies)
+
+        dp.aggregate_train = aggregate  # type: ignore[method-assign]
+        dp.start(grid, START, 6, timeout=10.0)
+        times[present] = ends
+        assert dp.report.late_rounds == 0
+    assert times[True] == times[False] == [11.0 * t + 10.0 for t in range(1, 7)]

@@ -336,6 +336,14 @@ def check_probe(tmp: Path) -> None:
     else:
         raise CheckFailed("a ClientApp without uedp_mod was not refused")
     check(grid.sent == [] and not (tmp / "nomod" / "ledger.json").exists(), "the probe's refusal came too late")
+    # a deployment reads it from the app bundle's ClientApp: Flower's private ClientApp._mods (pinned here)
+    from flwr.clientapp import ClientApp
+
+    from uedp.flower import uedp_mod
+    from uedp.flower.bundle import mounts_uedp_mod
+
+    check(mounts_uedp_mod(ClientApp(mods=[uedp_mod])) and not mounts_uedp_mod(ClientApp()),
+          "ClientApp._mods does not hold the app-level mods on this release: the bundle check cannot read them")
 
 
 def check_optimizer_state(tmp: Path) -> None:

@@ -26,11 +26,11 @@ Two maps:
   mode). In a DEPLOYMENT node ids are whatever the SuperLink assigned to whoever connected: an extra node, or
   an owner's absence, moves every later owner to another place and changes which node is sent what (an
   adversarial read built such a world: epsilon infinite). So `assign` looks at the grid (`grid_kind`, through
-  wrappers of it) and refuses anything but Flower's simulation grid (`InMemoryGrid`) or an in-process grid
-  that declares `in_process_simulation = True` (the project's runtime/local_grid.py), naming `KeyedPlaces`
-  and `uedp fingerprint`. `SortedNodes(n, outside_simulation=True)` is the explicit opt-in for processes
-  an operator starts by hand; the run is then NOT private (`NODE_ORDER_LABEL`, which the wrapper's report
-  lists under `not_private`).
+  wrappers of it) and refuses anything but Flower's simulation grid (`InMemoryGrid`) or an in-process grid of
+  one's own (not Flower's) that declares `in_process_simulation = True` (the project's runtime/local_grid.py),
+  naming `KeyedPlaces` and `uedp fingerprint`. `SortedNodes(n, outside_simulation=True)` is the explicit
+  opt-in for processes an operator starts by hand; the run is then NOT private (`NODE_ORDER_LABEL`, which the
+  wrapper's report lists under `not_private`).
 
 An in-process grid (runtime/local_grid.py) reports one public key per node it was built with; its owners'
 map is built from those keys by the runner (the grid cannot be joined by any other node).
@@ -75,7 +75,7 @@ class Places(Protocol):
     def assign(self, grid: Any) -> Assignment: ...
 
 
-SIMULATION, DEPLOYMENT, UNKNOWN = "simulation", "deployment", "unknown"
+SIMULATION, IN_PROCESS, DEPLOYMENT, UNKNOWN = "simulation", "in_process", "deployment", "unknown"
 # Attributes through which a grid wrapper holds the grid it wraps (read from the wrapper's own __dict__, never
 # through a delegating __getattr__).
 WRAPPED_GRID_ATTRIBUTES = ("grid", "_grid", "inner", "_inner", "wrapped", "_wrapped", "__wrapped__")
@@ -97,20 +97,23 @@ def _flower_grid_kind(grid: Any) -> str | None:
 
 
 def grid_kind(grid: Any) -> str:
-    """SIMULATION (Flower's InMemoryGrid, or a grid class that declares `in_process_simulation = True`),
-    DEPLOYMENT (any other Flower Grid: HttpGrid) or UNKNOWN, looking through wrappers that hold the grid they
-    wrap in an attribute of WRAPPED_GRID_ATTRIBUTES."""
+    """The kind of grid a ServerApp runs on, looking through wrappers that hold the grid they wrap in an
+    attribute of WRAPPED_GRID_ATTRIBUTES: SIMULATION (Flower's InMemoryGrid), DEPLOYMENT (any other grid of
+    Flower's, HttpGrid among them, also subclassed), IN_PROCESS (a grid of one's own, not Flower's, whose class
+    declares `in_process_simulation = True`: every node runs in this process and no one else can join it, as
+    the project's runtime/local_grid.py; an author's claim, like SortedNodes' opt-in) or UNKNOWN. A Flower
+    grid anywhere in the chain decides: a claim never turns a deployment's grid into a simulation's."""
     seen: set[int] = set()
+    claimed = False
     while grid is not None and id(grid) not in seen:
         seen.add(id(grid))
-        if getattr(type(grid), "in_process_simulation", False) is True:
-            return SIMULATION
         kind = _flower_grid_kind(grid)
         if kind is not None:
             return kind
+        claimed = claimed or getattr(type(grid), "in_process_simulation", False) is True
         own = getattr(grid, "__dict__", {})
         grid = next((own[a] for a in WRAPPED_GRID_ATTRIBUTES if own.get(a) is not None), None)
-    return UNKNOWN
+    return IN_PROCESS if claimed else UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,7 @@ class SortedNodes:
         if self.outside_simulation:
             return
         kind = grid_kind(grid)
-        if kind != SIMULATION:
+        if kind not in (SIMULATION, IN_PROCESS):
             what = ("a deployment's grid (HttpGrid)" if kind == DEPLOYMENT else
                     f"a grid of type {type(grid).__name__} that is not known to be a simulation's")
             raise ConfigError(

@@ -72,13 +72,15 @@ from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.common.constant import SUPERLINK_NODE_ID
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from uedp.config import PrivacyConfig
 from uedp.errors import ConfigError
+from uedp.flower.bundle import bundle_client_app, mounts_uedp_mod
 from uedp.flower.optimizer import ServerOptimizer
-from uedp.flower.places import SIMULATION, Places, SortedNodes, grid_kind
+from uedp.flower.places import IN_PROCESS, SIMULATION, Places, SortedNodes, grid_kind
 from uedp.flower.plan import MechanismSettings, RoundPlan, plan_round
 from uedp.flower.release import release
 from uedp.flower.resume import ResumeError
@@ -90,8 +92,16 @@ from uedp.privacy.cohort import Cohort
 from uedp.privacy.ledger import RoundRecord
 from uedp.privacy.mechanisms import MechanismSpec
 from uedp.privacy.noise import FIXED_SEED_WARNING, NoiseSource, noise_source
-from uedp.privacy.replies import stamp
-from uedp.protocol import CONFIG_RECORD, INSTRUCTIONS_RECORD, RoundInstructions, has_probe_marker, probe_content
+from uedp.privacy.replies import decode_update, stamp
+from uedp.protocol import (
+    CONFIG_RECORD,
+    INSTRUCTIONS_RECORD,
+    RoundInstructions,
+    has_probe_marker,
+    is_probe,
+    probe_content,
+    reply_content,
+)
 
 try:  # Flower >= 1.35: the exception its own DP wrappers raise, which its ServerApp reports as unmet precondition
     from flwr.serverapp.exception import PrivacyBudgetExhausted
@@ -107,6 +117,8 @@ REGISTRATION_WAIT = 60.0  # seconds a simulation's nodes get to register before 
 REGISTRATION_SETTLED = 2.0  # ... and how long an unchanged, non-zero node count counts as settled
 PROBE_TIMEOUT = 600.0  # the probe's time-out when configure_train is driven without `start` (no timeout known)
 SCHEDULE_MARGIN = 1.25  # round_period must exceed the timeout plus this many times the measured server work
+GRID_POLL_MARGIN = 3.0  # ... plus this: how late a grid may return after its time-out (HttpGrid: 3 s polls)
+SIMULATION_POLL_MARGIN = 0.2  # ... on a simulation's or in-process grid (Flower's InMemoryGrid: 0.1 s polls)
 FIXED_SEED_LABEL = f"{FIXED_SEED_WARNING} (privacy.seed >= 0: keys, cohorts and noise from the seed)"
 
 
@@ -337,6 +349,8 @@ class UserEntityDP(Strategy):
         self._ready = False  # preflight done (places, nodes, probe)
         self._eval_seconds = 0.0  # evaluate_fn at round 0 (start), for the schedule's check
         self._schedule_checked = False
+        self._scheduled_round = 0  # the round whose replies the scheduled grid waits for (its deadline)
+        self._grid_kind = ""  # the preflight's grid_kind
 
     # -- construction from a target or a run config ---------------------------------------------------------
     @classmethod
@@ -429,6 +443,8 @@ class UserEntityDP(Strategy):
             self._arrays = initial_arrays
         self._timeout = float(timeout)
         self._begin_schedule()
+        if self._round_period > 0:  # each round's replies to a public deadline, and its end held to it
+            grid = _ScheduledGrid(grid, self)
         self.preflight(grid, timeout=timeout)
         timed = evaluate_fn
         if evaluate_fn is not None and self._round_period > 0:
@@ -442,23 +458,52 @@ class UserEntityDP(Strategy):
 
     def preflight(self, grid: Grid, *, timeout: float = PROBE_TIMEOUT) -> None:
         """Before any budget is spent (module docstring): the place map against the grid, a simulation's nodes,
-        the probe of the client mod. Done once (`start` calls it; a loop of your own may, or configure_train
-        does at its first round)."""
+        and the client mod: read from the app bundle on a deployment's grid (`_check_bundle`), asked of the
+        nodes by the probe on a simulation's (`_probe`). Done once (`start` calls it; a loop of your own may,
+        or configure_train does at its first round)."""
         if self._ready:
             return
+        kind = self._grid_kind = grid_kind(grid)
         assignment = self._places.assign(grid)  # SortedNodes refuses a deployment's grid here
-        if grid_kind(grid) == SIMULATION:
+        if kind == SIMULATION:  # Flower's simulation: its nodes register after the ServerApp starts
             assignment = self._wait_for_simulated_nodes(grid, assignment.connected)
-        self._probe(grid, [n for n in assignment.nodes if n is not None], timeout)
+        if kind in (SIMULATION, IN_PROCESS) and isinstance(self._places, SortedNodes) and \
+                assignment.connected < self._places.size:
+            n = self._places.size
+            raise ConfigError(
+                f"places={n} but this simulation has {assignment.connected} node(s): more places than nodes would "
+                f"leave places empty in every round and divide each step by a denominator Z for {n} places. Start "
+                f"the simulation with {n} nodes (num-supernodes = {n}), or set places to the number of nodes")
+        if kind in (SIMULATION, IN_PROCESS):
+            self._probe(grid, [n for n in assignment.nodes if n is not None], timeout)
+        else:
+            self._check_bundle()
         self._ready = True
 
+    def _check_bundle(self) -> None:
+        """A deployment's nodes run the app bundle `flwr run` submitted, which the ServerApp runs from too: its
+        ClientApp must mount UeDP's client mod (uedp.flower.bundle). Read from the bundle, the answer is the
+        same whoever is connected (asking the nodes would make it depend on who answers)."""
+        found = bundle_client_app()
+        if found is None:
+            raise ConfigError(
+                "cannot find the app bundle's ClientApp to check that it mounts uedp_mod: no directory on sys.path "
+                "has a pyproject.toml with [tool.flwr.app.components] clientapp (flwr-serverapp puts the submitted "
+                "app's directory there). Run the ServerApp with `flwr run` from the app's directory")
+        if not mounts_uedp_mod(found.app):
+            raise MissingClientMod(
+                f"the app bundle's ClientApp ({found.reference}, {found.pyproject}) does not mount UeDP's client "
+                "mod: build it as ClientApp(mods=[uedp_mod]) (from uedp.flower import uedp_mod), so that every "
+                "update is clipped as a whole and nothing else leaves a node; without it every reply would be "
+                "refused and the budget spent on noise. Nothing was sampled, sent or charged")
+        log.info("client mod: %s mounts uedp_mod", found.reference)
+
     def _wait_for_simulated_nodes(self, grid: Grid, connected: int) -> Any:
-        """A simulation's nodes register after its ServerApp starts: wait until every place has its node, or
-        until the count has settled (REGISTRATION_SETTLED) or REGISTRATION_WAIT passed. Then places by node
-        order (SortedNodes) with fewer nodes than places are an error (every round would sample empty places
-        and divide by a Z for N), and so is a keyed map that no simulated node matches (simulated nodes get
-        random keys); a keyed map with some of its owners absent is a run with empty places, as in a
-        deployment (the project's in-process owners)."""
+        """Flower's simulation: its nodes register after the ServerApp starts. Wait until every place has its
+        node, or until the count has settled (REGISTRATION_SETTLED) or REGISTRATION_WAIT passed (how many nodes
+        a simulation starts is the operator's choice, not an owner's). A keyed map that no simulated node
+        matches is an error (simulated nodes get random keys); places by node order with fewer nodes than
+        places are refused by the preflight."""
         clock, sleep = self._seams.clock, self._seams.sleep
         n = self._places.size
         t0 = last_change = clock()
@@ -472,12 +517,7 @@ class UserEntityDP(Strategy):
             assignment = self._places.assign(grid)
             if assignment.connected != seen:
                 seen, last_change = assignment.connected, clock()
-        if isinstance(self._places, SortedNodes) and seen < n:
-            raise ConfigError(
-                f"places={n} but this simulation has {seen} node(s): more places than nodes would leave places "
-                f"empty in every round and divide each step by a denominator Z for {n} places. Start the "
-                f"simulation with {n} nodes (num-supernodes = {n}), or set places to the number of nodes")
-        if seen == 0:
+        if seen == 0 and not isinstance(self._places, SortedNodes):
             raise ConfigError(
                 f"none of this simulation's nodes stands in one of the {n} places: a simulation's nodes get random "
                 "keys, so a KeyedPlaces map (a deployment's) matches none of them; pass places=N (its number of "
@@ -485,17 +525,24 @@ class UserEntityDP(Strategy):
         return assignment
 
     def _probe(self, grid: Grid, nodes: list[int], timeout: float) -> None:
-        """Send each node that stands in a place one probe and read the client mod's marker from the answers.
-        Every node runs the submitted app, so ONE marker shows that the app has the mod; answers without any
-        marker (the app's own reply, or error replies: a ClientApp without the mod fails on a message with no
-        model) refuse the run. Silence decides nothing: no answer, no decision (module docstring)."""
+        """A simulation's (the operator starts its nodes): send each node that stands in a place one probe and
+        read the client mod's marker from the answers. Every node runs the submitted app, so ONE marker shows
+        that the app has the mod; answers without any marker (the app's own reply, or its error replies: a
+        ClientApp without the mod fails on a message with no model) refuse the run. Silence decides nothing: no
+        answer, or the SuperLink's error reply for a node (unavailable), is no decision."""
         if not nodes:
             return
         messages = [stamp(Message(probe_content(), dst_node_id=node, message_type="train", group_id="0"))
                     for node in nodes]
-        sent = {m.metadata.message_id for m in messages}
-        answers = [r for r in grid.send_and_receive(messages, timeout=timeout)
-                   if getattr(getattr(r, "metadata", None), "reply_to_message_id", None) in sent]
+        sent = {m.metadata.message_id: m.metadata.dst_node_id for m in messages}
+
+        def answered(reply: Any) -> bool:  # an answer of the probed node itself (not the SuperLink's: silence)
+            meta = getattr(reply, "metadata", None)
+            node = sent.get(getattr(meta, "reply_to_message_id", None))
+            superlink = meta is not None and meta.src_node_id == SUPERLINK_NODE_ID and reply.has_error()
+            return node is not None and meta.src_node_id == node and not superlink
+
+        answers = [r for r in grid.send_and_receive(messages, timeout=timeout) if answered(r)]
         if not answers or any(has_probe_marker(r) for r in answers):
             return
         raise MissingClientMod(
@@ -508,34 +555,39 @@ class UserEntityDP(Strategy):
         if self._schedule_start is None:
             self._schedule_start = self._seams.clock()
 
-    def _check_schedule(self, arrays: ArrayRecord) -> None:
-        """round_period against the timeout plus the server's work, measured on a worst-case synthetic release
-        (the cohort cap's updates summed, noised and applied to a copy of the server optimizer), the ledger and
-        checkpoint writes, and `evaluate_fn` at round 0."""
+    def _check_schedule(self, arrays: ArrayRecord, record: RoundRecord) -> None:
+        """round_period against the timeout, a grid's lateness after it (GRID_POLL_MARGIN) and the server's
+        work, measured on a worst-case synthetic round (`_measure_release`) and `evaluate_fn` at round 0."""
         if self._round_period <= 0 or self._schedule_checked:
             return
         self._schedule_checked = True
-        work = self._measure_release(arrays)
-        need = (self._timeout or 0.0) + SCHEDULE_MARGIN * (work + self._eval_seconds)
+        work = self._measure_release(arrays, record)
+        poll = GRID_POLL_MARGIN if self._grid_kind not in (SIMULATION, IN_PROCESS) else SIMULATION_POLL_MARGIN
+        need = (self._timeout or 0.0) + poll + SCHEDULE_MARGIN * (work + self._eval_seconds)
         if self._round_period <= need:
             raise ConfigError(
                 f"round_period {self._round_period:g} s is too short: a round needs up to the timeout "
-                f"({self._timeout or 0:g} s) plus {SCHEDULE_MARGIN:g} x (a worst-case release with the ledger and "
-                f"checkpoint writes, {work:.2f} s, and evaluate_fn, {self._eval_seconds:.2f} s, measured now) = "
-                f"{need:.1f} s; with a shorter period some rounds would start late, and when depends on who was "
-                "sampled. Nothing was sampled, sent or charged")
+                f"({self._timeout or 0:g} s) plus {poll:g} s (the grid's lateness after it) plus "
+                f"{SCHEDULE_MARGIN:g} x (a worst-case round's server work, {work:.2f} s, and evaluate_fn, "
+                f"{self._eval_seconds:.2f} s, measured now) = {need:.1f} s; with a shorter period some rounds "
+                "would start late, and when depends on who was sampled. Nothing was sampled, sent or charged")
 
-    def _measure_release(self, arrays: ArrayRecord) -> float:
-        """Seconds of a worst-case release: m_max (else N) updates of the model's shape re-checked, summed and
-        noised (a fresh noise source: the run's own draws are untouched), applied to a copy of the server
-        optimizer, and the ledger and a checkpoint written to temporary files beside the run's."""
+    def _measure_release(self, arrays: ArrayRecord, record: RoundRecord) -> float:
+        """Seconds of a worst-case round's server work: the budget check of round `record` (not charged), m_max
+        (else N) replies decoded, their updates re-checked, summed and noised (a fresh noise source: the run's own
+        draws are untouched), applied to a copy of the server optimizer, and the ledger and a checkpoint written
+        to temporary files beside the run's."""
         s = self._settings
         clock = self._seams.clock
         template = [np.asarray(a.numpy()) for a in arrays.values()]
-        update = [np.full(t.shape, 1.0, dtype=np.float64) for t in template]
+        update = [np.full(t.shape, 1.0, dtype=t.dtype) for t in template]
         cohort = s.m_max or s.places
         t0 = clock()
-        mean, _ = self._aggregator([update] * cohort, template=template, w_max=s.w_max, beta=s.beta + s.gamma,
+        self._accountant.check(record)
+        reply = reply_content(update, None)["update"]
+        shapes = [t.shape for t in template]
+        decoded = [decode_update(reply, shapes) for _ in range(cohort)]
+        mean, _ = self._aggregator(decoded, template=template, w_max=s.w_max, beta=s.beta + s.gamma,
                                    sigma=s.sigma, denominator=s.denominator,
                                    noise=noise_source(seed=None, choice="secure"))
         copy.deepcopy(self._optimizer).apply(1, arrays, [np.asarray(m, dtype=t.dtype) for m, t in zip(mean, template)],
@@ -549,15 +601,19 @@ class UserEntityDP(Strategy):
                                             self._accountant)
         return clock() - t0
 
+    def due(self, server_round: int) -> float:
+        """When round `server_round` (of this process's `start`) is due to start: `start` + server_round periods."""
+        self._begin_schedule()
+        assert self._schedule_start is not None
+        return self._schedule_start + server_round * self._round_period
+
     def _keep_schedule(self, server_round: int) -> bool:
         """With round_period > 0, wait until round `server_round`'s public start: `start` plus server_round
         periods (the period before round 1 holds the preflight). A round that is due already starts at once and
         is counted late (its start then depends on the rounds before it), with no grace. Returns lateness."""
         if self._round_period <= 0:
             return False
-        self._begin_schedule()
-        assert self._schedule_start is not None
-        due = self._schedule_start + server_round * self._round_period
+        due = self.due(server_round)
         now = self._seams.clock()
         if now > due:
             self._late += 1
@@ -573,10 +629,11 @@ class UserEntityDP(Strategy):
             raise RuntimeError(f"round {rnd} is configured already and not aggregated: a round is configured once")
         self._begin_schedule()
         self.preflight(grid, timeout=self._timeout or PROBE_TIMEOUT)
-        self._check_schedule(arrays)
-        late = self._keep_schedule(server_round)
-        started = time.monotonic()
         record = self._settings.record(rnd)
+        self._check_schedule(arrays, record)
+        late = self._keep_schedule(server_round)
+        self._scheduled_round = server_round
+        started = time.monotonic()
         check = self._accountant.check(record)
         if check is not None:
             if not check.allowed:
@@ -659,3 +716,30 @@ class UserEntityDP(Strategy):
                  "rounds=%d; server optimizer: %s%s", r.mechanism, r.rule, r.z, r.sigma, r.denominator, r.places,
                  r.q_u, r.q_e, r.q_s, r.m_max, r.k_cap, r.beta, r.rounds_planned, type(self._inner).__name__,
                  "; " + "; ".join(r.not_private).upper() if r.not_private else "")
+
+
+class _ScheduledGrid:
+    """The grid of a scheduled run (round_period > 0): a round's replies are awaited until its public deadline,
+    its due time plus `start`'s timeout (never longer for a round that started late), and the round ends at that
+    deadline however early the replies came, a round with no one sampled included: when a round ends, and so
+    when anything after it is printed or sent, depends on no one's data or presence. The probe and Flower's
+    evaluation step (the send after a round's) pass through."""
+
+    def __init__(self, grid: Any, dp: UserEntityDP) -> None:
+        self.grid = grid  # (uedp.flower.places.grid_kind reads it)
+        self.dp = dp
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.grid, name)
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[Message]:
+        messages = list(messages)
+        dp = self.dp
+        if not dp._scheduled_round or any(is_probe(m) for m in messages):  # not a round's send (evaluation)
+            return list(self.grid.send_and_receive(messages, timeout=timeout))
+        rnd, dp._scheduled_round = dp._scheduled_round, 0  # a round's send, once, empty (no one sampled) or not
+        clock, sleep = dp._seams.clock, dp._seams.sleep
+        deadline = dp.due(rnd) + (dp._timeout or 0.0)
+        replies = list(self.grid.send_and_receive(messages, timeout=max(0.0, deadline - clock())))
+        sleep(max(0.0, deadline - clock()))
+        return replies

@@ -94,7 +94,8 @@ def stable_sids(texts: Sequence[str], entities: Sequence[Collection[str]]) -> li
     sorted protected entity keys `entities[i]`, and its occurrence index, the number of earlier sentences
     in `texts` with the same text and the same entity set. So removing any other sentence (another owner's,
     or one holding an entity e' that sentence i does not hold) never changes sentence i's id, and identical
-    sentences get distinct ids (removing one of them is removing the last: they are indistinguishable).
+    sentences get distinct ids (removing one of them removes the last id; docs/proofs.md section 2 says why no
+    neighbouring relation depends on which).
 
     Ids are ints in [0, 2**63). Two different sentences of one owner colliding (probability about
     n**2 / 2**64 for n sentences) is refused with a ValueError rather than letting them share an S-coin."""

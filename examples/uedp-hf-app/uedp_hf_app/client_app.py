@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
@@ -22,9 +23,11 @@ def model_dir(context: Context) -> str:
 @app.lifespan()
 def warm_up(context: Context) -> Iterator[None]:
     """The model loads once per process, in the first message it handles, not inside the first round's
-    training (with UeDP the detector too; that first message is the server's probe, before round 1)."""
-    load_detector(str(context.run_config["detector"]))  # UeDP
-    load_model(model_dir(context), int(context.run_config["lora-r"]))
+    training (with UeDP the detector too; that first message is the server's probe, before round 1). A failure
+    here is left to the training message, which fails then: the probe's answer is the app's, not this node's."""
+    with contextlib.suppress(Exception):
+        load_detector(str(context.run_config["detector"]))  # UeDP
+        load_model(model_dir(context), int(context.run_config["lora-r"]))
     yield
 
 
