@@ -243,6 +243,28 @@ def _rng(seed: int) -> random.Random:
     return random.Random(seed) if seed >= 0 else secrets.SystemRandom()
 
 
+def _settings(acc: UeDPAccountant, places: int, noise: NoiseSource, denominator: float | None, *,
+              seeded: bool) -> MechanismSettings:
+    """The run's mechanism, every public parameter resolved (uedp.flower.plan), from its accountant: Z is the
+    public q_u N unless a seam gives another (the paper's data-derived Z, labelled by the caller)."""
+    spec, privacy = acc.spec, acc.privacy
+    q_e, q_s = spec.rates(privacy)
+    if not spec.private:
+        z_denominator = 1.0
+    elif denominator is not None:
+        z_denominator = float(denominator)
+    else:
+        z_denominator = public_denominator(spec.rule, q_u=privacy.q_u, num_users=places)
+    settings = MechanismSettings(
+        spec=spec, places=places, q_u=privacy.q_u, q_e=q_e, q_s=q_s, m_max=spec.m_max(privacy),
+        k_cap=spec.k_cap(privacy), m_max_sent=privacy.m_max, beta=privacy.beta, w_max=privacy.w_max,
+        gamma=spec.gamma(privacy), z=acc.noise_multiplier, denominator=z_denominator,
+        noise=getattr(noise, "mode", "unrecorded") if spec.private else "none", seeded=seeded,
+    )
+    settings.record(0)  # every option of the mechanism checked before anything runs (round 0: none)
+    return settings
+
+
 class UserEntityDP(Strategy):
     """UeDP around a server-optimizer strategy (module docstring).
 
@@ -302,41 +324,12 @@ class UserEntityDP(Strategy):
         self._not_private = tuple(x for x in labels if x)
         if seeded:
             log.warning("%s; this run is for reproduction only", FIXED_SEED_LABEL)
-        n = self._places.size
-        resumed = store.resumed(delta=privacy.delta, num_users=n) if store is not None else None
-        if resumed is not None and len(resumed.ledger):
-            last = resumed.ledger.records[-1]
-            if last.rule != spec.rule:
-                raise ResumeError(f"cannot resume in {store.out}: its ledger records {last.rule!r} rounds, this "
-                                  f"run is {spec.name!r} ({spec.rule!r})")
-        denominator = None if seams.denominator is None else float(seams.denominator)
-        q_e, q_s = spec.rates(privacy)
-        self._settings = MechanismSettings(
-            spec=spec, places=n, q_u=privacy.q_u, q_e=q_e, q_s=q_s, m_max=spec.m_max(privacy),
-            k_cap=spec.k_cap(privacy), m_max_sent=privacy.m_max, beta=privacy.beta, w_max=privacy.w_max,
-            gamma=spec.gamma(privacy), z=acc.noise_multiplier,
-            denominator=1.0 if not spec.private else (denominator if denominator is not None else
-                                                      public_denominator(spec.rule, q_u=privacy.q_u, num_users=n)),
-            noise=getattr(self._noise, "mode", "unrecorded") if spec.private else "none", seeded=seeded,
-        )
-        self._settings.record(0)  # every option of the mechanism checked before anything runs (round 0: none)
+        self._settings = _settings(acc, self._places.size, self._noise, seams.denominator, seeded=seeded)
         self._offset = 0
         self._start_arrays: ArrayRecord | None = None
         self._checkpoint_round = 0
-        if resumed is not None:
-            resumed.check_z(acc.noise_multiplier)
-            acc.load_state_dict(resumed.ledger.to_dict())
-            self._offset = acc.last_round
-            ckpt = resumed.checkpoint
-            if ckpt is not None:
-                self._start_arrays = ArrayRecord({k: Array(np.asarray(v)) for k, v in ckpt.arrays.items()})
-                self._optimizer.load_state_dict(ckpt.optimizer_state)
-                self._checkpoint_round = ckpt.round
-            for path in resumed.temporaries_removed:
-                log.info("removed %s, the temporary of a write that was killed before its rename", path.name)
-            lost = self._offset - self._checkpoint_round
-            log.info("resuming after round %d (checkpoint of round %d; %d round(s) after it stay charged; z from the "
-                     "ledger)", self._offset, self._checkpoint_round, lost)
+        if store is not None:
+            self._resume(store)
         self._arrays: ArrayRecord | None = None
         self._model_round = self._checkpoint_round
         self._last: RoundReport | None = None
@@ -351,6 +344,29 @@ class UserEntityDP(Strategy):
         self._schedule_checked = False
         self._scheduled_round = 0  # the round whose replies the scheduled grid waits for (its deadline)
         self._grid_kind = ""  # the preflight's grid_kind
+
+    def _resume(self, store: RunStore) -> None:
+        """Continue what `store` holds (store.resume: the ledger, fail-closed, and the last checkpoint's arrays
+        and server optimizer state); nothing without resume."""
+        acc, spec = self._accountant, self._spec
+        resumed = store.resumed(delta=acc.delta, num_users=acc.num_users)
+        if resumed is None:
+            return
+        if len(resumed.ledger) and resumed.ledger.records[-1].rule != spec.rule:
+            raise ResumeError(f"cannot resume in {store.out}: its ledger records {resumed.ledger.records[-1].rule!r} "
+                              f"rounds, this run is {spec.name!r} ({spec.rule!r})")
+        resumed.check_z(acc.noise_multiplier)
+        acc.load_state_dict(resumed.ledger.to_dict())
+        self._offset = acc.last_round
+        ckpt = resumed.checkpoint
+        if ckpt is not None:
+            self._start_arrays = ArrayRecord({k: Array(np.asarray(v)) for k, v in ckpt.arrays.items()})
+            self._optimizer.load_state_dict(ckpt.optimizer_state)
+            self._checkpoint_round = ckpt.round
+        for path in resumed.temporaries_removed:
+            log.info("removed %s, the temporary of a write that was killed before its rename", path.name)
+        log.info("resuming after round %d (checkpoint of round %d; %d round(s) after it stay charged; z from the "
+                 "ledger)", self._offset, self._checkpoint_round, self._offset - self._checkpoint_round)
 
     # -- construction from a target or a run config ---------------------------------------------------------
     @classmethod
