@@ -28,7 +28,8 @@ from runtime.local_grid import LocalGrid, set_local_task_identity
 from server.app import run_server
 from tests.helpers import tiny_config
 from uedp.flower.mod import uedp_mod
-from uedp.flower.strategy import UserEntityDP
+from uedp.flower.store import RunStore
+from uedp.flower.strategy import MissingClientMod, UserEntityDP
 from uedp.models.base import get_weights
 from uedp.pipeline import new_model, prepare
 from uedp.training import LocalTraining
@@ -82,8 +83,9 @@ def _bare_server_app(cfg: Any, out: Path) -> ServerApp:
             run_cfg = dataclasses.replace(cfg, strategy=dataclasses.replace(cfg.strategy, name=mechanism))
             manifest = prepare(run_cfg)
             arrays = ArrayRecord(get_weights(new_model(run_cfg, manifest, seed=SEED)))
-            dp = UserEntityDP(FedAvg(), places=len(manifest.users), num_rounds=run_cfg.federation.rounds,
-                              mechanism=mechanism, privacy=run_cfg.privacy, out_dir=out / mechanism)
+            dp = UserEntityDP.from_run_config(  # as a Flower app reads its run config's uedp. keys
+                FedAvg(), {f"uedp.{k}": v for k, v in run_cfg.to_flat().items()}, places=len(manifest.users),
+                num_rounds=run_cfg.federation.rounds, store=RunStore(out / mechanism))
             rec = Recording(grid)
             result = dp.start(rec, arrays, run_cfg.federation.rounds,
                               train_config=ConfigRecord(LocalTraining.from_config(run_cfg.train).to_record()))
@@ -163,3 +165,42 @@ def test_flowers_start_in_the_simulation_equals_the_projects_app_in_process(tmp_
         # the same arithmetic on the same data in another process (one torch thread each): equal, up to what a
         # different BLAS code path in a Ray worker could change (float32 rounding of the last few steps)
         np.testing.assert_allclose(np.load(out / mechanism / "weights.npy"), want, rtol=0, atol=1e-6)
+
+
+@pytest.mark.e2e
+def test_a_clientapp_without_the_mod_is_refused_in_flowers_simulation(tmp_path):
+    """Flower's own simulation (Ray, InMemoryGrid, which gives each pushed message its own id): a ClientApp
+    without uedp_mod, whose train function fails on a message without a model as most do, is refused by the
+    probe before round 1: nothing charged. (The probe's answers are tied to the ids the grid gave.)"""
+    from flwr.simulation import run_simulation
+
+    from runtime.simulate import _quiet_libraries, index_pending_messages
+
+    cfg = tiny_config(tmp_path / "unused", federation={"rounds": 1})
+    manifest = prepare(cfg)
+    out = tmp_path / "run"
+    server = ServerApp()
+
+    @server.main()
+    def main(grid: Grid, context: Context) -> None:
+        dp = UserEntityDP.from_run_config(FedAvg(), {f"uedp.{k}": v for k, v in cfg.to_flat().items()},
+                                          places=len(manifest.users), num_rounds=1, store=RunStore(out))
+        try:
+            dp.start(grid, ArrayRecord(get_weights(new_model(cfg, manifest, seed=0))), 1)
+        except MissingClientMod as exc:
+            (tmp_path / "refused.txt").write_text(str(exc))
+
+    client = ClientApp()  # no mods: the mistake
+
+    @client.train()
+    def train(msg: Message, context: Context) -> Message:
+        arrays = msg.content["arrays"]  # a probe has none: KeyError, an error reply
+        return Message(RecordDict({"arrays": arrays}), reply_to=msg)
+
+    _quiet_libraries()
+    index_pending_messages()
+    run_simulation(server_app=server, client_app=client, num_supernodes=len(manifest.users),
+                   backend_config={"client_resources": {"num_cpus": 1},
+                                   "init_args": {"num_cpus": 2, "include_dashboard": False}})
+    assert "uedp_mod" in (tmp_path / "refused.txt").read_text()
+    assert not (out / "ledger.json").exists()

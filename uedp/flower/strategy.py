@@ -550,6 +550,8 @@ class UserEntityDP(Strategy):
             return
         messages = [stamp(Message(probe_content(), dst_node_id=node, message_type="train", group_id="0"))
                     for node in nodes]
+        replies = list(grid.send_and_receive(messages, timeout=timeout))
+        # the grid gave each message its own id when it pushed it (the same Message objects): read them now
         sent = {m.metadata.message_id: m.metadata.dst_node_id for m in messages}
 
         def answered(reply: Any) -> bool:  # an answer of the probed node itself (not the SuperLink's: silence)
@@ -558,7 +560,7 @@ class UserEntityDP(Strategy):
             superlink = meta is not None and meta.src_node_id == SUPERLINK_NODE_ID and reply.has_error()
             return node is not None and meta.src_node_id == node and not superlink
 
-        answers = [r for r in grid.send_and_receive(messages, timeout=timeout) if answered(r)]
+        answers = [r for r in replies if answered(r)]
         if not answers or any(has_probe_marker(r) for r in answers):
             return
         raise MissingClientMod(
