@@ -108,7 +108,8 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
     local = guarantee(mechanism, settings, documents_per_user=settings.max_documents or 1,
                       warning="; ".join(warnings) or None)
     # the run's place map (server/setup.py run_places): the invited owners' keys where federation.places names
-    # them; otherwise node order, which uedp.flower.places refuses on a deployment's grid unless opted in
+    # them; otherwise node order on any grid (dp_bart's guarantee is per document: which owners are asked does
+    # not change one document's rewrite, and who replied is released in the clear: module docstring)
     assignment = run_places(cfg, spec_for(cfg.strategy.name, cfg.strategy.estimator), data.population).assign(grid)
     nodes = [n for n in assignment.nodes if n is not None]
     digest = rewriter_digest(rewriter)  # sent with the query (a node with another rewriter refuses) and recorded

@@ -115,6 +115,21 @@ def test_grid_kind_sees_through_wrappers():
     assert grid_kind(Claims({})) == DEPLOYMENT and grid_kind(ClaimingWrapper(deployment)) == DEPLOYMENT
     assert grid_kind(ClaimingWrapper(object())) == IN_PROCESS
 
+    class Hides:  # claims, and keeps the deployment's grid under a name of its own, or in a slot
+        in_process_simulation = True
+
+        def __init__(self, grid: Any) -> None:
+            self.backend = grid
+
+    class Slotted:
+        __slots__ = ("backend",)
+        in_process_simulation = True
+
+        def __init__(self, grid: Any) -> None:
+            self.backend = grid
+
+    assert grid_kind(Hides(deployment)) == DEPLOYMENT and grid_kind(Slotted(deployment)) == DEPLOYMENT
+
     class Delegating:  # forwards every attribute (a __getattr__ wrapper): seen through its stored grid only
         def __init__(self, grid: Any) -> None:
             self._grid = grid
@@ -351,7 +366,7 @@ def test_the_superlinks_error_for_an_unavailable_node_is_silence(tmp_path):
     SuperLink answers their probes with its own error replies. Those are silence: the run goes on whether u'
     answers (with the marker) or not (nothing but SuperLink errors)."""
     from flwr.app import Error
-    from flwr.common.constant import SUPERLINK_NODE_ID
+    from flwr.common.constant import SUPERLINK_NODE_ID, ErrorCode
 
     class Unavailable(AppGrid):
         def get_node_ids(self) -> list[int]:  # (not 1, Flower's SUPERLINK_NODE_ID: a real node's id is random)
@@ -362,9 +377,9 @@ def test_the_superlinks_error_for_an_unavailable_node_is_silence(tmp_path):
             down = [m for m in messages if m.metadata.dst_node_id in self.down]
             up = super().send_and_receive([m for m in messages if m not in down], timeout=timeout)
             errors = []
-            for m in down:
-                reply = Message(Error(code=0, reason="node unavailable"), reply_to=m)
-                reply.metadata.__dict__["_src_node_id"] = SUPERLINK_NODE_ID  # as the SuperLink sends it
+            for m in down:  # as Flower's SuperLink answers for a node whose heartbeat expired
+                reply = Message(Error(code=ErrorCode.NODE_UNAVAILABLE, reason="node unavailable"), reply_to=m)
+                reply.metadata.__dict__["_src_node_id"] = SUPERLINK_NODE_ID
                 errors.append(reply)
             return up + errors
 
@@ -384,7 +399,7 @@ def _bundle(tmp_path: Path, name: str, mods: str) -> Path:
     (root / name / "__init__.py").write_text("")
     (root / name / "client.py").write_text(
         "from flwr.clientapp import ClientApp\nfrom uedp.flower import uedp_mod\n"
-        f"app = ClientApp(mods={mods})\n")
+        f"app = ClientApp(mods={mods})\n\n\n@app.train()\ndef train(msg, context):\n    return msg\n")
     (root / "pyproject.toml").write_text(f'[tool.flwr.app.components]\nclientapp = "{name}.client:app"\n')
     return root
 
@@ -410,6 +425,17 @@ def test_a_deployment_reads_the_client_mod_from_the_app_bundle(tmp_path, monkeyp
     dp = _wrapper(keyed, tmp_path / "mod", rounds=1)
     dp.start(grid, START, 1)
     assert dp.accountant.num_releases == 1 and grid.probes == 0  # read from the bundle: no probe
+    from flwr.clientapp import ClientApp
+
+    from uedp.flower import uedp_mod
+
+    class Skips(ClientApp):  # a subclass whose __call__ would skip its mods
+        def __call__(self, message, context):  # pragma: no cover - never called
+            return message
+
+    unregistered, skipping = ClientApp(mods=[uedp_mod]), Skips(mods=[uedp_mod])
+    skipping.train()(lambda msg, context: msg)
+    assert not mounts_uedp_mod(unregistered) and not mounts_uedp_mod(skipping)
     monkeypatch.setattr("sys.path", [str(tmp_path / "nothing-here")])
     with pytest.raises(ConfigError, match=r"cannot find the app bundle's ClientApp"):
         _wrapper(keyed, tmp_path / "none", rounds=1).start(FakeSuperLink(keys), START, 1)
@@ -450,8 +476,9 @@ def test_a_caught_budget_stop_ends_with_a_line_saying_so(tmp_path, caplog):
 
 # -- the round schedule: no grace ----------------------------------------------------------------------------------
 def test_a_round_09_s_late_is_counted(tmp_path):
-    """round_period 10 s (a fake clock): round 1 takes 10.9 s, so round 2 starts 0.9 s after its due time: it
-    is counted late (no grace), in the report and the operator log; round 3 is on time again."""
+    """round_period 10 s (a fake clock): round 1's grid takes 10.9 s, so its release comes after its public time
+    and round 2 starts 0.9 s after its due time: both rounds are counted late (no grace), in the report and the
+    operator log; round 3 is on time again."""
     fake = FakeClock()
     durations = {1: 10.9}
 
@@ -470,8 +497,8 @@ def test_a_round_09_s_late_is_counted(tmp_path):
     dp = UserEntityDP(FedAvg(), places=4, accountant=accountant, store=RunStore(tmp_path), round_period=10.0,
                       seams=Seams(noise=ZeroNoise(), clock=fake.clock, sleep=fake.sleep))
     dp.start(Timed(_app([uedp_mod]), 4), START, 3, timeout=1.0)
-    assert dp.report.late_rounds == 1
-    assert [r["late"] for r in operator_rows(tmp_path)] == [False, True, False]
+    assert dp.report.late_rounds == 2
+    assert [r["late"] for r in operator_rows(tmp_path)] == [True, True, False]
 
 
 def test_a_round_period_shorter_than_the_servers_work_is_refused_before_round_1(tmp_path):
@@ -559,3 +586,72 @@ def test_a_scheduled_rounds_end_is_its_deadline_whoever_replies_when(tmp_path):
         times[present] = ends
         assert dp.report.late_rounds == 0
     assert times[True] == times[False] == [11.0 * t + 10.0 for t in range(1, 7)]
+
+
+def test_a_scheduled_round_on_flowers_http_grid_ends_and_releases_at_public_times(tmp_path):
+    """Adversarial read #5's world on a deployment's grid (an HttpGrid whose push and pull run on a fake clock,
+    each pull costing 0.3 s): the time-out is 10 s, P = 14 s, and u' answers 9.5 s into each round it is sampled
+    in. The round's replies are pulled every 0.1 s until its deadline (due + 10 s); the round ends then, and its
+    release (aggregate_train's return, after which Flower prints the round) comes at due + 10 + 3 s, whether u'
+    is there or not; no round is late, and a reply after the deadline is not waited for."""
+    import uuid
+
+    fake = FakeClock()
+    keys = {n: node_key(n) for n in (10, 20, 30, 40)}
+    keyed = KeyedPlaces(tuple(key_fingerprint(keys[n]) for n in (10, 20, 30, 40)))
+
+    class FakeHttp(HttpGrid):
+        def __init__(self, nodes: dict[int, bytes], delays: dict[int, float]) -> None:
+            self.nodes, self.delays, self.store = nodes, delays, {}
+
+        def get_node_ids(self) -> list[int]:
+            return list(self.nodes)
+
+        def get_nodes(self) -> list[LocalNode]:
+            return [LocalNode(n, k) for n, k in self.nodes.items()]
+
+        def push_messages(self, messages):
+            ids = []
+            for m in messages:
+                mid = uuid.uuid4().hex
+                m.metadata.__dict__["_message_id"] = mid
+                zeros = [np.zeros_like(a.numpy()) for a in m.content.array_records["arrays"].values()]
+                self.store[mid] = (fake.now + self.delays[m.metadata.dst_node_id],
+                                   Message(reply_content(zeros, None), reply_to=m))
+                ids.append(mid)
+            return ids
+
+        def pull_messages(self, message_ids):
+            ready = [i for i in message_ids if i in self.store and self.store[i][0] <= fake.now]
+            fake.now += 0.3  # a pull's cost
+            return [self.store.pop(i)[1] for i in ready]
+
+    times = {}
+    for present in (True, False):
+        fake.now = 1000.0
+        owners = {n: k for n, k in keys.items() if present or n != 40}
+        grid = FakeHttp(owners, {10: 1.0, 20: 2.0, 30: 0.5, 40: 9.5})
+        set_local_task_identity()
+        accountant = UeDPAccountant("uedp", dataclasses.replace(PRIVACY, q_u=0.5), num_users=4, rounds=8,
+                                    noise_multiplier=1.0)
+        dp = UserEntityDP(FedAvg(), places=keyed, accountant=accountant, store=RunStore(tmp_path / str(present)),
+                          round_period=14.0, seams=Seams(noise=ZeroNoise(), clock=fake.clock, sleep=fake.sleep))
+        marks: list[tuple[float, float]] = []
+        real = dp.aggregate_train
+
+        def aggregate(server_round, replies, _real=real, _marks=marks):
+            entered = fake.now - 1000.0
+            out = _real(server_round, replies)
+            _marks.append((entered, fake.now - 1000.0))
+            return out
+
+        dp.aggregate_train = aggregate  # type: ignore[method-assign]
+        dp.start(grid, START, 8, timeout=10.0)
+        times[present] = marks
+        assert dp.report.late_rounds == 0
+        sampled_u = [r for r in operator_rows(tmp_path / str(present)) if present]
+        assert all(r["missing"] == 0 for r in sampled_u)  # u''s 9.5 s reply arrives before the deadline
+    due = [14.0 * t for t in range(1, 9)]
+    assert [e for e, _ in times[True]] == [e for e, _ in times[False]]
+    assert all(abs(e - (d + 10.0)) < 0.31 for (e, _), d in zip(times[True], due))  # the last pull at the deadline
+    assert [r for _, r in times[True]] == [r for _, r in times[False]] == [d + 13.0 for d in due]

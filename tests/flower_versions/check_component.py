@@ -342,8 +342,12 @@ def check_probe(tmp: Path) -> None:
     from uedp.flower import uedp_mod
     from uedp.flower.bundle import mounts_uedp_mod
 
-    check(mounts_uedp_mod(ClientApp(mods=[uedp_mod])) and not mounts_uedp_mod(ClientApp()),
-          "ClientApp._mods does not hold the app-level mods on this release: the bundle check cannot read them")
+    with_mod, without = ClientApp(mods=[uedp_mod]), ClientApp()
+    for app in (with_mod, without):
+        app.train()(train)
+    check(mounts_uedp_mod(with_mod) and not mounts_uedp_mod(without),
+          "ClientApp._mods / _registered_funcs do not hold the app-level mods and the train function on this "
+          "release: the bundle check cannot read them")
 
 
 def check_optimizer_state(tmp: Path) -> None:

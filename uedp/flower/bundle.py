@@ -5,8 +5,9 @@ Flower's ServerApp process puts the bundle's directory at the front of `sys.path
 `load_app`). So the ServerApp can read what the nodes will run without asking them: `bundle_client_app()` finds
 the first `sys.path` directory whose pyproject.toml names `[tool.flwr.app.components] clientapp`, imports that
 object, and `mounts_uedp_mod(app)` looks for a `UeDPMod` among the app-level mods it was built with
-(`ClientApp(mods=[...])`, kept in Flower's private `ClientApp._mods`: tests/flower_versions/check_component.py
-pins it on the lowest and highest supported Flower). A decision read from the bundle is the same whoever is
+(`ClientApp(mods=[...])`, kept in Flower's private `ClientApp._mods`, with the train function registered in
+`_registered_funcs`: tests/flower_versions/check_component.py pins both on the lowest and highest supported
+Flower), with the module a file of the bundle (`in_bundle`). A decision read from the bundle is the same whoever is
 connected: asking the nodes instead (the probe) makes the answer depend on which nodes answer, which in a
 deployment is who took part (docs/proofs.md section 1, "The client mod").
 """
@@ -70,7 +71,21 @@ def bundle_client_app(paths: list[str] | None = None) -> BundleClientApp | None:
 
 
 def mounts_uedp_mod(app: Any) -> bool:
-    """Whether `app` (a flwr ClientApp) was built with a UeDPMod among its app-level mods."""
+    """Whether `app` is a flwr ClientApp built with a UeDPMod among its app-level mods (`ClientApp(mods=[...])`),
+    a train function registered after them ("train.default", which Flower wraps in the mods it had then) and
+    Flower's own `__call__` (a subclass that skips its mods does not count)."""
+    from flwr.clientapp import ClientApp
+
     from uedp.flower.mod import UeDPMod
 
-    return any(isinstance(m, UeDPMod) for m in getattr(app, "_mods", None) or ())
+    return (isinstance(app, ClientApp) and type(app).__call__ is ClientApp.__call__
+            and "train.default" in (getattr(app, "_registered_funcs", None) or {})
+            and any(isinstance(m, UeDPMod) for m in getattr(app, "_mods", None) or ()))
+
+
+def in_bundle(found: BundleClientApp) -> bool:
+    """Whether the ClientApp's module is a file of the bundle (under its pyproject.toml's directory): one
+    imported from elsewhere (the server's environment) says nothing of what the nodes run."""
+    module = sys.modules.get(found.reference.partition(":")[0])
+    path = getattr(module, "__file__", None)
+    return path is not None and Path(path).resolve().is_relative_to(found.pyproject.parent.resolve())

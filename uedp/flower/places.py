@@ -102,7 +102,8 @@ def grid_kind(grid: Any) -> str:
     Flower's, HttpGrid among them, also subclassed), IN_PROCESS (a grid of one's own, not Flower's, whose class
     declares `in_process_simulation = True`: every node runs in this process and no one else can join it, as
     the project's runtime/local_grid.py; an author's claim, like SortedNodes' opt-in) or UNKNOWN. A Flower
-    grid anywhere in the chain decides: a claim never turns a deployment's grid into a simulation's."""
+    grid anywhere in the chain, or held by any object of it under any attribute, decides: a claim never turns
+    a deployment's grid into a simulation's."""
     seen: set[int] = set()
     claimed = False
     while grid is not None and id(grid) not in seen:
@@ -110,10 +111,25 @@ def grid_kind(grid: Any) -> str:
         kind = _flower_grid_kind(grid)
         if kind is not None:
             return kind
+        own = _attributes(grid)
+        held = next((k for k in map(_flower_grid_kind, own.values()) if k is not None), None)
+        if held is not None:  # a Flower grid held under any name decides (a claim never hides one)
+            return held
         claimed = claimed or getattr(type(grid), "in_process_simulation", False) is True
-        own = getattr(grid, "__dict__", {})
         grid = next((own[a] for a in WRAPPED_GRID_ATTRIBUTES if own.get(a) is not None), None)
     return IN_PROCESS if claimed else UNKNOWN
+
+
+def _attributes(obj: Any) -> dict[str, Any]:
+    """An object's own attributes: its __dict__ and its __slots__ (never through a delegating __getattr__)."""
+    own = dict(getattr(obj, "__dict__", {}) or {})
+    for cls in type(obj).__mro__:
+        for name in getattr(cls, "__slots__", ()) if isinstance(getattr(cls, "__slots__", ()), tuple | list) else ():
+            try:
+                own.setdefault(name, object.__getattribute__(obj, name))
+            except AttributeError:
+                continue
+    return own
 
 
 @dataclass(frozen=True)

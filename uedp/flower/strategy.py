@@ -18,12 +18,14 @@ FedAdagrad / FedAvgM step with it). Everything else is UeDP's (docs/mechanism.md
 start (before any budget is spent), `preflight`:
   places: an int N (SortedNodes) is refused on a deployment's grid (uedp.flower.places); on a simulation's
     grid the wrapper waits for the nodes to register and refuses more places than nodes;
-  probe: every node that stands in a place is sent one probe (uedp.protocol), which the client mod answers
-    itself; answers of which none carries the mod's marker refuse the run, naming `uedp_mod`. The decision
-    reads the marker only: one marker shows the mod is there (every node is assumed to run the submitted app),
-    silence (no answer) decides nothing;
-  round_period > 0: the period must exceed the timeout plus a worst-case release, the ledger and checkpoint
-    writes and `evaluate_fn` (measured now and at round 0), or the run is refused.
+  client mod: on a deployment's grid the app bundle's ClientApp must mount `uedp_mod`, read from the bundle
+    (uedp.flower.bundle: the same whoever is connected); on a simulation's, every node that stands in a place
+    is sent one probe (uedp.protocol), which the mod answers itself; answers of which none carries the marker
+    refuse the run, naming `uedp_mod`; silence (and the SuperLink's error reply for a node) decides nothing;
+  round_period > 0: the period must exceed the timeout, the grid's margin and 1.25 times the server's
+    worst-case work and `evaluate_fn` (measured before round 1), or the run is refused. Each round then waits
+    for its replies until its public deadline and releases at a public time (`_ScheduledGrid`,
+    `_hold_release`).
 configure_train (round t):
   budget: before a round that would take a claimed epsilon past the target, raise Flower's
     `PrivacyBudgetExhausted` (nothing of that round is sampled, sent or charged);
@@ -72,13 +74,13 @@ from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
-from flwr.common.constant import SUPERLINK_NODE_ID
+from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from uedp.config import PrivacyConfig
 from uedp.errors import ConfigError
-from uedp.flower.bundle import bundle_client_app, mounts_uedp_mod
+from uedp.flower.bundle import bundle_client_app, in_bundle, mounts_uedp_mod
 from uedp.flower.optimizer import ServerOptimizer
 from uedp.flower.places import IN_PROCESS, SIMULATION, Places, SortedNodes, grid_kind
 from uedp.flower.plan import MechanismSettings, RoundPlan, plan_round
@@ -119,6 +121,9 @@ PROBE_TIMEOUT = 600.0  # the probe's time-out when configure_train is driven wit
 SCHEDULE_MARGIN = 1.25  # round_period must exceed the timeout plus this many times the measured server work
 GRID_POLL_MARGIN = 3.0  # ... plus this: how late a grid may return after its time-out (HttpGrid: 3 s polls)
 SIMULATION_POLL_MARGIN = 0.2  # ... on a simulation's or in-process grid (Flower's InMemoryGrid: 0.1 s polls)
+SCHEDULED_POLL = 0.1  # a scheduled round pulls its replies this often, until its deadline
+# The SuperLink's own error replies (a node or message unavailable): silence to the probe, not an answer
+SUPERLINK_ERRORS = (ErrorCode.MESSAGE_UNAVAILABLE, ErrorCode.REPLY_MESSAGE_UNAVAILABLE, ErrorCode.NODE_UNAVAILABLE)
 FIXED_SEED_LABEL = f"{FIXED_SEED_WARNING} (privacy.seed >= 0: keys, cohorts and noise from the seed)"
 
 
@@ -343,6 +348,7 @@ class UserEntityDP(Strategy):
         self._eval_seconds = 0.0  # evaluate_fn at round 0 (start), for the schedule's check
         self._schedule_checked = False
         self._scheduled_round = 0  # the round whose replies the scheduled grid waits for (its deadline)
+        self._release_slack = 0.0  # a scheduled round's release: its deadline plus this (_check_schedule)
         self._grid_kind = ""  # the preflight's grid_kind
 
     def _resume(self, store: RunStore) -> None:
@@ -506,6 +512,9 @@ class UserEntityDP(Strategy):
                 "cannot find the app bundle's ClientApp to check that it mounts uedp_mod: no directory on sys.path "
                 "has a pyproject.toml with [tool.flwr.app.components] clientapp (flwr-serverapp puts the submitted "
                 "app's directory there). Run the ServerApp with `flwr run` from the app's directory")
+        if not in_bundle(found):
+            raise ConfigError(f"{found.pyproject}: the ClientApp it names ({found.reference}) is imported from outside "
+                              "the app bundle, so it says nothing of what the nodes run: keep its module in the app")
         if not mounts_uedp_mod(found.app):
             raise MissingClientMod(
                 f"the app bundle's ClientApp ({found.reference}, {found.pyproject}) does not mount UeDP's client "
@@ -557,8 +566,8 @@ class UserEntityDP(Strategy):
         def answered(reply: Any) -> bool:  # an answer of the probed node itself (not the SuperLink's: silence)
             meta = getattr(reply, "metadata", None)
             node = sent.get(getattr(meta, "reply_to_message_id", None))
-            superlink = meta is not None and meta.src_node_id == SUPERLINK_NODE_ID and reply.has_error()
-            return node is not None and meta.src_node_id == node and not superlink
+            unavailable = reply.has_error() and getattr(reply.error, "code", None) in SUPERLINK_ERRORS
+            return node is not None and meta.src_node_id == node and not unavailable
 
         answers = [r for r in replies if answered(r)]
         if not answers or any(has_probe_marker(r) for r in answers):
@@ -581,6 +590,7 @@ class UserEntityDP(Strategy):
         self._schedule_checked = True
         work = self._measure_release(arrays, record)
         poll = GRID_POLL_MARGIN if self._grid_kind not in (SIMULATION, IN_PROCESS) else SIMULATION_POLL_MARGIN
+        self._release_slack = poll + SCHEDULE_MARGIN * work
         need = (self._timeout or 0.0) + poll + SCHEDULE_MARGIN * (work + self._eval_seconds)
         if self._round_period <= need:
             raise ConfigError(
@@ -602,9 +612,9 @@ class UserEntityDP(Strategy):
         cohort = s.m_max or s.places
         t0 = clock()
         self._accountant.check(record)
-        reply = reply_content(update, None)["update"]
         shapes = [t.shape for t in template]
-        decoded = [decode_update(reply, shapes) for _ in range(cohort)]
+        # each reply built and decoded: the stand-in for pulling and inflating m_max model-sized replies
+        decoded = [decode_update(reply_content(update, None)["update"], shapes) for _ in range(cohort)]
         mean, _ = self._aggregator(decoded, template=template, w_max=s.w_max, beta=s.beta + s.gamma,
                                    sigma=s.sigma, denominator=s.denominator,
                                    noise=noise_source(seed=None, choice="secure"))
@@ -633,8 +643,7 @@ class UserEntityDP(Strategy):
             return False
         due = self.due(server_round)
         now = self._seams.clock()
-        if now > due:
-            self._late += 1
+        if now > due:  # counted with the round (aggregate_train), or alone if the round never ends
             return True
         self._seams.sleep(due - now)
         return False
@@ -655,6 +664,7 @@ class UserEntityDP(Strategy):
         check = self._accountant.check(record)
         if check is not None:
             if not check.allowed:
+                self._late += late  # a late start whose round never runs is still a late round
                 over = ", ".join(f"eps_{k} to {check.epsilons_after[k]:.4f}" for k in check.exceeded)
                 log.warning("budget stop before round %d: it would take %s > target %g; nothing of it was sampled, "
                             "sent or charged, and the last released model is round %d's (report.arrays)", rnd, over,
@@ -698,14 +708,16 @@ class UserEntityDP(Strategy):
         self._arrays, self._model_round = new, rnd
         seconds = time.monotonic() - pending.started  # the round: configure, replies, release, ledger, update
         head = self._accountant.head.hash
+        if self._store is not None and self._store.wants_checkpoint(rnd, self._accountant.rounds):
+            self._store.save_checkpoint(rnd, {k: a.numpy() for k, a in new.items()}, self._optimizer.state_dict(),
+                                        self._accountant)
+        late = self._hold_release(server_round) or pending.late
+        self._late += late
         if self._store is not None:
-            if self._store.wants_checkpoint(rnd, self._accountant.rounds):
-                self._store.save_checkpoint(rnd, {k: a.numpy() for k, a in new.items()}, self._optimizer.state_dict(),
-                                            self._accountant)
             self._store.operator_log({"round": rnd, **counts, "connected": pending.connected,
-                                      "ignored": pending.ignored, "seconds": round(seconds, 3), "late": pending.late,
+                                      "ignored": pending.ignored, "seconds": round(seconds, 3), "late": late,
                                       "ledger_hash": head})
-        self._last = RoundReport(rnd, head, seconds, pending.late)
+        self._last = RoundReport(rnd, head, seconds, late)
         if not self._spec.private:  # no guarantee to keep: the counts (and a train loss) are the app's to see
             return new, MetricRecord({"round": rnd, **counts})
         if not self._claimed:  # no budget check this round: compute the claims now
@@ -719,6 +731,20 @@ class UserEntityDP(Strategy):
         if not self._claimed:
             self._claimed = self._accountant.claimed()
         return dict(self._claimed)
+
+    def _hold_release(self, server_round: int) -> bool:
+        """A scheduled round (under `start`) returns its release at a public time: its deadline plus the grid's
+        lateness and 1.25 times the worst-case server work measured before round 1, so that when Flower prints
+        the round's MetricRecord (and anything after it) does not tell how many replies it had to decode and
+        sum. Returns whether the release was later than that (the round is then counted late)."""
+        if self._round_period <= 0 or self._timeout is None or not self._schedule_checked:
+            return False
+        release = self.due(server_round) + self._timeout + self._release_slack
+        now = self._seams.clock()
+        if now > release:
+            return True
+        self._seams.sleep(release - now)
+        return False
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> Iterable[Message]:
@@ -737,11 +763,14 @@ class UserEntityDP(Strategy):
 
 
 class _ScheduledGrid:
-    """The grid of a scheduled run (round_period > 0): a round's replies are awaited until its public deadline,
-    its due time plus `start`'s timeout (never longer for a round that started late), and the round ends at that
-    deadline however early the replies came, a round with no one sampled included: when a round ends, and so
-    when anything after it is printed or sent, depends on no one's data or presence. The probe and Flower's
-    evaluation step (the send after a round's) pass through."""
+    """The grid of a scheduled run (round_period > 0). A round's messages are pushed and its replies pulled every
+    SCHEDULED_POLL seconds until its public deadline, its due time plus `start`'s timeout (never longer for a
+    round that started late; a last pull at the deadline), through the grid's own `push_messages` /
+    `pull_messages` (a grid of one's own without them: its send_and_receive, to the deadline); then the round
+    waits for the deadline, however early the replies came, a round with no one sampled included. (Flower's
+    HttpGrid.send_and_receive would sleep 3 s between pulls and return up to 3 s after its time-out, later when
+    a sampled node had not answered: adversarial read #5.) The probe and Flower's evaluation step (the send
+    after a round's) pass through."""
 
     def __init__(self, grid: Any, dp: UserEntityDP) -> None:
         self.grid = grid  # (uedp.flower.places.grid_kind reads it)
@@ -758,6 +787,27 @@ class _ScheduledGrid:
         rnd, dp._scheduled_round = dp._scheduled_round, 0  # a round's send, once, empty (no one sampled) or not
         clock, sleep = dp._seams.clock, dp._seams.sleep
         deadline = dp.due(rnd) + (dp._timeout or 0.0)
-        replies = list(self.grid.send_and_receive(messages, timeout=max(0.0, deadline - clock())))
+        push, pull = getattr(self.grid, "push_messages", None), getattr(self.grid, "pull_messages", None)
+        if not messages:
+            replies: list[Message] = []
+        elif callable(push) and callable(pull):
+            replies = self._pull_until(deadline, push, pull, messages)
+        else:
+            replies = list(self.grid.send_and_receive(messages, timeout=max(0.0, deadline - clock())))
         sleep(max(0.0, deadline - clock()))
+        return replies
+
+    def _pull_until(self, deadline: float, push: Callable[..., Any], pull: Callable[..., Any],
+                    messages: list[Message]) -> list[Message]:
+        clock, sleep = self.dp._seams.clock, self.dp._seams.sleep
+        pending = {i for i in push(messages) if i}
+        replies: list[Message] = []
+        while pending:
+            got = list(pull(list(pending)))
+            replies.extend(got)
+            pending -= {r.metadata.reply_to_message_id for r in got}
+            now = clock()
+            if not pending or now >= deadline:
+                break
+            sleep(min(SCHEDULED_POLL, deadline - now))
         return replies
