@@ -41,6 +41,12 @@ def _overrides(out: Path, nodes: int, **extra) -> dict:
             "federation.out_dir": str(out), **extra}
 
 
+def _events(out: Path) -> list[dict]:
+    """Every line of the run's operator log but its note (rounds and events such as the start)."""
+    lines = (out / "operator.jsonl").read_text().splitlines()[1:]
+    return [json.loads(x) for x in lines if x.strip()]
+
+
 def _rounds(out: Path) -> list[dict[str, float]]:
     """Each round's counts, from the run's operator log (operator.jsonl: never the ServerApp's output)."""
     return operator_rows(out)
@@ -152,7 +158,9 @@ def test_owners_keep_their_files_and_only_registered_nodes_join(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rounds"] == 2 and summary["population"] == 3 and summary["private"]
     assert summary["tokenizer"]["source"] == "public" and "perplexity" in summary["final"]
-    assert "3 nodes registered" in run_log  # the SuperLink's node list held the three invited nodes only
+    assert "starting when every invited owner is connected" in run_log  # one line, whoever came
+    started = [r for r in _events(out) if r.get("event") == "start"]
+    assert started[-1]["connected"] == 3  # the SuperLink's node list held the three invited nodes only
     rounds = _rounds(out)
     assert [r["sampled"] for r in rounds] == [3.0, 3.0] and [r["replies"] for r in rounds] == [3.0, 3.0]
     with contextlib.closing(sqlite3.connect(home / "state.db")) as db:  # Flower 1.42's LinkState schema
