@@ -129,6 +129,20 @@ def test_grid_kind_sees_through_wrappers():
             self.backend = grid
 
     assert grid_kind(Hides(deployment)) == DEPLOYMENT and grid_kind(Slotted(deployment)) == DEPLOYMENT
+    import functools
+
+    def closure(grid: Any) -> Any:
+        return lambda: grid
+
+    for hidden in ({"a": deployment}, [deployment], (deployment,), functools.partial(print, deployment),
+                   closure(deployment), Hides(Hides(deployment)), deployment.get_node_ids):
+        assert grid_kind(Hides(hidden)) == DEPLOYMENT, hidden  # held anywhere, a few levels deep
+
+    class Mirror:  # shows a simulation's grid, sends through a deployment's
+        def __init__(self) -> None:
+            self.grid, self._real = simulation, deployment
+
+    assert grid_kind(Mirror()) == DEPLOYMENT
 
     class Delegating:  # forwards every attribute (a __getattr__ wrapper): seen through its stored grid only
         def __init__(self, grid: Any) -> None:

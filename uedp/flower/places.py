@@ -42,6 +42,8 @@ import functools
 import hashlib
 import os
 import re
+import types
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,51 +85,109 @@ NODE_ORDER_LABEL = ("not private: places by node order (SortedNodes outside a si
                     "which place depends on who connected)")
 
 
-def _flower_grid_kind(grid: Any) -> str | None:
+@functools.lru_cache(maxsize=1)
+def _flower_grids() -> tuple[type, type] | None:
     try:
         from flwr.serverapp import Grid
         from flwr.superlink.grid.inmemory_grid import InMemoryGrid
     except ImportError:  # pragma: no cover - every supported Flower release has both (tests/test_flower_versions.py)
         return None
-    if isinstance(grid, InMemoryGrid):
+    return Grid, InMemoryGrid
+
+
+def _flower_grid_kind(grid: Any) -> str | None:
+    classes = _flower_grids()
+    if classes is None:  # pragma: no cover
+        return None
+    if isinstance(grid, classes[1]):
         return SIMULATION
-    if isinstance(grid, Grid):  # HttpGrid (a deployment's SuperLink), or any other grid of Flower's
+    if isinstance(grid, classes[0]):  # HttpGrid (a deployment's SuperLink), or any other grid of Flower's
         return DEPLOYMENT
     return None
 
 
 def grid_kind(grid: Any) -> str:
-    """The kind of grid a ServerApp runs on, looking through wrappers that hold the grid they wrap in an
-    attribute of WRAPPED_GRID_ATTRIBUTES: SIMULATION (Flower's InMemoryGrid), DEPLOYMENT (any other grid of
-    Flower's, HttpGrid among them, also subclassed), IN_PROCESS (a grid of one's own, not Flower's, whose class
-    declares `in_process_simulation = True`: every node runs in this process and no one else can join it, as
-    the project's runtime/local_grid.py; an author's claim, like SortedNodes' opt-in) or UNKNOWN. A Flower
-    grid anywhere in the chain, or held by any object of it under any attribute, decides: a claim never turns
-    a deployment's grid into a simulation's."""
+    """The kind of grid a ServerApp runs on: DEPLOYMENT if a Flower grid other than the simulation's (HttpGrid,
+    also subclassed) is the grid or is reachable from it (`_reachable`: attributes, slots, containers, bound
+    methods, partials, closures, weak references, a few levels deep: a wrapper of one's own cannot hide one);
+    else SIMULATION if Flower's InMemoryGrid is; else IN_PROCESS if an object of the wrapper chain (the grid, and
+    what it holds under WRAPPED_GRID_ATTRIBUTES) is of a class that declares `in_process_simulation = True`:
+    every node runs in this process and no one else can join it, as the project's runtime/local_grid.py; an
+    author's claim, like SortedNodes' opt-in; else UNKNOWN."""
+    kinds = {k for k in map(_flower_grid_kind, _reachable(grid)) if k is not None}
+    if DEPLOYMENT in kinds:
+        return DEPLOYMENT
+    if SIMULATION in kinds:
+        return SIMULATION
     seen: set[int] = set()
-    claimed = False
     while grid is not None and id(grid) not in seen:
         seen.add(id(grid))
-        kind = _flower_grid_kind(grid)
-        if kind is not None:
-            return kind
+        if getattr(type(grid), "in_process_simulation", False) is True:
+            return IN_PROCESS
         own = _attributes(grid)
-        held = next((k for k in map(_flower_grid_kind, own.values()) if k is not None), None)
-        if held is not None:  # a Flower grid held under any name decides (a claim never hides one)
-            return held
-        claimed = claimed or getattr(type(grid), "in_process_simulation", False) is True
         grid = next((own[a] for a in WRAPPED_GRID_ATTRIBUTES if own.get(a) is not None), None)
-    return IN_PROCESS if claimed else UNKNOWN
+    return UNKNOWN
+
+
+_LEAVES = (str, bytes, int, float, bool, complex, type(None), types.ModuleType, type)
+
+
+def _children(obj: Any) -> list[Any]:
+    """What `obj` holds: its attributes and slots, a container's items, a bound method's instance, a partial's
+    function and arguments, a function's closure cells, a weak reference's target."""
+    if isinstance(obj, dict):
+        return [*obj.keys(), *obj.values()]
+    if isinstance(obj, list | tuple | set | frozenset):
+        return list(obj)
+    if isinstance(obj, weakref.ref):
+        return [obj()]
+    if isinstance(obj, types.MethodType):
+        return [obj.__self__, obj.__func__]
+    if isinstance(obj, functools.partial):
+        return [obj.func, *obj.args, *obj.keywords.values()]
+    if isinstance(obj, types.FunctionType):
+        return [c.cell_contents for c in obj.__closure__ or () if _filled(c)]
+    return list(_attributes(obj).values())
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+def _reachable(root: Any, depth: int = 4, limit: int = 2000) -> list[Any]:
+    """`root` and what it holds (`_children`), breadth first, to `depth` levels and at most `limit` objects."""
+    seen: set[int] = set()
+    found: list[Any] = []
+    level = [root]
+    for _ in range(depth + 1):
+        following: list[Any] = []
+        for obj in level:
+            if isinstance(obj, _LEAVES) or id(obj) in seen or len(found) >= limit:
+                continue
+            seen.add(id(obj))
+            found.append(obj)
+            if _flower_grid_kind(obj) is None:  # a Flower grid's own insides are not wrappers
+                following.extend(_children(obj))
+        level = following
+    return found
 
 
 def _attributes(obj: Any) -> dict[str, Any]:
     """An object's own attributes: its __dict__ and its __slots__ (never through a delegating __getattr__)."""
-    own = dict(getattr(obj, "__dict__", {}) or {})
+    try:
+        own = dict(object.__getattribute__(obj, "__dict__"))
+    except (AttributeError, TypeError):
+        own = {}
     for cls in type(obj).__mro__:
-        for name in getattr(cls, "__slots__", ()) if isinstance(getattr(cls, "__slots__", ()), tuple | list) else ():
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
             try:
                 own.setdefault(name, object.__getattribute__(obj, name))
-            except AttributeError:
+            except (AttributeError, TypeError):
                 continue
     return own
 
