@@ -45,7 +45,6 @@ from uedp.models.base import UedpModel, get_weights, parameter_counts, set_weigh
 from uedp.models.checkpoints import base_digest, checkpoint_of, recorded_public_corpus_of
 from uedp.models.public_start import load_public_start, refuse_private_start
 from uedp.pipeline import EncodedSentences
-from uedp.privacy.accountant import UeDPAccountant
 from uedp.privacy.accounting import safe_m_max
 from uedp.privacy.aggregation import Aggregator, aggregate, denominator
 from uedp.privacy.mechanisms import MechanismSpec, spec_for
@@ -217,20 +216,15 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
 def build_strategy(cfg: RunConfig, spec: MechanismSpec, optimizer: ModelOptimizer, *, places: Places,
                    store: RunStore, components: Components, records: dict | None,
                    denominator: float | None) -> UserEntityDP:
-    """UeDP's wrapper around the project's server optimizer: the accountant of the run's mechanism (z given by
-    the components, or privacy.noise_multiplier with privacy.target_epsilon = 0, or calibrated to the target:
-    `UserEntityDP.make_private_with_epsilon`), the run store (federation.out_dir, checkpoint_every, resume), the
-    schedule (federation.round_period) and the seams."""
-    fed, p = cfg.federation, cfg.privacy
-    options: dict = dict(store=store, round_period=fed.round_period, records=records,
-                         seams=Seams(noise=components.noise, aggregator=components.aggregator, denominator=denominator))
-    if spec.private and components.noise_multiplier is None and p.target_epsilon > 0:
-        return UserEntityDP.make_private_with_epsilon(optimizer, places=places, num_rounds=fed.rounds, privacy=p,
-                                                      mechanism=spec.name, **options)
-    z = components.noise_multiplier if components.noise_multiplier is not None else p.noise_multiplier
-    accountant = UeDPAccountant(spec.name, p, num_users=places.size, rounds=fed.rounds,
-                                noise_multiplier=z if spec.private else 0.0)
-    return UserEntityDP(optimizer, places=places, accountant=accountant, **options)
+    """UeDP's wrapper around the project's server optimizer (`UserEntityDP.from_privacy`: z given by the
+    components, or privacy.noise_multiplier with privacy.target_epsilon = 0, or calibrated to the target), the
+    run store (federation.out_dir, checkpoint_every, resume), the schedule (federation.round_period) and the
+    seams."""
+    fed = cfg.federation
+    return UserEntityDP.from_privacy(
+        optimizer, places=places, num_rounds=fed.rounds, privacy=cfg.privacy, mechanism=spec.name, store=store,
+        noise_multiplier=components.noise_multiplier, round_period=fed.round_period, records=records,
+        seams=Seams(noise=components.noise, aggregator=components.aggregator, denominator=denominator))
 
 
 def describe_model(cfg: RunConfig, model: UedpModel, stream: TextIO) -> tuple[dict | None, dict[str, dict]]:

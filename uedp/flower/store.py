@@ -102,10 +102,6 @@ class RunStore:
         if new:
             path.chmod(PRIVATE)
 
-    def operator_rows(self) -> list[dict[str, Any]]:
-        """The operator log's rows (its note line skipped)."""
-        return read_operator_log(self.out)
-
 
 def read_operator_log(out: str | Path) -> list[dict[str, Any]]:
     """The rows of `out`/operator.jsonl (its note line skipped); [] if there is none."""

@@ -244,6 +244,11 @@ class _Pending:
     ignored: int
 
 
+def _size(places: int | Places) -> int:
+    """N, of an int or a place map."""
+    return places if isinstance(places, int) else places.size
+
+
 def _rng(seed: int) -> random.Random:
     return random.Random(seed) if seed >= 0 else secrets.SystemRandom()
 
@@ -388,17 +393,17 @@ class UserEntityDP(Strategy):
         from uedp.privacy.mechanisms import get
 
         spec = get(mechanism)
-        size = places if isinstance(places, int) else places.size
+        size = _size(places)
         if spec.private and privacy.target_epsilon <= 0:
             raise ConfigError("make_private_with_epsilon needs privacy.target_epsilon > 0 (with 0, pass an "
                               "accountant of your noise multiplier to UserEntityDP)")
         recorded = store.recorded_z(delta=privacy.delta, num_users=size) if store is not None else None
         # the accountant resolves the automatic cohort cap first: the calibration is for that cap
-        probe = UeDPAccountant(mechanism, privacy, num_users=size, rounds=num_rounds,
-                               noise_multiplier=1.0 if spec.private else 0.0)
-        z = recorded if recorded is not None else run_noise_multiplier(spec, probe.privacy, rounds=num_rounds,
+        resolved = UeDPAccountant(mechanism, privacy, num_users=size, rounds=num_rounds,
+                                  noise_multiplier=1.0 if spec.private else 0.0).privacy
+        z = recorded if recorded is not None else run_noise_multiplier(spec, resolved, rounds=num_rounds,
                                                                        num_users=size)
-        accountant = UeDPAccountant(mechanism, probe.privacy, num_users=size, rounds=num_rounds, noise_multiplier=z)
+        accountant = UeDPAccountant(mechanism, resolved, num_users=size, rounds=num_rounds, noise_multiplier=z)
         return cls(strategy, places=places, accountant=accountant, store=store, **options)
 
     @classmethod
@@ -413,14 +418,26 @@ class UserEntityDP(Strategy):
         from uedp.privacy.mechanisms import spec_for
 
         cfg = RunConfig.from_run_config(run_config)
-        spec = spec_for(cfg.strategy.name, cfg.strategy.estimator)
-        p = cfg.privacy
-        if spec.private and p.target_epsilon > 0:
-            return cls.make_private_with_epsilon(strategy, places=places, num_rounds=num_rounds, privacy=p,
-                                                 mechanism=spec.name, store=store, **options)
-        size = places if isinstance(places, int) else places.size
-        accountant = UeDPAccountant(spec.name, p, num_users=size, rounds=num_rounds,
-                                    noise_multiplier=p.noise_multiplier if spec.private else 0.0)
+        return cls.from_privacy(strategy, places=places, num_rounds=num_rounds, privacy=cfg.privacy,
+                                mechanism=spec_for(cfg.strategy.name, cfg.strategy.estimator).name, store=store,
+                                **options)
+
+    @classmethod
+    def from_privacy(cls, strategy: Any, *, places: int | Places, num_rounds: int, privacy: PrivacyConfig,
+                     mechanism: str = "uedp", store: RunStore | None = None, noise_multiplier: float | None = None,
+                     **options: Any) -> UserEntityDP:
+        """The wrapper of privacy settings as a run config means them: `noise_multiplier` when given (z fixed),
+        else privacy.target_epsilon > 0 calibrates z to it (`make_private_with_epsilon`), and 0 uses
+        privacy.noise_multiplier. `options`: the constructor's round_period, records, seams."""
+        from uedp.privacy.mechanisms import get
+
+        private = get(mechanism).private
+        if private and noise_multiplier is None and privacy.target_epsilon > 0:
+            return cls.make_private_with_epsilon(strategy, places=places, num_rounds=num_rounds, privacy=privacy,
+                                                 mechanism=mechanism, store=store, **options)
+        z = privacy.noise_multiplier if noise_multiplier is None else noise_multiplier
+        accountant = UeDPAccountant(mechanism, privacy, num_users=_size(places), rounds=num_rounds,
+                                    noise_multiplier=z if private else 0.0)
         return cls(strategy, places=places, accountant=accountant, store=store, **options)
 
     # -- what it reports -------------------------------------------------------------------------------------
