@@ -144,8 +144,27 @@ def test_uedp_table_has_a_detected_column(capsys) -> None:
     assert code == 0 and "held by K other users" in out and "detected" in out
 
 
+def test_missed_adds_the_mixed_case(capsys) -> None:
+    """--missed K': a JSON row per K with the mixed epsilon, the library's value, between the detected and
+    the undetected one."""
+    from uedp.privacy.holders import holders_epsilon
+
+    code, out, _ = run([*BASE, "--noise-multiplier", "3", "--holders", "2", "--missed", "1", "--json"], capsys)
+    assert code == 0, out
+    row = json.loads(out)["holders"][0]
+    mech = mechanism("uedp", z=3.0, q_u=0.05, q_e=0.5, q_s=0.1, m_max=20)
+    want = holders_epsilon([(mech, 50)], 2, delta=1e-5, num_users=20, missed=1)
+    assert row["missed"] == 1 and row["mixed"] == pytest.approx(want.epsilon, rel=1e-12)
+    assert row["mixed_bound"] == want.bound and row["detected"] <= row["mixed"] <= row["epsilon"]
+    code, out, _ = run([*BASE, "--noise-multiplier", "3", "--holders", "0", "--missed", "0"], capsys)  # quick
+    assert code == 0 and "0 missed" in out
+
+
 def test_holders_options_are_checked(capsys) -> None:
-    for argv, words in (([*USER, "--noise-multiplier", "4", "--q-e", "0.5"], "UeDP's"),
+    for argv, words in (([*BASE, "--noise-multiplier", "3", "--holders", "1", "--missed", "2"], "--missed"),
+                        ([*BASE, "--noise-multiplier", "3", "--missed", "1"], "--missed"),
+                        ([*USER, "--noise-multiplier", "4", "--holders", "2", "--missed", "1"], "--missed"),
+                        ([*USER, "--noise-multiplier", "4", "--q-e", "0.5"], "UeDP's"),
                         ([*USER, "--noise-multiplier", "4", "--holders", "x"], "--holders"),
                         ([*USER, "--noise-multiplier", "4", "--target-holders", "2"], "--target-epsilon"),
                         (["epsilon", "--q-u", "0.2", "--rounds", "5", "--num-users", "100", "--noise-multiplier", "4"],

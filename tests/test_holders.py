@@ -15,7 +15,15 @@ from scipy.stats import binom, norm
 from uedp.audit.holders import holder_world, world_epsilon
 from uedp.errors import ConfigError
 from uedp.privacy import accounting as acc
-from uedp.privacy.holders import TAIL_FRACTION, count_pair, group_epsilon, holders_epsilon, tail_cut
+from uedp.privacy.holders import (
+    MIXED_SPLITS,
+    TAIL_FRACTION,
+    count_pair,
+    group_epsilon,
+    holders_epsilon,
+    tail_cut,
+    user_group_epsilon,
+)
 
 DELTA = 1e-5
 # sigma several times the shifts: dp-accounting's mixture PLDs (seconds each at larger shifts) stay quick
@@ -143,7 +151,8 @@ def test_a_holder_with_many_sentences_breaks_the_per_sentence_bound_and_not_the_
     """The adversarial read's counterexample (docs/proofs.md section 8): at the main job's settings a holder
     with the entity in 20 entity-free sentences (used with probability 1 - 0.8^20) leaks more than Theorem 2 at
     the run's q_s (eps_undetected, a per-sentence statement: the broken variant) claims, and less than the
-    shipped `one_holder` bound (Theorem 2 at q_e = q_s = 1)."""
+    shipped bounds: `one_holder` (Theorem 2 at q_e = q_s = 1) and the smaller `group` over 3 user steps
+    (Theorem 6)."""
     mech = acc.mechanism("uedp", z=0.8925, q_u=0.25, q_e=0.2, q_s=0.2, m_max=89, k_cap=1)
     runs, n = [(mech, 30)], 200
     per_sentence = acc.undetected_epsilon(runs, delta=DELTA, num_users=n)[0]
@@ -151,8 +160,8 @@ def test_a_holder_with_many_sentences_breaks_the_per_sentence_bound_and_not_the_
     # the world ignores truncation: it lower-bounds the epsilon at delta + delta_trunc
     world = world_epsilon(1, q_u=0.25, q_sel=1 - 0.8**20, sigma=mech.sigma, rounds=30,
                           delta=DELTA + acc.truncation_delta(runs, n))
-    assert per_sentence + 0.5 < world < shipped.epsilon, (per_sentence, world, shipped)  # 6.56 < 7.40 < 11.7
-    assert shipped.bound == "one_holder"
+    assert per_sentence + 0.5 < world < shipped.epsilon, (per_sentence, world, shipped)  # 6.56 < 7.40 < 9.66
+    assert shipped.bound == "group" and shipped.epsilon < shipped.bounds["one_holder"]  # 9.66 < 11.7
 
 
 def test_every_holder_drawn_each_round() -> None:
@@ -162,3 +171,118 @@ def test_every_holder_drawn_each_round() -> None:
     full = acc.mechanism("user_dp", z=4.0, q_u=1.0, m_max=None)
     assert math.isfinite(holders_epsilon([(full, ROUNDS)], 2, delta=DELTA, num_users=N,
                                          value_discretization_interval=VDI).epsilon)
+
+
+def _truncating(k: int) -> tuple[acc.Mechanism, int]:
+    """UEDP's rates with the smallest m_max whose delta_trunc stays below DELTA / 2 (N = 400): then (2k + 1)
+    delta_trunc > DELTA, so a bound charging delta_trunc at every step is infinite."""
+    n = 400
+    for m_max in range(60, 200):
+        mech = acc.mechanism("uedp", z=1.5, q_u=0.2, q_e=0.3, q_s=0.5, m_max=m_max, k_cap=1)
+        if acc.truncation_delta([(mech, ROUNDS)], n) < DELTA / 2:
+            assert (2 * k + 1) * acc.truncation_delta([(mech, ROUNDS)], n) > DELTA
+            return mech, n
+    raise AssertionError("no m_max found")
+
+
+def _user_profile_direct(mech: acc.Mechanism, vdi: float):
+    """The composed user pair PS_{q_u}(s_u = 1) at the mechanism's sigma, from dp_accounting's constructor."""
+    one = pld_lib.from_gaussian_mechanism(mech.sigma, sensitivity=1.0, sampling_prob=mech.q_u,
+                                          value_discretization_interval=vdi)
+    return one.self_compose(ROUNDS)
+
+
+def test_user_steps_group_is_dp_accountings_with_truncation_charged_once() -> None:
+    """Theorem 6: UeDP's undetected per-holder bound by group privacy over 2k + 1 user steps equals the
+    linear group bound of dp_accounting's own PLD of the Poisson-subsampled Gaussian, read at delta -
+    delta_trunc (charged ONCE: at every step it would exceed delta here)."""
+    k = 2
+    mech, n = _truncating(k)
+    trunc = acc.truncation_delta([(mech, ROUNDS)], n)
+    pld = _user_profile_direct(mech, VDI)
+    grid = np.geomspace(1e-4, 200.0 / (2 * k + 1), 4001)
+    ok = np.asarray(pld.get_delta_for_epsilon(grid)) * np.expm1((2 * k + 1) * grid) / np.expm1(grid) <= DELTA - trunc
+    want = float((2 * k + 1) * grid[ok].min())
+    got = holders_epsilon([(mech, ROUNDS)], k, delta=DELTA, num_users=n, value_discretization_interval=VDI)
+    assert got.bounds["group"] == pytest.approx(want, rel=1e-9)
+    assert got.bounds["group"] == user_group_epsilon([(mech, ROUNDS)], 2 * k + 1, delta=DELTA, num_users=n,
+                                                     value_discretization_interval=VDI)
+    assert got.bounds["undetected_group"] == math.inf  # Theorem 2's steps, delta_trunc at each: infinite
+    assert got.epsilon <= got.bounds["group"] < math.inf
+    with pytest.raises(ConfigError, match="user steps"):
+        user_group_epsilon([(mech, ROUNDS)], 0, delta=DELTA, num_users=n)
+    with pytest.raises(ConfigError, match="1/num_users"):
+        user_group_epsilon([(mech, ROUNDS)], 3, delta=0.5, num_users=n)
+    lower = world_epsilon(k, q_u=mech.q_u, q_sel=1.0, sigma=mech.sigma, rounds=ROUNDS, delta=DELTA + trunc)
+    assert lower <= got.epsilon, (lower, got)
+
+
+def test_the_world_certifies_one_step_per_holder_broken() -> None:
+    """The crafted world of docs/proofs.md section 11 against Theorem 6 and a broken variant: changing a holder
+    is TWO user steps (empty its place, refill it); counting it as one (k + 1 steps) claims less than the world
+    provably leaks, at every k tested, while the sound 2k + 1 stays above it."""
+    for k in (1, 2, 4):
+        world = world_epsilon(k, q_u=UEDP.q_u, q_sel=1.0, sigma=UEDP.sigma, rounds=ROUNDS, delta=DELTA)
+        sound = user_group_epsilon([(UEDP, ROUNDS)], 2 * k + 1, delta=DELTA, num_users=N,
+                                   value_discretization_interval=VDI)
+        broken = user_group_epsilon([(UEDP, ROUNDS)], k + 1, delta=DELTA, num_users=N,
+                                    value_discretization_interval=VDI)
+        assert broken < world <= sound, (k, broken, world, sound)
+
+
+def test_the_mixed_case_by_hand_from_dp_accounting() -> None:
+    """Theorem 7: the mixed bound is at most the weak-triangle chain built by hand from dp_accounting's own
+    PLDs (eps_uedp's four-point mixture, and the missed holders' 2 k' user steps), at every split and order
+    the code tries; at least eps_uedp; between the detected (k' = 0) and the undetected (k' = k) result; above
+    the world of its k' missed holders."""
+    k, missed = 3, 1
+    runs = [(UEDP, ROUNDS)]
+    left = DELTA - acc.truncation_delta(runs, N)
+    sens = UEDP.sensitivities
+    four = pld_lib.from_mixture_gaussian_mechanism(
+        UEDP.sigma, [0.0, sens.s_u, sens.s_e, sens.s_u + sens.s_e],
+        [(1 - UEDP.q_u) * (1 - UEDP.q_e), UEDP.q_u * (1 - UEDP.q_e), (1 - UEDP.q_u) * UEDP.q_e, UEDP.q_u * UEDP.q_e],
+        value_discretization_interval=VDI).self_compose(ROUNDS)
+    user = _user_profile_direct(UEDP, VDI)
+
+    def detected_at(d: float) -> float:
+        return float(four.get_epsilon_for_delta(d))
+
+    def missed_at(d: float) -> float:  # the smaller of 2 k' user steps and the revealed count (by hand above)
+        group = group_epsilon(lambda e: np.asarray(user.get_delta_for_epsilon(e)), 2 * missed, delta=d)
+        j_max, charge = tail_cut(missed, UEDP.q_u, ROUNDS, TAIL_FRACTION * d)
+        weights = binom.pmf(np.arange(j_max + 1), missed, UEDP.q_u)
+        weights = weights / weights.sum()
+        total, mass = None, 0.0
+        for j, w in enumerate(weights):
+            part = (pld_lib.from_gaussian_mechanism(UEDP.sigma, sampling_prob=UEDP.q_u,
+                                                    value_discretization_interval=VDI)
+                    if j == 0 else pld_lib.from_mixture_gaussian_mechanism(
+                        UEDP.sigma, [2.0 * j, 2.0 * j + 1.0], [1 - UEDP.q_u, UEDP.q_u],
+                        value_discretization_interval=VDI))
+            total = part if total is None else total.compute_mixture(part, mass / (mass + w))
+            mass += w
+        return min(group, float(total.self_compose(ROUNDS).get_epsilon_for_delta(d - charge)))
+
+    chains = []
+    for first, second in ((detected_at, missed_at), (missed_at, detected_at)):
+        for share in MIXED_SPLITS:
+            e1 = first(share * left)
+            chains.append(e1 + second((1 - share) * left * math.exp(-e1)))
+    got = holders_epsilon(runs, k, delta=DELTA, num_users=N, missed=missed, value_discretization_interval=VDI)
+    detected = holders_epsilon(runs, k, delta=DELTA, num_users=N, detected=True, value_discretization_interval=VDI)
+    undetected = holders_epsilon(runs, k, delta=DELTA, num_users=N, value_discretization_interval=VDI)
+    # dp_accounting's mixture PLDs and the accountant's closed forms and numerical parts discretize the same
+    # pairs two ways: 1% either side (an undercharging chain would fall below)
+    assert min(chains) * 0.99 <= got.bounds["mixed"] <= min(chains) * 1.01
+    with pytest.raises(ValueError, match="mixed"):
+        got.undetected()
+    assert detected.epsilon <= got.epsilon <= undetected.epsilon
+    assert holders_epsilon(runs, k, delta=DELTA, num_users=N, missed=0, value_discretization_interval=VDI) == detected
+    assert holders_epsilon(runs, k, delta=DELTA, num_users=N, missed=k, value_discretization_interval=VDI) == undetected
+    world = world_epsilon(missed, q_u=UEDP.q_u, q_sel=1.0, sigma=UEDP.sigma, rounds=ROUNDS, delta=DELTA)
+    assert world <= got.epsilon
+    with pytest.raises(ConfigError, match="missed mention"):
+        holders_epsilon(runs, k, delta=DELTA, num_users=N, missed=k + 1)
+    with pytest.raises(ConfigError, match="detected=True"):
+        holders_epsilon(runs, k, delta=DELTA, num_users=N, missed=1, detected=True)

@@ -9,8 +9,10 @@
 user_dp or deid_dp (user-level DP on de-identified text: the same accounting); --q-e and --q-s are UeDP's.
 --holders K[,K...] adds the epsilon for one user AND one entity held by K other users (uedp.privacy.holders,
 docs/proofs.md section 11): for UeDP a detected entity (eps_uedp, any K) and an undetected one; for user-level
-DP any entity; with --lower also a concrete world's epsilon, a lower bound (uedp.audit.holders). --target-holders
-K makes the calibration also bound that epsilon for K holders (config privacy.target_holders).
+DP any entity; with --lower also a concrete world's epsilon, a lower bound (uedp.audit.holders). --missed K'
+adds, for UeDP, the mixed case: the entity detected in some mentions and missed in at least one sentence of K'
+of the K holders (docs/proofs.md section 12; K' <= K). --target-holders K makes the calibration also bound
+that epsilon for K holders (config privacy.target_holders).
 
 The rounds are charged to UeDP's accountant (uedp.privacy.accountant.UeDPAccountant, the one a run's Flower
 wrapper uses), T identical ledger records, and every epsilon is read from its ledger. Prints eps_uedp,
@@ -69,6 +71,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    "undetected (default: the mechanism's claims: UeDP both, user-level DP user)")
     p.add_argument("--holders", default="", help="K[,K...]: also the epsilon for one user and one entity held "
                    "by K other users")
+    p.add_argument("--missed", type=int, default=None, metavar="K'", help="with --holders (UeDP): also the "
+                   "epsilon when K' of the K holders hold the entity in a sentence the detector misses")
     p.add_argument("--lower", action="store_true", help="with --holders: also a concrete world's epsilon, a LOWER "
                    "bound of what the run leaks about such an entity (uedp.audit.holders)")
     p.add_argument("--target-holders", type=int, default=None, metavar="K", help="with --target-epsilon: the "
@@ -120,6 +124,12 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--strategy {spec.name} needs --q-e and --q-s")
         q_e, q_s = spec.rates(argparse.Namespace(q_e=args.q_e, q_s=args.q_s))
     holders = _holders(args.holders)
+    if args.missed is not None:
+        if user_level or not holders:
+            raise ConfigError("--missed K' needs --holders and a UeDP strategy (user-level DP does not detect)")
+        if args.missed < 0 or args.missed > min(holders):
+            raise ConfigError(f"--missed K' must lie in [0, the smallest K of --holders = {min(holders)}], "
+                              f"got {args.missed}")
     if args.target_holders is not None and (args.target_epsilon is None or args.target_holders < 0):
         raise ConfigError("--target-holders K (K >= 0) needs --target-epsilon")
     claims = spec.claims_for(argparse.Namespace(target_on=args.target_on))
@@ -154,7 +164,9 @@ def run(args: argparse.Namespace) -> int:
     for k in holders:  # UeDP: computed once for a detected entity; the undetected one is its other bounds
         h = holders_epsilon(accountant.ledger.groups(), k, delta=args.delta, num_users=args.num_users,
                             detected=not user_level)
-        per_k.append((k, h.undetected(), None if user_level else h))
+        mixed = (holders_epsilon(accountant.ledger.groups(), k, delta=args.delta, num_users=args.num_users,
+                                 missed=args.missed) if args.missed is not None else None)
+        per_k.append((k, h.undetected(), None if user_level else h, mixed))
     lower = {}
     if args.lower:
         from uedp.audit.holders import world_epsilon
@@ -182,7 +194,9 @@ def run(args: argparse.Namespace) -> int:
             holders=[{"k": k, "epsilon": _finite_or_none(h.epsilon), "bound": h.bound,
                       "bounds": {b: _finite_or_none(v) for b, v in h.bounds.items()},
                       "detected": None if d is None else _finite_or_none(d.epsilon),
-                      "lower": _finite_or_none(lower[k]) if k in lower else None} for k, h, d in per_k],
+                      "lower": _finite_or_none(lower[k]) if k in lower else None,
+                      "missed": args.missed, "mixed": None if x is None else _finite_or_none(x.epsilon),
+                      "mixed_bound": None if x is None else x.bound} for k, h, d, x in per_k],
         )  # fmt: skip
         print(json.dumps(out, sort_keys=False, allow_nan=False))
         return 0
@@ -204,10 +218,12 @@ def run(args: argparse.Namespace) -> int:
     if per_k:
         print("one user AND one entity held by K other users (docs/proofs.md section 11):")
         head = "any entity" if user_level else "undetected"
+        mixed_head = f"  {f'{args.missed} missed':>10}  {'bound':<15}" if args.missed is not None else ""
         print(f"  {'K':>4}  {head:>12}  {'bound':<15}" + ("" if user_level else f"  {'detected':>10}")
-              + (f"  {'lower bound':>11}" if lower else ""))
-        for k, h, d in per_k:
+              + mixed_head + (f"  {'lower bound':>11}" if lower else ""))
+        for k, h, d, x in per_k:
             print(f"  {k:>4}  {h.epsilon:12.6g}  {h.bound:<15}" + ("" if d is None else f"  {d.epsilon:10.6g}")
+                  + ("" if x is None else f"  {x.epsilon:10.6g}  {x.bound:<15}")
                   + (f"  {lower[k]:11.6g}" if lower else ""))
     print(f"(computed in {seconds:.2f} s)")
     return 0

@@ -402,10 +402,10 @@ def calibration_cache_dir() -> Path | None:
 @functools.cache
 def _code_digest() -> str:
     """The accounting code and dp_accounting's version: a change to either invalidates every entry."""
-    from uedp.privacy import accounting, holders, sensitivity
+    from uedp.privacy import accounting, holders, mechanisms, numeric, sensitivity
 
     h = hashlib.sha256(importlib.metadata.version("dp-accounting").encode())
-    for module in (accounting, holders, sensitivity, sys.modules[__name__]):
+    for module in (accounting, holders, mechanisms, numeric, sensitivity, sys.modules[__name__]):
         h.update(Path(module.__file__ or "").read_bytes())
     return h.hexdigest()
 

@@ -46,7 +46,7 @@ from uedp.privacy.mechanisms import sampling_rates
 from uedp.privacy.numeric import NumericPair
 
 TAIL_FRACTION = 0.01  # the charge for J > j_max: at most this fraction of delta
-HOLDER_BOUNDS = ("one_holder", "revealed_count", "group", "detected")
+HOLDER_BOUNDS = ("one_holder", "revealed_count", "group", "undetected_group", "mixed", "detected")
 
 
 def _check_k(k: int) -> int:
@@ -126,6 +126,9 @@ class HoldersEpsilon:
     def undetected(self) -> HoldersEpsilon:
         """The same result for an undetected entity: the minimum over the bounds but "detected" (what
         `holders_epsilon(..., detected=False)` returns, without computing the other bounds again)."""
+        if "mixed" in self.bounds:  # its bounds are for K' missed holders, not an entity missed everywhere
+            raise ValueError("undetected() derives the undetected result from a DETECTED one (missed = 0), not "
+                             "from a mixed-case result: call holders_epsilon(..., missed=k)")
         rest = {b: v for b, v in self.bounds.items() if b != "detected"}  # never empty: "detected" has company
         name = min(rest, key=lambda b: rest[b])
         return HoldersEpsilon(self.k, rest[name], name, rest, self.delta)
@@ -138,15 +141,17 @@ def _rule(groups: acc.Groups) -> str:
     return rules.pop()
 
 
-def _count_bound(groups: acc.Groups, k: int, delta: float, num_users: int | None, vdi: float | None) -> float:
-    """The revealed-count bound composed over the rounds, charged the tail cut and (truncated) delta_trunc
-    (Theorem 1's good event: the holders are among the other places; docs/proofs.md Theorem 5)."""
+def _count_bound(groups: acc.Groups, k: int, left: float, vdi: float | None, *,
+                 tail_base: float | None = None) -> float:
+    """The revealed-count bound composed over the rounds at `left` (the delta left once the caller charged
+    delta_trunc: Theorem 1's good event, or Theorem 6's), charged the tail cut (docs/proofs.md Theorem 5) of
+    at most TAIL_FRACTION of `tail_base` (default `left`)."""
     rounds = sum(c for _, c in groups)
-    left = delta - acc.truncation_delta(groups, num_users)  # 0 where nothing truncates (user_dp)
+    budget = left if tail_base is None else tail_base
     pairs = []
     for m, count in groups:
         sens = m.sensitivities
-        j_max, charge = tail_cut(k, m.q_u, count, TAIL_FRACTION * delta * count / rounds)  # p = q_u: drawn holders
+        j_max, charge = tail_cut(k, m.q_u, count, TAIL_FRACTION * budget * count / rounds)  # p = q_u: drawn holders
         left -= charge
         pairs.append((count_pair(m.sigma, sens.s_u, sens.s_s, m.q_u, m.q_u, k, j_max), count))
     if left <= 0.0:
@@ -154,14 +159,41 @@ def _count_bound(groups: acc.Groups, k: int, delta: float, num_users: int | None
     return acc.pairs_epsilon(pairs, delta=left, value_discretization_interval=vdi)
 
 
+def _user_group(groups: acc.Groups, steps: int, left: float, vdi: float | None) -> float:
+    """Linear group privacy over `steps` user steps of the composed user pair, at `left` (no truncation
+    charge: the caller's)."""
+    user = tuple((m.mixture("user"), c) for m, c in groups)
+    grid = vdi or acc.auto_discretization(acc.pairs_rdp_epsilon(user, delta=left))
+    return group_epsilon(_profile(user, grid), steps, delta=left)
+
+
+def user_group_epsilon(records: Records, steps: int, *, delta: float, num_users: int | None,
+                       value_discretization_interval: float | None = None) -> float:
+    """Group privacy over `steps` user steps ("one place emptied" or refilled) of `records`, at `delta`, with
+    delta_trunc charged ONCE (docs/proofs.md Theorem 6: the good event "no round draws more than m_max of
+    the N places" does not depend on the data or on the pair, and on it each step is dominated by the user
+    pair PS_{q_u}(s_u), whatever the rule). The linear group bound (`group_epsilon`) of the composed user
+    pair's profile at delta - delta_trunc; inf if delta_trunc >= delta."""
+    delta = acc.check_delta(delta, num_users)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ConfigError(f"the number of user steps must be a positive integer, got {steps!r}")
+    groups = acc.as_groups(records)
+    left = delta - acc.truncation_delta(groups, num_users)
+    return _user_group(groups, steps, left, value_discretization_interval) if left > 0.0 else math.inf
+
+
 def holders_epsilon(records: Records, k: int, *, delta: float = acc.DEFAULT_DELTA, num_users: int | None = None,
-                    detected: bool = False, value_discretization_interval: float | None = None) -> HoldersEpsilon:
+                    detected: bool = False, missed: int | None = None,
+                    value_discretization_interval: float | None = None) -> HoldersEpsilon:
     """The epsilon of `records` (one accounting rule) for one user and one entity held by k other users, at
-    `delta` (module docstring; docs/proofs.md section 11). `detected`: the entity is one the run's detector
-    finds (UeDP's eps_uedp then holds for every k); otherwise it is undetected (for user_dp the two are the
-    same: it samples no entity). The PLD grid is the automatic one of each bound (uedp.privacy.accounting)
-    unless `value_discretization_interval` is given (a coarser grid is faster and still an upper bound)."""
+    `delta` (module docstring; docs/proofs.md sections 11 and 12). `missed`: how many of the k holders hold
+    the entity in at least one sentence where the run's detector does not find it (0: detected in every
+    mention, UeDP's eps_uedp then holds for every k; k: undetected; in between: the mixed case, Theorem 7);
+    `detected=True` is `missed=0`, the default `missed=k`. For user_dp they are all the same (it samples no
+    entity). The PLD grid is the automatic one of each bound (uedp.privacy.accounting) unless
+    `value_discretization_interval` is given (a coarser grid is faster and still an upper bound)."""
     k = _check_k(k)
+    missed = _check_missed(k, missed, detected)
     vdi = value_discretization_interval
     delta = acc.check_delta(delta, num_users)
     groups = acc.as_groups(records)
@@ -177,21 +209,62 @@ def holders_epsilon(records: Records, k: int, *, delta: float = acc.DEFAULT_DELT
     if k == 1:  # Theorem 2 for one other holder, with the entity in ANY number of its sentences
         bounds["one_holder"] = acc.undetected_epsilon(_any_sentences(groups), delta=delta, num_users=num_users,
                                                       value_discretization_interval=vdi)[0]
-    if rule == "user_dp":
-        bounds["revealed_count"] = _count_bound(groups, k, delta, num_users, vdi)
-        user = tuple((m.mixture("user"), c) for m, c in groups)
-        grid = vdi or acc.auto_discretization(acc.pairs_rdp_epsilon(user, delta=delta))
-        trunc = acc.truncation_delta(groups, num_users)
-        profile = _profile(user, grid)
-        bounds["group"] = group_epsilon(lambda e: profile(e) + trunc, 2 * k + 1, delta=delta)
-    else:
-        if detected:
-            bounds["detected"] = acc.epsilon_of(groups, "uedp", delta=delta, num_users=num_users,
-                                                value_discretization_interval=vdi)
-        bounds["revealed_count"] = _count_bound(groups, k, delta, num_users, vdi)
-        bounds["group"] = _undetected_group(groups, k, delta, num_users, vdi)
+    trunc = acc.truncation_delta(groups, num_users)
+    left = delta - trunc
+    if rule != "user_dp" and missed == 0:
+        bounds["detected"] = acc.epsilon_of(groups, "uedp", delta=delta, num_users=num_users,
+                                            value_discretization_interval=vdi)
+    elif rule != "user_dp" and missed < k:
+        bounds["mixed"] = _mixed(groups, missed, left, vdi)
+    bounds["revealed_count"] = _count_bound(groups, k, left, vdi, tail_base=delta) if left > 0 else math.inf
+    bounds["group"] = _user_group(groups, 2 * k + 1, left, vdi) if left > 0 else math.inf
+    if rule != "user_dp":
+        bounds["undetected_group"] = _undetected_group(groups, k, delta, num_users, vdi)
     name = min(bounds, key=lambda b: bounds[b])
     return HoldersEpsilon(k, bounds[name], name, bounds, delta)
+
+
+def _check_missed(k: int, missed: int | None, detected: bool) -> int:
+    if missed is None:
+        return 0 if detected else k
+    if isinstance(missed, bool) or not isinstance(missed, int) or not 0 <= missed <= k:
+        raise ConfigError(f"the number of holders with a missed mention must be an integer in [0, k = {k}], "
+                          f"got {missed!r}")
+    if detected and missed:
+        raise ConfigError(f"detected=True means no holder has a missed mention, got missed = {missed}")
+    return missed
+
+
+MIXED_SPLITS = (0.5, 0.9, 0.99)  # the share of the delta left that the first hop of the mixed chain gets
+
+
+def _mixed(groups: acc.Groups, missed: int, left: float, vdi: float | None) -> float:
+    """The mixed case (docs/proofs.md Theorem 7): on Theorem 6's good event, the chain D' -> D_1 -> D (or
+    D -> D_2 -> D') of an eps_uedp hop (u' and the sentences where the entity is detected: Theorem 1's pair)
+    and a hop of the `missed` holders' other sentences (the revealed count or 2 * missed user steps), joined
+    by the weak triangle inequality (e1 + e2, d1 + e^e1 d2) with either hop first; the smallest over
+    MIXED_SPLITS of `left` (the delta left once delta_trunc is charged, once)."""
+    if left <= 0.0:
+        return math.inf
+    entity = tuple((m.mixture("uedp"), c) for m, c in groups)
+
+    def detected_at(d: float) -> float:
+        return acc.pairs_epsilon(entity, delta=d, value_discretization_interval=vdi)
+
+    def missed_at(d: float) -> float:
+        return min(_count_bound(groups, missed, d, vdi), _user_group(groups, 2 * missed, d, vdi))
+
+    best = math.inf
+    for first, second in ((detected_at, missed_at), (missed_at, detected_at)):
+        for share in MIXED_SPLITS:
+            e1 = first(share * left)
+            if not math.isfinite(e1) or e1 > 700.0:
+                continue
+            d2 = (1.0 - share) * left * math.exp(-e1)
+            if d2 <= 0.0:
+                continue
+            best = min(best, e1 + second(d2))
+    return best
 
 
 def _any_sentences(groups: acc.Groups) -> tuple[tuple[Mechanism, int], ...]:
