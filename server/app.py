@@ -29,6 +29,7 @@ from server.round import RoundLog
 from server.setup import Components, RunContext, RunState, evaluate, setup
 from uedp.config import RunConfig
 from uedp.entities.public import policy_record
+from uedp.entity_tokens import evaluation_split
 from uedp.errors import ConfigError
 from uedp.files import atomic_path
 from uedp.flower.places import Places
@@ -43,10 +44,10 @@ from uedp.summary import write_summary
 # What a private run's summary.json holds that the privacy guarantee does not cover (docs/proofs.md section 1,
 # where the adversarial read found these fields): release the model, the ledger and the epsilons, not these.
 OUTSIDE_GUARANTEE = {
-    "corpus": ("seconds (the run's wall time depends on the sampled users' data); initial and final, and every "
-               "round's test metric the run prints (evaluated without noise on the held-out sentences of the same "
-               "users: a simulation's measurement); population (the corpus's number of users, treated as the "
-               "public number of places)"),
+    "corpus": ("seconds (the run's wall time depends on the sampled users' data); initial, final and final_tokens, "
+               "and every round's test metric the run prints (evaluated without noise on the held-out sentences of "
+               "the same users: a simulation's measurement); population (the corpus's number of users, treated as "
+               "the public number of places)"),
     "owners": "seconds (the run's wall time depends on the sampled owners' data)",
 }
 # An owners-mode run without a public round schedule (federation.round_period = 0): what the owners' nodes see
@@ -118,6 +119,22 @@ def holders_record(ctx: RunContext) -> dict[str, Any] | None:
     return {"k": k, "epsilon": h.epsilon, "bound": h.bound, "bounds": h.bounds}
 
 
+def final_tokens(ctx: RunContext, state: RunState) -> dict[str, Any] | None:
+    """summary.json `final_tokens`: the final model's perplexity on the entity tokens and on the other tokens of
+    the central evaluation set (uedp.entity_tokens, one more pass over it); None for a classification run or
+    a run without an evaluation set. A failure of this diagnostic is printed and leaves the field None: the
+    summary and the model are still written (the rounds are already charged)."""
+    if ctx.test is None:
+        return None
+    try:
+        split = evaluation_split(state.model, ctx.cfg, tokenizer=ctx.text_tokenizer, device=ctx.device)
+    except Exception as exc:  # noqa: BLE001 - a diagnostic must not lose the run's release
+        print(f"WARNING: summary.json final_tokens not computed ({type(exc).__name__}: {exc})", file=ctx.stream,
+              flush=True)
+        return None
+    return None if split is None else split.record()
+
+
 def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, Any]:
     """Write summary.json and model.pt (the ledger is already saved) and return the summary."""
     report, accountant = ctx.strategy.report, ctx.strategy.accountant
@@ -140,6 +157,7 @@ def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, 
         "undetected_rule": eps.get("undetected_rule"), "delta_trunc": eps.get("delta_trunc"),
         "holders": holders_record(ctx),
         "metric": ctx.metric_name, "initial": state.initial, "final": final,
+        "final_tokens": final_tokens(ctx, state),
         "private": ctx.private, "warning": ctx.warning, "tokenizer": ctx.tokenizer,
         "initial_model": ctx.initial_model,
         "detector": ctx.cfg.detector(), "metrics_note": OPERATOR_LOGS if ctx.spec.private else None,

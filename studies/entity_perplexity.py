@@ -1,11 +1,21 @@
 """Where a next-word model's perplexity comes from: the test perplexity of finished runs on the test sentences
-WITH a protected entity and on those WITHOUT one (docs/results.md, "What limits UeDP").
+WITH a protected entity and on those WITHOUT one, on the entity TOKENS and on the other tokens, and with a
+reference run (FedAvg) the share of the run's excess NLL that falls on entity tokens (docs/results.md, "What
+limits UeDP").
 
-    python -m experiments.entity_perplexity RUN_DIR [RUN_DIR ...] [--out FILE.md] [--limit 2000]
+    python -m experiments.entity_perplexity RUN_DIR [RUN_DIR ...] [--reference FEDAVG_RUN_DIR] [--out FILE.md]
+                                            [--limit 2000]
 
 Each RUN_DIR is a finished job (config.json and model.pt). The test sentences are those of the run's central
-evaluation (the same fixed subset: federation.eval_sentences, or --limit), split by the run's own entity sets
-(its detector and protected categories; public entities, if the run had a policy, are not protected).
+evaluation (the same fixed subset: federation.eval_sentences, or --limit; in owners mode federation.eval_data).
+Every number comes from one pass of the model over them (uedp.entity_tokens.evaluation_split, the function
+summary.json's `final_tokens` comes from): its NLL on every predicted token. Entity spans are the corpus's gold
+spans where it has them, else the run's detector's (the `spans` field says which), protected as the run
+protected them (its categories; public entities, if the run had a policy, are not protected). A sentence is
+"with an entity" when it holds a protected entity; a token is an entity token when its characters overlap one
+(uedp.entity_tokens has the rule). The excess share (uedp.entity_tokens.excess_share) needs the reference to
+have evaluated the same tokens (same data, tokenizer and max_len): refused otherwise; it is empty where the run
+is not worse than the reference in total.
 An operator diagnostic over the simulation's held-out text: it reads the users' test sentences and is not a
 release of any private run.
 """
@@ -14,42 +24,59 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
 
-from uedp.categories import resolve_categories
 from uedp.config import RunConfig
-from uedp.entities.annotations import select_sids
-from uedp.entities.detectors import entity_sets
-from uedp.entities.public import public_keys
-from uedp.models.base import set_weights
-from uedp.pipeline import EVAL_SUBSET_SEED, encode_sentences, load_manifest, new_model
-from uedp.training import evaluate_encoded
+from uedp.entity_tokens import TokenSplit, evaluation_split, excess_share
+from uedp.errors import ConfigError
+from uedp.models.base import UedpModel, set_weights
+from uedp.pipeline import load_manifest, new_model, run_tokenizer
+from uedp.tokenization import TextTokenizer
 
 
-def split_perplexity(run: Path, limit: int) -> dict[str, object]:
+def load_run(run: Path) -> tuple[RunConfig, UedpModel, TextTokenizer]:
+    """A finished run's config, final model (model.pt) and tokenizer."""
     cfg = RunConfig.from_nested(json.loads((run / "config.json").read_text()))
-    manifest = load_manifest(cfg)
-    rows = pq.read_table(Path(manifest.corpus_dir) / "sentences.parquet", filters=[("split", "=", "test")])
-    rows = rows.filter(pa.compute.is_in(rows.column("user"), value_set=pa.array(manifest.users)))
-    limit = limit or cfg.federation.eval_sentences
-    if 0 < limit < rows.num_rows:  # the run's own evaluation subset (uedp.pipeline.load_split)
-        keep = np.sort(np.random.default_rng(EVAL_SUBSET_SEED).choice(rows.num_rows, size=limit, replace=False))
-        rows = rows.take(pa.array(keep))
-    ann = select_sids(pq.read_table(manifest.annotations), rows.column("sid").to_numpy())
-    sets = entity_sets(ann, resolve_categories(cfg.entities.protected), public_keys(cfg.entities.public))
-    has = np.array([bool(s) for s in sets])
-    model = new_model(cfg, manifest)
+    if cfg.owners:
+        from uedp.owners import model_shape
+
+        tokenizer = run_tokenizer(cfg, None)[0]
+        model = new_model(cfg, model_shape(cfg, tokenizer))
+    else:
+        manifest = load_manifest(cfg)
+        tokenizer, model = manifest.text_tokenizer(), new_model(cfg, manifest)
     set_weights(model, torch.load(run / "model.pt", weights_only=False)["weights"])
-    tok = manifest.text_tokenizer()
-    texts = rows.column("text").to_pylist()
-    out: dict[str, object] = {"run": str(run), "strategy": cfg.strategy.name}
-    for name, mask in (("all", np.ones_like(has)), ("with_entity", has), ("entity_free", ~has)):
-        chosen = [t for t, m in zip(texts, mask) if m]
-        enc = encode_sentences(tok, chosen, None, task=cfg.task.name, max_len=cfg.task.max_len)
-        out[name] = evaluate_encoded(model, enc)["perplexity"]
-        out[f"{name}_sentences"] = len(chosen)
+    return cfg, model, tokenizer
+
+
+def token_split(run: Path, limit: int = 0) -> TokenSplit:
+    """The run's final model on its evaluation set, per predicted token (`limit` > 0: that many test sentences)."""
+    cfg, model, tokenizer = load_run(run)
+    split = evaluation_split(model, cfg, tokenizer=tokenizer, limit=limit or None)
+    if split is None:
+        raise ConfigError(f"{run}: not a next-word run with an evaluation set (task.name {cfg.task.name!r})")
+    return split
+
+
+def split_perplexity(run: Path, limit: int = 0, *, reference: TokenSplit | None = None) -> dict[str, Any]:
+    """The run's perplexities: all, with_entity / entity_free sentences (and their counts), entity_tokens /
+    other_tokens (and their counts), spans; with `reference` (token_split of a FedAvg run on the same tokens)
+    also excess_share, the share of the run's excess NLL over it on entity tokens (None: no excess)."""
+    split = token_split(run, limit)
+    cfg = RunConfig.from_nested(json.loads((run / "config.json").read_text()))
+    with_entity = split.has_entity[split.sentence]
+    out: dict[str, Any] = {"run": str(run), "strategy": cfg.strategy.name, "spans": split.spans,
+                           "all": split.perplexity(), "with_entity": split.perplexity(with_entity),
+                           "entity_free": split.perplexity(~with_entity),
+                           "all_sentences": len(split.has_entity), "with_entity_sentences": int(split.has_entity.sum()),
+                           "entity_free_sentences": int((~split.has_entity).sum())}
+    out.update({k: v for k, v in split.record().items() if k not in ("all_tokens", "spans")})
+    if reference is not None:
+        if not np.array_equal(split.targets, reference.targets) or not np.array_equal(split.entity, reference.entity):
+            raise ConfigError(f"--reference: it evaluated other tokens than {run} (another dataset, tokenizer, "
+                              "task.max_len or evaluation subset): the excess NLL needs the same tokens")
+        out["excess_share"] = excess_share(split.nll, reference.nll, split.entity)
     return out

@@ -346,9 +346,9 @@ def _user_data(cfg: RunConfig, user: str, rows: pa.Table, ann: pa.Table, tokeniz
 EVAL_SUBSET_SEED = 20_261_201  # a constant: the evaluation subset is a public choice, the same in every run
 
 
-def load_split(cfg: RunConfig, split: str, *, limit: int = 0) -> EncodedSentences:
-    """A whole split (central evaluation on the server), restricted to the participating users; with
-    `limit` > 0, at most `limit` of its sentences, a fixed subset (EVAL_SUBSET_SEED) in corpus order."""
+def split_rows(cfg: RunConfig, split: str, *, limit: int = 0) -> pa.Table:
+    """The corpus rows (uedp.data.corpus.SCHEMA) of a split, restricted to the participating users; with
+    `limit` > 0, at most `limit` of them, a fixed subset (EVAL_SUBSET_SEED) in corpus order."""
     manifest = load_manifest(cfg)
     import pyarrow.parquet as pq
 
@@ -358,6 +358,15 @@ def load_split(cfg: RunConfig, split: str, *, limit: int = 0) -> EncodedSentence
     if 0 < limit < table.num_rows:
         keep = np.sort(np.random.default_rng(EVAL_SUBSET_SEED).choice(table.num_rows, size=limit, replace=False))
         table = table.take(pa.array(keep))
+    return table
+
+
+def load_split(cfg: RunConfig, split: str, *, limit: int = 0) -> EncodedSentences:
+    """A whole split (central evaluation on the server), restricted to the participating users; with
+    `limit` > 0, at most `limit` of its sentences, a fixed subset (EVAL_SUBSET_SEED) in corpus order
+    (`split_rows`)."""
+    manifest = load_manifest(cfg)
+    table = split_rows(cfg, split, limit=limit)
     labels = table.column("label").to_pylist() if cfg.task.name == CLASSIFICATION else None
     return encode_sentences(manifest.text_tokenizer(), table.column("text").to_pylist(), labels,
                             task=cfg.task.name, max_len=cfg.task.max_len)

@@ -64,6 +64,12 @@ KEYS: dict[str, str] = {
     "noise": "how the noise was drawn (uedp.privacy.noise: secure, philox, philox_fixed_seed; none if noiseless)",
     "undetected_rule": "the proved bound that decided eps_undetected, or null",
     "delta_trunc": "the probability that truncation at m_max acts, charged to delta; or null",
+    "final_tokens": ("next-word runs: the final model on the central evaluation set split by predicted token "
+                     "({entity_tokens, other_tokens, all_tokens: perplexity, null over no token; entity_token_count, "
+                     "other_token_count; spans: gold | detector}); an entity token overlaps a protected entity's "
+                     "gold span, or the run's detector's on a corpus without gold spans (uedp.entity_tokens); null "
+                     "for classification and without an evaluation set. The same status as `final` (in a simulation "
+                     "outside the guarantee: `outside_guarantee`)"),
     "holders": ("with privacy.target_holders = K >= 0: {k, epsilon, bound, bounds}, the epsilon for one user and "
                 "one undetected entity held by K other users (uedp.privacy.holders); null otherwise"),
     "initial_model": "where the start model came from ({source: random} or a public-start file's record)",
@@ -95,7 +101,7 @@ RUN: tuple[str, ...] = (*COMMON, "method", "estimator", "noise_multiplier", "sig
 # The keys each writer writes, every one of them every time (a value may be null or inf).
 SUMMARY_KINDS: dict[str, frozenset[str]] = {
     "federated": frozenset((*RUN, "claims", "m_max", "noise", "undetected_rule", "delta_trunc", "holders",
-                            "initial_model",
+                            "initial_model", "final_tokens",
                             "public_entities", "outside_guarantee", "model_round", "device", "noised_dimension",
                             "trainable_share", "base_model")),
     "local": frozenset((*RUN, "eps_local_document", "eps_local_user", "eps_local_entity", "local", "device")),

@@ -68,15 +68,22 @@ class NextWordTask:
     aliases = ("lm",)
 
     @staticmethod
-    def sentence_nll(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """(summed NLL per sentence `[B]`, predicted-token count per sentence `[B]`)."""
+    def token_nll(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(NLL of each target token `[B, T-1]`, 1 where it is a predicted token and 0 on padding `[B, T-1]`):
+        position t is the NLL of token t+1 given tokens 0..t (padding positions hold a value; the mask drops it)."""
         import torch.nn.functional as F
 
         logits = model(batch)[:, :-1]
         targets = batch.input_ids[:, 1:]
         mask = batch.attention_mask[:, 1:].to(logits.dtype)
         nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
-        return (nll.view_as(mask) * mask).sum(dim=1), mask.sum(dim=1)
+        return nll.view_as(mask), mask
+
+    @staticmethod
+    def sentence_nll(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(summed NLL per sentence `[B]`, predicted-token count per sentence `[B]`)."""
+        nll, mask = NextWordTask.token_nll(model, batch)
+        return (nll * mask).sum(dim=1), mask.sum(dim=1)
 
     def per_sentence_loss(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
         nll, count = self.sentence_nll(model, batch)
