@@ -12,6 +12,14 @@ split update; "metrics" in non-private runs only), as any Flower train function 
 the reply: the update, clipped once as a whole, and nothing else in private runs; it answers the server's
 probe itself. Nothing about the round is logged.
 
+The node's own log: before its first training of a run, once per node (marker NODE_STATE_RECORD in
+`context.state`, which Flower keeps per node and run), the client round logs the node's expected trainable
+share to logger "uedp.node" (client/update.py: counts of its own sentences, never in a reply). It is printed
+on the node's stderr by the app `flwr run` starts (`app`: the config from context.run_config) where the node
+runs in a process of its own, not a Ray worker (client.update.node_log_to_stderr); an app bound to a RunConfig
+(`make_client_app(cfg)`: the simulations and the in-process grid, whose nodes share the server's output)
+attaches nothing, so there the line reaches only a handler someone attaches to that logger.
+
 `read_node_config(cfg, node_config)` reads and checks what a node's config says its data is (ConfigError
 naming the entry: a missing, mistyped or out-of-range partition-id, a data-path that names no file).
 `make_client_app(cfg)` binds a RunConfig (Hydra entry point, simulations, the in-process grid); the
@@ -41,11 +49,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from client.rewrite import client_rewrite
-from client.update import SplitModels, client_update
+from client.update import ClientRound, SplitModels, client_update, node_log_to_stderr
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
 from uedp.flower.mod import UeDPMod, decoded, uedp_mod
@@ -174,6 +182,19 @@ def model_record(keys: Sequence[str], arrays: Sequence[np.ndarray]) -> ArrayReco
     return ArrayRecord({k: _array(np.asarray(a)) for k, a in zip(keys, arrays, strict=True)})
 
 
+NODE_STATE_RECORD = "uedp-node"  # this node's own marker in context.state: {"share_logged": True}
+
+
+def first_training(state: RecordDict) -> bool:
+    """True exactly once per node state (Flower's `context.state`, kept per node and run): this node's first
+    training message; marks the state."""
+    record = state.config_records.get(NODE_STATE_RECORD)
+    if record is not None and record.get("share_logged"):
+        return False
+    state[NODE_STATE_RECORD] = ConfigRecord({"share_logged": True})
+    return True
+
+
 @dataclass(frozen=True)
 class TrainFunction:
     """The train function: decode the instructions and training settings, run the client round (`update`) on
@@ -181,7 +202,9 @@ class TrainFunction:
 
     `update`: the client round (default client.update.client_update; the audit injects a broken control, tests
     a failing one), called as update(cfg, partition_id, weights, ins, training) on the run's corpus and
-    update.owner(cfg, data_path, tokenizer, weights, ins, training, identity=node id) on an owner's file."""
+    update.owner(cfg, data_path, tokenizer, weights, ins, training, identity=node id) on an owner's file; a
+    `ClientRound` (client_update, the audit's controls) also with log_share=True on the node's first training
+    message (`first_training`), so that it logs the node's expected trainable share (module docstring)."""
 
     cfg: RunConfig | None = None
     update: ClientFn = client_update
@@ -201,15 +224,20 @@ class TrainFunction:
         base = msg.content.config_records.get(BASE_RECORD)
         if base is not None:  # the model starts from a public checkpoint: this node's own copy must be the server's
             check_base(run_cfg.model.name, run_cfg.model.option_dict(), str(base.get("digest", "")))
+        share: dict[str, bool] = {}  # the client round logs the node's expected trainable share, once
+        if first_training(context.state) and isinstance(self.update, ClientRound):
+            share["log_share"] = True
+            if self.cfg is None:  # the app `flwr run` starts: print the node's log where it runs alone
+                node_log_to_stderr()
         if run_cfg.owners:  # this owner's own file, the tokenizer the server shipped
             if not hasattr(self.update, "owner"):
                 raise TypeError(f"federation.data = owners needs a client round with .owner, got {self.update!r}")
             tokenizer = shipped_tokenizer(dict(msg.content[TOKENIZER_RECORD]))
             new, metrics = self.update.owner(run_cfg, node.data_path, tokenizer, weights, ins, training,  # type: ignore[attr-defined]
-                                             identity=str(context.node_id))
+                                             identity=str(context.node_id), **share)
         else:
             assert node.partition_id is not None  # read_node_config requires it
-            new, metrics = self.update(run_cfg, node.partition_id, weights, ins, training)
+            new, metrics = self.update(run_cfg, node.partition_id, weights, ins, training, **share)  # type: ignore[call-arg]
         keys = list(record.keys())
         if isinstance(new, SplitModels):
             content = RecordDict({ARRAYS_RECORD: model_record(keys, new.free),

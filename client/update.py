@@ -11,6 +11,16 @@ non-private runs only, training metrics. The update theta_local - theta_t is tak
 to beta and scaled by w_u by the client mod around the ClientApp (uedp.flower.mod), the code every node runs:
 this module never sends anything, and nothing about the round is logged.
 
+The node's own log. Before its first training of a run (`log_share=True`, which the train function passes
+once per node: client/app.py), a node logs the expected share of its training sentences a sampled round may
+train on, by number of distinct entities per sentence (uedp.privacy.trainable, at the rates, cap and m_max
+the message carries), at INFO, and a WARNING below uedp.privacy.trainable.TINY_SHARE, on logger NODE_LOGGER
+("uedp.node") only: counts of its own sentences and the public settings, never an entity, a text or the
+round key, and never in a reply. That logger does not propagate to the root logger (a process that runs the
+server too, the in-process grid or a Hydra job, never prints it through its handlers) and has no handler of
+its own but a NullHandler (so no "last resort" line on stderr): a node's line is printed only where the
+ClientApp attaches a stderr handler, on a node of its own (`node_log_to_stderr`: client/app.py).
+
 The model trains on the device federation.device resolves to on this node (uedp.devices: cpu, or cuda where
 there is a GPU); the new model comes back as CPU float32 arrays (get_weights), so the update and its clip
 are computed the same way on every device.
@@ -24,6 +34,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -36,6 +48,7 @@ from uedp.flower.selection import select_rows
 from uedp.models.base import UedpModel, get_weights, set_weights
 from uedp.owners import model_shape, owner_data
 from uedp.pipeline import UserData, load_manifest, load_user_data, new_model
+from uedp.privacy.trainable import TINY_SHARE, trainable_share
 from uedp.protocol import RoundInstructions
 from uedp.tokenization import TextTokenizer
 from uedp.training import LocalTraining, local_train
@@ -80,6 +93,60 @@ def on_device(cfg: RunConfig, model: UedpModel) -> UedpModel:
     return model if device.type == "cpu" else model.to(device)
 
 
+NODE_LOGGER = "uedp.node"  # the node's own log (module docstring)
+node_log = logging.getLogger(NODE_LOGGER)
+node_log.setLevel(logging.INFO)
+node_log.propagate = False
+node_log.addHandler(logging.NullHandler())
+
+
+def node_log_to_stderr() -> bool:
+    """Print the node's log on this process's stderr (idempotent), unless this process is a Ray worker: a
+    simulation's node, whose output Ray forwards to the driver, the process that runs the server. Whether a
+    handler is attached now."""
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        return False
+    if not any(getattr(h, "uedp_node_stderr", False) for h in node_log.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.uedp_node_stderr = True  # type: ignore[attr-defined]
+        node_log.addHandler(handler)
+    return True
+
+
+def log_trainable_share(data: UserData, ins: RoundInstructions) -> dict | None:
+    """Log (NODE_LOGGER) the expected share of this node's training sentences a sampled round of `ins`'s
+    mechanism may train on (uedp.privacy.trainable), by distinct entities per sentence; a WARNING below
+    TINY_SHARE. Counts and public settings only. Returns trainable_share's dict (None where it could not be
+    computed: that is logged, never raised, so the round goes on exactly as without this line)."""
+    try:
+        keyed = ins.spec.keyed  # every other mechanism uses every sentence
+        cap = ins.k_cap if keyed else 0
+        t = trainable_share([len(set(e)) for e in data.entities], q_e=ins.q_e if keyed else 1.0,
+                            q_s=ins.q_s if keyed else 1.0, k_cap=cap, m_max=ins.m_max if cap else None)
+    except Exception as exc:  # noqa: BLE001 - the node's log line must never change the round
+        node_log.warning("could not compute this node's expected trainable share (%s)", type(exc).__name__)
+        return None
+    rows = t["by_entities"]
+    parts = [f"{r['entities']}: {r['sentences']} at {r['probability']:.3g}" for r in rows if r["entities"] < 3]
+    rest = [r for r in rows if r["entities"] >= 3]
+    if rest:
+        parts.append(f"3+: {sum(r['sentences'] for r in rest)} (expected {sum(r['expected'] for r in rest):.3g})")
+    setting = t["setting"]
+    node_log.info("expected share of this node's %d training sentences a sampled round of %s may train on: "
+                  "%.3g%% (%.4g sentences; by entities per sentence, sentences at P(selectable): %s; q_e %g, "
+                  "q_s %g, k_cap %d, m_max %s)", t["sentences"], ins.mechanism, 100 * t["share"], t["expected"],
+                  "; ".join(parts) or "none", setting["q_e"], setting["q_s"], setting["k_cap"],
+                  setting["m_max"] if setting["k_cap"] else "-")
+    if t["share"] < TINY_SHARE:
+        node_log.warning("a sampled round of %s may train on only %.3g%% of this node's sentences (below %g%%): "
+                         "its text is entity-dense for this setting and it will barely train (uedp corpus-stats "
+                         "shows the share by entities per sentence)", ins.mechanism, 100 * t["share"],
+                         100 * TINY_SHARE)
+    return t
+
+
 def select(data: UserData, ins: RoundInstructions) -> tuple[np.ndarray, np.ndarray]:
     """Rows used this round and their weights omega(x). The extended entities are (data.user, stable id):
     the ids depend on each sentence alone, never on the corpus's row numbering (UserData.stable_ids)."""
@@ -91,15 +158,16 @@ class ClientRound:
     gradient_hook: GradientHook | None = None  # hook(ins, parameters with .grad) before each local step
 
     def __call__(self, cfg: RunConfig, partition_id: int, weights: Weights, ins: RoundInstructions,
-                 training: LocalTraining) -> tuple[Weights | SplitModels, dict[str, float]]:
+                 training: LocalTraining, *, log_share: bool = False) -> tuple[Weights | SplitModels, dict[str, float]]:
         """The new model user `partition_id` of the run's corpus trains in one round, and (non-private runs
-        only) training metrics."""
+        only) training metrics. `log_share`: first log the node's expected trainable share (module docstring)."""
         key = tuple(sorted(cfg.to_flat().items()))
-        return self.train(_user_data(key, partition_id, ins.spec.deidentify), _model(key), weights, ins, training)
+        return self.train(_user_data(key, partition_id, ins.spec.deidentify), _model(key), weights, ins, training,
+                          log_share=log_share)
 
     def owner(self, cfg: RunConfig, data_path: str, tokenizer: TextTokenizer, weights: Weights,
-              ins: RoundInstructions, training: LocalTraining, *,
-              identity: str) -> tuple[Weights | SplitModels, dict[str, float]]:
+              ins: RoundInstructions, training: LocalTraining, *, identity: str,
+              log_share: bool = False) -> tuple[Weights | SplitModels, dict[str, float]]:
         """The same for a data owner who reads only its own file (node config data-path; uedp.owners),
         encoded with the tokenizer the server shipped. `identity` is unique to this node (its Flower node
         id): it prefixes the file's own "user" name in the extended entities' identities, so two owners
@@ -107,13 +175,15 @@ class ClientRound:
         data = owner_data(cfg, data_path, tokenizer, deidentified=ins.spec.deidentify)
         data = dataclasses.replace(data, user=f"node {identity}: {data.user}")
         model = on_device(cfg, new_model(cfg, model_shape(cfg, tokenizer)))
-        return self.train(data, model, weights, ins, training)
+        return self.train(data, model, weights, ins, training, log_share=log_share)
 
     def train(self, data: UserData, model: UedpModel, weights: Weights, ins: RoundInstructions,
-              training: LocalTraining) -> tuple[Weights | SplitModels, dict[str, float]]:
+              training: LocalTraining, *, log_share: bool = False) -> tuple[Weights | SplitModels, dict[str, float]]:
         """Select, then train from `weights` (see the module docstring). A split update (uedp_split) trains
         twice from `weights`: on the selected entity-free sentences and on the selected sentences with
-        entities, and returns both models."""
+        entities, and returns both models. `log_share`: first log the node's expected trainable share."""
+        if log_share:
+            log_trainable_share(data, ins)
         rows, omega = select(data, ins)
         if not ins.spec.split:
             return self._trained(data, model, weights, rows, omega, ins, training)

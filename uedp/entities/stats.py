@@ -23,6 +23,10 @@ Keys of the result:
   This is what an entity's removal touches: the users it spans bound how much one entity moves a round.
 - `entities_per_sentence`: mean number of distinct protected keys per sentence (all sentences), and
   `entities_per_sensitive_sentence` (sensitive sentences only; 0.0 if there is none).
+- Only with a `selection` setting ({q_e, q_s, k_cap, m_max}: the rates and cap a round's clients use):
+  `trainable`, uedp.privacy.trainable.trainable_share over the training split's sentences (what clients
+  train on), by the number of distinct protected keys per sentence: the expected share of its sentences
+  a sampled client may train on in one round.
 - Only when the corpus has gold spans and the detector is not `gold`: `precision`, `recall` (strict,
   overall, over the protected classes; see uedp.entities.quality) and `per_category` ({class: {tp, fp, fn,
   precision, recall, f1}}).
@@ -31,7 +35,7 @@ Keys of the result:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -44,6 +48,7 @@ from uedp.entities.detectors import detector_identity, entity_sets
 from uedp.entities.public import public_keys
 from uedp.entities.quality import detection_quality
 from uedp.errors import CorpusError
+from uedp.privacy.trainable import trainable_share
 
 HISTOGRAM_BINS: tuple[tuple[str, int, float], ...] = (
     ("1", 1, 1), ("2", 2, 2), ("3-5", 3, 5), ("6-10", 6, 10), ("11-100", 11, 100),
@@ -77,10 +82,11 @@ def _holders(spans: np.ndarray) -> dict[str, Any]:
 
 def corpus_stats(
     corpus: Corpus, annotations: pa.Table, protected: Iterable[str], *, detector: str | None = None,
-    public: str = "none",
+    public: str = "none", selection: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Statistics of `corpus` with `annotations` (ANNOTATION_SCHEMA), the `protected` categories and the
-    public-entity policy `public` (none | places_calendar: its keys are not protected)."""
+    public-entity policy `public` (none | places_calendar: its keys are not protected); with `selection`
+    (trainable_share's q_e, q_s, k_cap, m_max) also the expected trainable share (`trainable`)."""
     protected = frozenset(protected)
     rows = corpus.table.select(["sid", "user", "split"]).sort_by("sid")
     annotations = annotations.sort_by("sid")
@@ -133,6 +139,9 @@ def corpus_stats(
         "entities_per_sentence": float(sizes.mean()) if n else 0.0,
         "entities_per_sensitive_sentence": float(sizes[sizes > 0].mean()) if sensitive else 0.0,
     }
+    if selection is not None:
+        train = [len(keys) for keys, split in zip(sets, rows.column("split").to_pylist()) if split == "train"]
+        out["trainable"] = trainable_share(train, **selection)
     if corpus.has_gold and detector != "gold":
         q = detection_quality(annotations, corpus, categories=protected)
         out["precision"] = q["overall"]["precision"]

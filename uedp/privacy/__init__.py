@@ -6,6 +6,8 @@
     sampling     2.2-2.4  round keys, keyed hash h(k, tag, ...), entity / extended-entity sampling, slots
     cohort       2.1      server-side user sampling, truncation at m_max, slot assignment
     selection    2.4-2.5  which sentences a client uses, and their loss weights omega(x)
+    trainable    2.4      the expected share of a client's sentences a round may train on, by entities per
+                          sentence (`uedp corpus-stats`, each node's own log)
     clipping     2.6      whole-update clipping, user weight
     sensitivity  3        s_u, s_e, s_s and the noise std sigma per accounting rule
     noise        2.8      CSPRNG-seeded Gaussian noise
@@ -29,6 +31,7 @@ _EXPORTS = {
     "sampling": ("RoundKey", "new_round_key", "h_int", "h", "entity_sampled", "extended_sampled",
                  "extended_entity", "permitted_slots"),
     "selection": ("Selection", "SelectionParams", "select_sentences", "select_sentences_reference"),
+    "trainable": ("TINY_SHARE", "trainable_share", "selection_probability", "slot_probability"),
     "clipping": ("clip_update", "update_norm", "scale"),
     "sensitivity": ("RULES", "Sensitivities", "sensitivities", "noise_std"),
     "noise": ("GaussianNoise", "NoiseSource"),
