@@ -61,6 +61,7 @@ class Figure:
     base: tuple[str, ...]  # overrides every job of the figure shares
     settings: tuple[tuple[str, ...], ...]  # one entry per setting (its own overrides)
     kind: str  # utility | qs | kcap
+    replicated: tuple[tuple[str, ...], ...] | None = None  # settings run --reps times (None: every one); others once
 
 
 def _utility(name: str, title: str, base: tuple[str, ...], categories: Iterable[str],
@@ -157,6 +158,37 @@ def _matched(ks: tuple[int, ...], deid_ks: tuple[int, ...], user_extra: tuple[st
             ("strategy=fedavg",), uedp)
 
 
+# The frontier (docs/results.md section 9): the same expected cohort of 100 at two populations, user-level DP
+# calibrated so that one user AND an entity with K other holders stays at 8, against UeDP and FedAvg. Run and
+# cut order, fixed before any run: replicate 0 of FedAvg, UeDP and user-level DP at K = 0 and at the two K
+# around the expected crossover (K* ~ 1% of N: 40 and 60 at 5,000; 160 and 240 at 20,000), then the other K
+# (20,000: 80 and 340 last, the first cut), then replicates 1 and 2 of the bracketing K, FedAvg and UeDP.
+FRONTIER_K = {5000: (0, 40, 60, 20, 85), 20000: (0, 160, 240, 80, 340)}
+FRONTIER_BRACKET = {5000: (40, 60), 20000: (160, 240)}
+FRONTIER_UEDP = ("strategy=uedp", "privacy.beta=0.5")
+
+
+def _frontier(n: int) -> Figure:
+    user = tuple(("strategy=user_dp", "privacy.beta=1", f"privacy.target_holders={k}") for k in FRONTIER_K[n])
+    refs = (("strategy=fedavg",), FRONTIER_UEDP)
+    settings = (*refs, *user)
+    bracket = tuple(u for u in user if int(u[-1].split("=")[1]) in FRONTIER_BRACKET[n])
+    return Figure(f"frontier-{n}", f"Frontier: an entity with K other holders at eps 8, synthetic, {n:,} users, "
+                  f"cohort {COHORT}", population_setting(n), settings, "matched", replicated=(*refs, *bracket))
+
+
+# The most entity-dense corpus the project has (BBC News: 73% of sentences hold a detected entity; docs/results.md
+# section 9): what learns there and what it guarantees, classification at 400 articles, every claim at 8.
+# UeDP at its defaults and at the setting chosen on BBC's tuning population (I22_BBC_CHOSEN), with the public
+# places-and-calendar policy, and de-identification + user-level DP.
+DENSE_BBC = (("strategy=fedavg",), ("strategy=user_dp",), ("strategy=deid_dp",), ("strategy=uedp",), I22_BBC_CHOSEN,
+             (*I22_BBC_CHOSEN, "entities.public=places_calendar"))
+# Next word on real text (BBC News, 400 articles, the default cohort of 100): the token-level comparison
+# (summary.json `final_tokens`), user-level DP at K = 0 and at the p99 of holders of the 400 articles (13).
+BBC_NEXT_WORD = (("strategy=fedavg",), ("strategy=user_dp",), ("strategy=uedp",),
+                 ("strategy=user_dp", "privacy.target_holders=13"), ("strategy=uedp", "privacy.q_s=1"))
+
+
 FIGURES: dict[str, Figure] = {
     f.name: f for f in (
         _utility("utility-synthetic", "Synthetic (200 users), next-word prediction", (), CATEGORIES),
@@ -230,6 +262,12 @@ FIGURES: dict[str, Figure] = {
         Figure("matched-bbc", "Matched guarantee: an entity with K other holders at eps 8 (BBC News classification)",
                ("dataset=bbc_news", "task=classification"),
                _matched(MATCHED_K_BBC, (13,), (), I22_BBC_CHOSEN), "matched"),
+        _frontier(5000),
+        _frontier(20000),
+        Figure("dense-bbc", "The entity-dense corpus: BBC News classification (400 articles), every claim at 8",
+               ("dataset=bbc_news", "task=classification"), DENSE_BBC, "table"),
+        Figure("bbc-next-word", "Real text, next word: BBC News (400 articles), every claim at 8",
+               ("dataset=bbc_news",), BBC_NEXT_WORD, "table"),
         Figure("i22-5000-tuning", "Synthetic next word, 5,000 users, tuning population (seed 1), eps 8",
                ("+dataset.options.seed=1", *population_setting(5000)),
                (("strategy=fedavg",), ("strategy=user_dp", "privacy.beta=1"),
@@ -291,9 +329,12 @@ def job_id(overrides: tuple[str, ...], rep: int) -> str:
 
 
 def jobs(fig: Figure, reps: int, extra: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Every job of the figure, replicate 0 of every setting first (in the figure's order: its run and cut
+    order), then the further replicates of the settings `fig.replicated` names (all, if None)."""
     return [{"id": job_id((*fig.base, *s, *extra), r), "setting": s, "rep": r,
              "overrides": [*fig.base, *s, *extra, f"replicate={r}"]}
-            for r in range(reps) for s in fig.settings]
+            for r in range(reps) for s in fig.settings
+            if r == 0 or fig.replicated is None or s in fig.replicated]
 
 
 def command(job: dict[str, Any], run_dir: Path) -> list[str]:
