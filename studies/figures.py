@@ -168,6 +168,19 @@ FRONTIER_BRACKET = {5000: (40, 60), 20000: (160, 240)}
 FRONTIER_UEDP = ("strategy=uedp", "privacy.beta=0.5")
 
 
+FRONTIER_LR = (1.0, 0.3, 3.0)  # the server learning rate retuned: 1x (the default), 0.3x, 3x
+
+
+def _frontier_tuning(n: int) -> Figure:
+    """The server learning rate of UeDP and of user-level DP at K = 0 and at the K nearest the expected crossover
+    (the larger bracketing K, last: the first tuning to cut), on the TUNING population (generator seed 1)."""
+    arms = (FRONTIER_UEDP, ("strategy=user_dp", "privacy.beta=1", "privacy.target_holders=0"),
+            ("strategy=user_dp", "privacy.beta=1", f"privacy.target_holders={FRONTIER_BRACKET[n][1]}"))
+    return Figure(f"frontier-{n}-tuning", f"Server learning rate, tuning population (seed 1), {n:,} users",
+                  ("+dataset.options.seed=1", *population_setting(n)),
+                  tuple((*a, f"server.lr={lr:g}") for a in arms for lr in FRONTIER_LR), "table")
+
+
 def _frontier(n: int) -> Figure:
     user = tuple(("strategy=user_dp", "privacy.beta=1", f"privacy.target_holders={k}") for k in FRONTIER_K[n])
     refs = (("strategy=fedavg",), FRONTIER_UEDP)
@@ -264,8 +277,10 @@ FIGURES: dict[str, Figure] = {
                _matched(MATCHED_K_BBC, (13,), (), I22_BBC_CHOSEN), "matched"),
         _frontier(5000),
         _frontier(20000),
+        _frontier_tuning(5000),
         Figure("dense-bbc", "The entity-dense corpus: BBC News classification (400 articles), every claim at 8",
-               ("dataset=bbc_news", "task=classification"), DENSE_BBC, "table"),
+               ("dataset=bbc_news", "task=classification"), DENSE_BBC, "table",
+               replicated=(DENSE_BBC[1], DENSE_BBC[2], *DENSE_BBC[4:])),
         Figure("bbc-next-word", "Real text, next word: BBC News (400 articles), every claim at 8",
                ("dataset=bbc_news",), BBC_NEXT_WORD, "table"),
         Figure("i22-5000-tuning", "Synthetic next word, 5,000 users, tuning population (seed 1), eps 8",

@@ -18,11 +18,12 @@ command reads whatever has finished). For each population and metric:
   many replicates each setting had.
 - K* / N: the share of the population.
 The non-entity-token metric is summary.json `final_tokens.other_tokens` (perplexity on the tokens outside any
-protected entity span of the central test sentences; uedp.entity_tokens). A job whose summary predates that
-field gets it from its model.pt, computed once by the same function (studies.entity_perplexity.token_split)
-and kept in the job's directory as tokens.json. Per arm (replicate 0) the table also gives the share of its
-excess NLL over FedAvg's (replicate 0, the same test tokens) that falls on entity tokens
-(uedp.entity_tokens.excess_share), cached there too.
+protected entity span of the central test sentences; uedp.entity_tokens); the other tokens are also split by
+sentence (in entity-free sentences, and in sentences that hold an entity: a model that never trains on those
+loses their context too). These come from the job's model.pt, computed once by the same function
+(studies.entity_perplexity.token_split) and kept in the job's directory as tokens.json. Per arm (replicate 0)
+the table also gives the share of its excess NLL over FedAvg's (replicate 0, the same test tokens) that falls
+on entity tokens (uedp.entity_tokens.excess_share), cached there too.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ METRICS: dict[str, Callable[[dict[str, Any]], float | None]] = {
     "whole text": lambda s: s["final"].get(s["metric"]),
     "non-entity tokens": lambda s: (s.get("final_tokens") or {}).get("other_tokens"),
     "entity tokens": lambda s: (s.get("final_tokens") or {}).get("entity_tokens"),
+    "other tokens, entity-free sentences": lambda s: (s.get("tokens") or {}).get("other_tokens_free_sentences"),
+    "other tokens, entity sentences": lambda s: (s.get("tokens") or {}).get("other_tokens_entity_sentences"),
 }
 TOKENS_FILE = "tokens.json"  # a job's final_tokens (and excess share) computed after the run (module docstring)
 
@@ -63,8 +66,9 @@ def read_values(n: int, reps: int, runs: Path) -> dict[str, dict[tuple[str, int 
         if not has_summary(path):
             continue
         summary = {**read_summary(path)}
-        if summary.get("final_tokens") is None and summary.get("metric") == "perplexity":
-            summary["final_tokens"] = _tokens(path)
+        if summary.get("metric") == "perplexity":
+            summary["tokens"] = _tokens(path)
+            summary["final_tokens"] = summary.get("final_tokens") or summary["tokens"]
         for name, get in METRICS.items():
             value = get(summary)
             if value is not None:
@@ -73,14 +77,16 @@ def read_values(n: int, reps: int, runs: Path) -> dict[str, dict[tuple[str, int 
 
 
 def _tokens(path: Path) -> dict[str, Any]:
-    """The job's final_tokens, from its tokens.json or computed from its model.pt (and kept there)."""
+    """The job's final_tokens and their split by sentence (TokenSplit.context), from its tokens.json or computed
+    from its model.pt (and kept there)."""
     cache = path / TOKENS_FILE
-    if cache.is_file():
-        return json.loads(cache.read_text())
-    from studies.entity_perplexity import token_split
+    record = json.loads(cache.read_text()) if cache.is_file() else {}
+    if "other_tokens_free_sentences" not in record:
+        from studies.entity_perplexity import token_split
 
-    record = token_split(path).record()
-    cache.write_text(json.dumps(record))
+        split = token_split(path)
+        record = {**record, **split.record(), **split.context()}
+        cache.write_text(json.dumps(record))
     return record
 
 
@@ -105,7 +111,8 @@ def excess_shares(n: int, runs: Path) -> dict[tuple[str, int | None], float | No
         if "excess_share" not in record:
             reference = reference or token_split(ref_path)
             split = token_split(path)
-            record = {**split.record(), "excess_share": excess_share(split.nll, reference.nll, split.entity)}
+            record = {**record, **split.record(), **split.context(),
+                      "excess_share": excess_share(split.nll, reference.nll, split.entity)}
             cache.write_text(json.dumps(record))
         out[arm] = record["excess_share"]
     return out

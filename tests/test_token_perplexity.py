@@ -193,3 +193,20 @@ def test_the_cli_adds_the_token_columns_and_the_excess_share(fedavg_run, tmp_pat
     other = TokenSplit(ref.nll[1:], ref.entity[1:], ref.targets[1:], ref.sentence[1:], ref.has_entity, "gold")
     with pytest.raises(ConfigError, match="--reference"):
         split_perplexity(worse, reference=other)
+
+
+def test_context_splits_the_other_tokens_by_sentence() -> None:
+    """TokenSplit.context: the non-entity tokens of entity-free sentences and of sentences with an entity."""
+    import math
+
+    import numpy as np
+
+    from uedp.entity_tokens import TokenSplit
+
+    split = TokenSplit(nll=np.array([1.0, 2.0, 3.0, 5.0]), entity=np.array([False, False, True, False]),
+                       targets=np.arange(4), sentence=np.array([0, 0, 1, 1]), has_entity=np.array([False, True]),
+                       spans="gold")
+    got = split.context()
+    assert got["other_tokens_free_sentences"] == math.exp(1.5)  # sentence 0: NLL 1 and 2
+    assert got["other_tokens_entity_sentences"] == math.exp(5.0)  # sentence 1's non-entity token only
+    assert got["other_token_count_entity_sentences"] == 1

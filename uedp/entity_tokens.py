@@ -89,6 +89,15 @@ class TokenSplit:
                 "other_token_count": int((~self.entity).sum()), "spans": self.spans}
 
 
+    def context(self) -> dict[str, Any]:
+        """The other (non-entity) tokens split by their sentence: in entity-free sentences and in sentences that
+        hold a protected entity (a model that never trains on the second kind loses their context too)."""
+        in_entity = self.has_entity[self.sentence]
+        return {"other_tokens_free_sentences": self.perplexity(~self.entity & ~in_entity),
+                "other_tokens_entity_sentences": self.perplexity(~self.entity & in_entity),
+                "other_token_count_entity_sentences": int((~self.entity & in_entity).sum())}
+
+
 def perplexity_of(nll: np.ndarray) -> float | None:
     """exp(mean of `nll`), inf past exp(709) (a diverged model), None for no token."""
     if len(nll) == 0:
