@@ -386,8 +386,9 @@ def render(result: dict[str, Any]) -> str:
             "(holders with a missed mention), and the epsilon for one user u' that is not a holder AND the entity "
             "(uedp.privacy.holders). Settings, the same for every set: BBC News classification, "
             f"{s['num_users']} users, {s['rounds']} rounds, delta {s['delta']:g}; UeDP q_u {s['q_u']:g}, q_e "
-            f"{s['q_e']:g}, q_s {s['q_s']:g}, k_cap {s['k_cap']}, z {s['z']:g}, m_max {s['m_max']} (docs/results.md "
-            f"section 9), missed = K'; user-level DP q_u {s['user_q_u']:g}, z {s['user_dp_z']:.4g} (eps_user "
+            f"{s['q_e']:g}, q_s {s['q_s']:g}, k_cap {s['k_cap']}, z {s['z']:g}, m_max {s['m_max']} "
+            "(docs/results.md section 9), missed = K'; "
+            f"user-level DP q_u {s['user_q_u']:g}, z {s['user_dp_z']:.4g} (eps_user "
             f"{s['user_target']:g}); FedAvg and de-identification alone: inf. K counts holders WITHIN the gold "
             "set (one sentence per BBC article): a run's corpus has more mentions and holders of the same entity. "
             "Counts only (most entities have one mention: no percentile).")
