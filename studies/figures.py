@@ -181,11 +181,29 @@ def _frontier_tuning(n: int) -> Figure:
                   tuple((*a, f"server.lr={lr:g}") for a in arms for lr in FRONTIER_LR), "table")
 
 
+FRONTIER_PUBLIC_START = "outputs/public_start/bbc_news.pt"  # python -m experiments.pretrain --public bbc_news
+
+
+# The tuning's choice (frontier-5000-tuning, seed 1): server.lr 1 for UeDP and for user-level DP at K = 0, 0.3
+# at K = 60 (672.8 against 2,017 at 1). The other K take the choice of the nearer tuned K, measured as a share
+# of N (the noise per unit signal follows K / N): at 5,000 users K 20 takes K = 0's, 40 and 85 take K = 60's;
+# at 20,000 users (no tuning population of its own) K 80 takes K = 0's, 160, 240 and 340 K = 60's.
+FRONTIER_TUNED = {"crossover_share": 60 / 5000, "lr": 0.3}
+
+
+def frontier_lr(n: int, k: int) -> float:
+    """The server learning rate of user-level DP at K other holders and population n (FRONTIER_TUNED)."""
+    share = k / n
+    return FRONTIER_TUNED["lr"] if abs(share - FRONTIER_TUNED["crossover_share"]) < share else 1.0
+
+
 def _frontier(n: int) -> Figure:
-    user = tuple(("strategy=user_dp", "privacy.beta=1", f"privacy.target_holders={k}") for k in FRONTIER_K[n])
+    user = tuple(("strategy=user_dp", "privacy.beta=1", f"privacy.target_holders={k}",
+                  *((f"server.lr={frontier_lr(n, k):g}",) if frontier_lr(n, k) != 1.0 else ()))
+                 for k in FRONTIER_K[n])
     refs = (("strategy=fedavg",), FRONTIER_UEDP)
     settings = (*refs, *user)
-    bracket = tuple(u for u in user if int(u[-1].split("=")[1]) in FRONTIER_BRACKET[n])
+    bracket = tuple(u for u in user if int(u[2].split("=")[1]) in FRONTIER_BRACKET[n])
     return Figure(f"frontier-{n}", f"Frontier: an entity with K other holders at eps 8, synthetic, {n:,} users, "
                   f"cohort {COHORT}", population_setting(n), settings, "matched", replicated=(*refs, *bracket))
 
@@ -200,6 +218,11 @@ DENSE_BBC = (("strategy=fedavg",), ("strategy=user_dp",), ("strategy=deid_dp",),
 # (summary.json `final_tokens`), user-level DP at K = 0 and at the p99 of holders of the 400 articles (13).
 BBC_NEXT_WORD = (("strategy=fedavg",), ("strategy=user_dp",), ("strategy=uedp",),
                  ("strategy=user_dp", "privacy.target_holders=13"), ("strategy=uedp", "privacy.q_s=1"))
+# BBC News next word barely trains from scratch in 30 rounds (noiseless FedAvg 2,003 -> 1,728): the same on
+# Shakespeare's first 400 roles (FedAvg 2,000 -> ~680 at 200 roles), p99 of holders 17 (`uedp corpus-stats
+# --dataset shakespeare -o max_users=400`)
+SHAKESPEARE_NEXT_WORD = (("strategy=fedavg",), ("strategy=user_dp",), ("strategy=uedp",),
+                         ("strategy=user_dp", "privacy.target_holders=17"), ("strategy=uedp", "privacy.q_s=1"))
 
 
 FIGURES: dict[str, Figure] = {
@@ -278,11 +301,18 @@ FIGURES: dict[str, Figure] = {
         _frontier(5000),
         _frontier(20000),
         _frontier_tuning(5000),
+        # what recovers the context UeDP cannot train on: the frontier's arms at K = 0 from an out-of-domain
+        # public start (section 7's best), token-level metrics in summary.json
+        Figure("frontier-public-start", "From a public start (BBC News), 5,000 users, cohort 100",
+               (*population_setting(5000), f"model.init={FRONTIER_PUBLIC_START}"),
+               (("strategy=fedavg",), FRONTIER_UEDP, ("strategy=user_dp", "privacy.beta=1")), "table"),
         Figure("dense-bbc", "The entity-dense corpus: BBC News classification (400 articles), every claim at 8",
                ("dataset=bbc_news", "task=classification"), DENSE_BBC, "table",
                replicated=(DENSE_BBC[1], DENSE_BBC[2], *DENSE_BBC[4:])),
         Figure("bbc-next-word", "Real text, next word: BBC News (400 articles), every claim at 8",
                ("dataset=bbc_news",), BBC_NEXT_WORD, "table"),
+        Figure("shakespeare-next-word", "Real text, next word: Shakespeare (400 roles), every claim at 8",
+               ("dataset=shakespeare", "dataset.options.max_users=400"), SHAKESPEARE_NEXT_WORD, "table"),
         Figure("i22-5000-tuning", "Synthetic next word, 5,000 users, tuning population (seed 1), eps 8",
                ("+dataset.options.seed=1", *population_setting(5000)),
                (("strategy=fedavg",), ("strategy=user_dp", "privacy.beta=1"),

@@ -59,3 +59,17 @@ def test_the_frontier_job_list_follows_its_cut_order() -> None:
             opts = dict(o.split("=", 1) for o in j["overrides"])
             assert float(opts["privacy.q_u"]) * n == pytest.approx(100, rel=1e-5)
     assert list(FRONTIER_K[20000])[-2:] == [80, 340]
+
+
+def test_each_k_takes_the_learning_rate_of_the_nearer_tuned_k() -> None:
+    """The tuning (seed 1) chose 1 at K = 0 and 0.3 at K = 60 of 5,000; the other K take the nearer one's choice
+    as a share of N, and the job's overrides carry it."""
+    from studies.figures import FIGURES, frontier_lr, jobs
+
+    assert [frontier_lr(5000, k) for k in (0, 20, 40, 60, 85)] == [1.0, 1.0, 0.3, 0.3, 0.3]
+    assert [frontier_lr(20000, k) for k in (0, 80, 160, 240, 340)] == [1.0, 1.0, 0.3, 0.3, 0.3]
+    for j in jobs(FIGURES["frontier-5000"], 1, ()):
+        opts = dict(o.split("=", 1) for o in j["overrides"])
+        if opts.get("strategy") == "user_dp":
+            want = frontier_lr(5000, int(opts["privacy.target_holders"]))
+            assert float(opts.get("server.lr", 1.0)) == want
