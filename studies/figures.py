@@ -163,11 +163,13 @@ def _matched(ks: tuple[int, ...], deid_ks: tuple[int, ...], user_extra: tuple[st
 # cut order, fixed before any run: replicate 0 of FedAvg, UeDP and user-level DP at K = 0 and at the two K
 # around the expected crossover (K* ~ 1% of N: 40 and 60 at 5,000; 160 and 240 at 20,000), then the other K
 # (20,000: 80 and 340 last, the first cut), then replicates 1 and 2 of the bracketing K, FedAvg and UeDP.
-FRONTIER_K = {5000: (0, 40, 60, 20, 85), 20000: (0, 160, 240, 80, 340)}
-FRONTIER_BRACKET = {5000: (40, 60), 20000: (160, 240)}
+# K = 120 at 5,000 was added after the runs at the tuned learning rate put user-level DP below UeDP at K = 85
+FRONTIER_K = {5000: (0, 40, 60, 20, 85, 120), 20000: (0, 160, 240, 80, 340)}
+FRONTIER_BRACKET = {5000: (85, 120), 20000: (160, 240)}  # 5,000: (40, 60) until the tuned runs moved it
 FRONTIER_UEDP = ("strategy=uedp", "privacy.beta=0.5")
 
 
+FRONTIER_TUNING_K = {5000: 60}  # the K nearest the crossover expected before any run (the larger of (40, 60))
 FRONTIER_LR = (1.0, 0.3, 3.0)  # the server learning rate retuned: 1x (the default), 0.3x, 3x
 
 
@@ -175,7 +177,7 @@ def _frontier_tuning(n: int) -> Figure:
     """The server learning rate of UeDP and of user-level DP at K = 0 and at the K nearest the expected crossover
     (the larger bracketing K, last: the first tuning to cut), on the TUNING population (generator seed 1)."""
     arms = (FRONTIER_UEDP, ("strategy=user_dp", "privacy.beta=1", "privacy.target_holders=0"),
-            ("strategy=user_dp", "privacy.beta=1", f"privacy.target_holders={FRONTIER_BRACKET[n][1]}"))
+            ("strategy=user_dp", "privacy.beta=1", f"privacy.target_holders={FRONTIER_TUNING_K[n]}"))
     return Figure(f"frontier-{n}-tuning", f"Server learning rate, tuning population (seed 1), {n:,} users",
                   ("+dataset.options.seed=1", *population_setting(n)),
                   tuple((*a, f"server.lr={lr:g}") for a in arms for lr in FRONTIER_LR), "table")
