@@ -28,11 +28,12 @@ on entity tokens (uedp.entity_tokens.excess_share), cached there too.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,10 +41,13 @@ from studies.figures import FIGURES, FRONTIER_K, jobs
 from uedp.markdown import table
 from uedp.summary import has_summary, read_summary
 
+if TYPE_CHECKING:
+    from uedp.entity_tokens import TokenSplit
+
 METRICS: dict[str, Callable[[dict[str, Any]], float | None]] = {
     "whole text": lambda s: s["final"].get(s["metric"]),
-    "non-entity tokens": lambda s: (s.get("final_tokens") or {}).get("other_tokens"),
-    "entity tokens": lambda s: (s.get("final_tokens") or {}).get("entity_tokens"),
+    "non-entity tokens": lambda s: (s.get("tokens") or {}).get("other_tokens"),
+    "entity tokens": lambda s: (s.get("tokens") or {}).get("entity_tokens"),
     "other tokens, entity-free sentences": lambda s: (s.get("tokens") or {}).get("other_tokens_free_sentences"),
     "other tokens, entity sentences": lambda s: (s.get("tokens") or {}).get("other_tokens_entity_sentences"),
 }
@@ -68,7 +72,6 @@ def read_values(n: int, reps: int, runs: Path) -> dict[str, dict[tuple[str, int 
         summary = {**read_summary(path)}
         if summary.get("metric") == "perplexity":
             summary["tokens"] = _tokens(path)
-            summary["final_tokens"] = summary.get("final_tokens") or summary["tokens"]
         for name, get in METRICS.items():
             value = get(summary)
             if value is not None:
@@ -76,46 +79,43 @@ def read_values(n: int, reps: int, runs: Path) -> dict[str, dict[tuple[str, int 
     return out
 
 
-def _tokens(path: Path) -> dict[str, Any]:
-    """The job's final_tokens and their split by sentence (TokenSplit.context), from its tokens.json or computed
-    from its model.pt (and kept there)."""
+def _tokens(path: Path, *, split_of: Callable[[], TokenSplit] | None = None,
+            reference: Callable[[], TokenSplit] | None = None) -> dict[str, Any]:
+    """The job's final_tokens and their split by sentence (TokenSplit.context), and with `reference` (FedAvg's
+    split, built on demand) its excess_share: from its tokens.json, or computed from ONE pass of its model.pt
+    (`split_of`, default studies.entity_perplexity.token_split of the job) and kept there."""
     cache = path / TOKENS_FILE
     record = json.loads(cache.read_text()) if cache.is_file() else {}
-    if "other_tokens_free_sentences" not in record:
+    need_share = reference is not None and "excess_share" not in record
+    if need_share or "other_tokens_free_sentences" not in record:
         from studies.entity_perplexity import token_split
 
-        split = token_split(path)
+        split = split_of() if split_of is not None else token_split(path)
         record = {**record, **split.record(), **split.context()}
+        if need_share:
+            from uedp.entity_tokens import excess_share
+
+            assert reference is not None
+            record["excess_share"] = excess_share(split.nll, reference().nll, split.entity)
         cache.write_text(json.dumps(record))
     return record
 
 
 def excess_shares(n: int, runs: Path) -> dict[tuple[str, int | None], float | None]:
     """{arm: the share of its excess NLL over FedAvg's on entity tokens}, replicate 0 of each finished arm,
-    cached in each job's tokens.json (key excess_share)."""
+    cached in each job's tokens.json (key excess_share) with the rest of `_tokens`: each job's model is read
+    and evaluated once, FedAvg's included (its split serves as its own record and as the reference)."""
     from studies.entity_perplexity import token_split
-    from uedp.entity_tokens import excess_share
 
     fig = FIGURES[f"frontier-{n}"]
     first = {_arm(j["setting"]): runs / "jobs" / j["id"] for j in jobs(fig, 1, ())}
     ref_path = first.get(("fedavg", None))
     if ref_path is None or not has_summary(ref_path):
         return {}
-    reference = None
-    out: dict[tuple[str, int | None], float | None] = {}
-    for arm, path in first.items():
-        if arm[0] == "fedavg" or not has_summary(path):
-            continue
-        cache = path / TOKENS_FILE
-        record = json.loads(cache.read_text()) if cache.is_file() else {}
-        if "excess_share" not in record:
-            reference = reference or token_split(ref_path)
-            split = token_split(path)
-            record = {**record, **split.record(), **split.context(),
-                      "excess_share": excess_share(split.nll, reference.nll, split.entity)}
-            cache.write_text(json.dumps(record))
-        out[arm] = record["excess_share"]
-    return out
+    reference = functools.cache(lambda: token_split(ref_path))
+    _tokens(ref_path, split_of=reference)
+    return {arm: _tokens(path, reference=reference)["excess_share"] for arm, path in first.items()
+            if arm[0] != "fedavg" and has_summary(path)}
 
 
 def crossover(uedp: float, user: list[tuple[int, float]]) -> float | None:
@@ -155,6 +155,7 @@ def report(reps: int, runs: Path, resamples: int, excess: bool = True) -> tuple[
     record: dict[str, Any] = {}
     parts = []
     for n, ks in FRONTIER_K.items():
+        shares = excess_shares(n, runs) if excess else {}  # first: it evaluates each model once, for both
         per_metric = read_values(n, reps, runs)
         rows = []
         for name, values in per_metric.items():
@@ -165,7 +166,6 @@ def report(reps: int, runs: Path, resamples: int, excess: bool = True) -> tuple[
             k_star, iv = result["k_star"], result["interval"]
             rows.append([name, *cells, _num(k_star), "-" if iv is None else f"{_num(iv[0])} to {_num(iv[1])}",
                          "-" if k_star is None else f"{100 * k_star / n:.2f}%"])
-        shares = excess_shares(n, runs) if excess else {}
         record[f"{n}/excess_share"] = {f"{s}/{k}": v for (s, k), v in shares.items()}
         if shares:
             rows.append(["share of excess NLL over FedAvg on entity tokens (rep 0)", "-",
