@@ -23,6 +23,7 @@ from uedp.data.corpus import Corpus
 from uedp.data.jsonl import load_jsonl
 from uedp.entities.detectors import DETECTORS
 from uedp.entities.quality import detection_quality
+from uedp.errors import ConfigError
 from uedp.markdown import table as md_table
 
 GOLD_DIR = Path(__file__).parents[1] / "tests" / "assets" / "ner_gold"
@@ -30,8 +31,20 @@ SETS = ("bbc_news", "shakespeare", "social", "informal")
 CLASSES = ("PERSON", "GPE/LOC", "ORG", "NORP", "DATE", "MISC")
 
 
+def gold_corpus(name: str, gold_dir: Path = GOLD_DIR) -> Corpus:
+    """Both halves of gold set `name` (gold_dir/NAME.jsonl), one sentence per line."""
+    path = Path(gold_dir) / f"{name}.jsonl"
+    if not path.is_file():
+        raise ConfigError(f"gold set {name!r}: {path} not found")
+    corpus = load_jsonl(path=path, sentence_split=False)
+    if not corpus.has_gold:
+        raise ConfigError(f"gold set {name!r}: {path} has no `entities` field")
+    return Corpus(f"ner_gold/{name}", corpus.table, has_gold=True, meta=corpus.meta)
+
+
 def gold_split(name: str, split: str) -> Corpus:
-    corpus = load_jsonl(path=GOLD_DIR / f"{name}.jsonl", sentence_split=False)
+    """One half (`valid` or `test`) of gold set `name`."""
+    corpus = gold_corpus(name)
     table = corpus.table.filter(pc.equal(corpus.table.column("split"), split))
     return Corpus(f"ner_gold/{name}/{split}", table, has_gold=True, meta=corpus.meta)
 

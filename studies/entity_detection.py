@@ -52,14 +52,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from studies.detectors import GOLD_DIR, SETS
+from studies.detectors import GOLD_DIR, SETS, gold_corpus
 from uedp.categories import key_category, resolve_categories
 from uedp.config import EntityConfig
 from uedp.data.corpus import Corpus
-from uedp.data.jsonl import load_jsonl
 from uedp.entities.annotations import annotate, annotation_path
 from uedp.entities.detectors import DETECTORS, entity_sets
-from uedp.errors import ConfigError
 from uedp.markdown import table as md_table
 from uedp.privacy.accounting import Mechanism, mechanism, safe_m_max
 from uedp.privacy.calibration import calibrate_claims
@@ -124,17 +122,6 @@ class Entity:
     @property
     def detection(self) -> str:
         return DETECTION[0] if self.detected == 0 else DETECTION[2] if self.detected == self.mentions else DETECTION[1]
-
-
-def gold_corpus(name: str, gold_dir: Path = GOLD_DIR) -> Corpus:
-    """Both halves of gold set `name` (gold_dir/NAME.jsonl), one sentence per line."""
-    path = Path(gold_dir) / f"{name}.jsonl"
-    if not path.is_file():
-        raise ConfigError(f"gold set {name!r}: {path} not found (--sets names files of --gold-dir)")
-    corpus = load_jsonl(path=path, sentence_split=False)
-    if not corpus.has_gold:
-        raise ConfigError(f"gold set {name!r}: {path} has no `entities` field")
-    return Corpus(f"ner_gold/{name}", corpus.table, has_gold=True, meta=corpus.meta)
 
 
 @dataclass(frozen=True)
