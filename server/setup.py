@@ -24,7 +24,6 @@ in-process runner passes the place map of its own owners (runtime/local_grid.py)
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from flwr.app import ArrayRecord
 from server.metrics import MetricsWriter
 from strategies import ModelOptimizer
 from uedp.config import RunConfig
-from uedp.devices import resolve_device
+from uedp.devices import evaluation_model, resolve_device
 from uedp.errors import ConfigError
 from uedp.flower.places import Places, SortedNodes, read_places
 from uedp.flower.store import RunStore
@@ -259,4 +258,4 @@ def evaluate(model: UedpModel, test: EncodedSentences | None, *, device: str = "
     CPU, so a run's global models do not depend on where it evaluates)."""
     if test is None:
         return {}
-    return evaluate_encoded(model if device == "cpu" else copy.deepcopy(model).to(device), test)
+    return evaluate_encoded(evaluation_model(model, device), test)

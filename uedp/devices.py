@@ -66,3 +66,14 @@ def resolve_device(choice: str, *, field: str = FIELD) -> torch.device:
     if choice == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(choice)
+
+
+def evaluation_model(model: torch.nn.Module, device: str) -> torch.nn.Module:
+    """The model to evaluate on `device`: the model itself on the CPU, a copy moved there elsewhere (the
+    server's model, its optimizer and every release stay on the CPU, so a run's global models do not depend on
+    where it evaluates). What server.setup.evaluate and uedp.entity_tokens.evaluation_split evaluate."""
+    if device == "cpu":
+        return model
+    import copy
+
+    return copy.deepcopy(model).to(device)

@@ -34,7 +34,6 @@ the users' own held-out text, outside the guarantee (server/app.py OUTSIDE_GUARA
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -50,6 +49,7 @@ from uedp.categories import resolve_categories
 from uedp.config import RunConfig
 from uedp.data.corpus import SCHEMA, Corpus
 from uedp.data.store import META
+from uedp.devices import evaluation_model
 from uedp.entities.annotations import annotate_cached, load_annotations, select_sids
 from uedp.entities.detectors import DETECTORS
 from uedp.entities.public import public_keys
@@ -197,7 +197,7 @@ def evaluation_split(model: UedpModel, cfg: RunConfig, *, tokenizer: TextTokeniz
     every sentence of federation.eval_data. Entity spans: the gold ones where the corpus (or file) has them, else
     the run's detector's; protected as the run protects them (entities.protected less entities.public).
     `tokenizer`: the run's (None: read back as the run made it). `device`: where to evaluate (the model itself
-    on the CPU, a copy elsewhere, as server.setup.evaluate). None for a classification run or an owners-mode run
+    on the CPU, a copy elsewhere: uedp.devices.evaluation_model). None for a classification run or an owners-mode run
     without federation.eval_data."""
     if get_task(cfg.task.name).name != NEXT_WORD:
         return None
@@ -225,5 +225,5 @@ def evaluation_split(model: UedpModel, cfg: RunConfig, *, tokenizer: TextTokeniz
     if len(data) == 0:
         raise ConfigError("the run's evaluation set has no sentence (federation.eval_sentences / eval_data)")
     marks = entity_targets(tokenizer, texts, spans, max_len=cfg.task.max_len)
-    return split_tokens(model if device == "cpu" else copy.deepcopy(model).to(device), data, marks,
+    return split_tokens(evaluation_model(model, device), data, marks,
                         spans="gold" if gold else "detector", has_entity=np.array([bool(s) for s in spans]))
