@@ -11,15 +11,16 @@ non-private runs only, training metrics. The update theta_local - theta_t is tak
 to beta and scaled by w_u by the client mod around the ClientApp (uedp.flower.mod), the code every node runs:
 this module never sends anything, and nothing about the round is logged.
 
-The node's own log. Before its first training of a run (`log_share=True`, which the train function passes
-once per node: client/app.py), a node logs the expected share of its training sentences a sampled round may
-train on, by number of distinct entities per sentence (uedp.privacy.trainable, at the rates, cap and m_max
-the message carries), at INFO, and a WARNING below uedp.privacy.trainable.TINY_SHARE, on logger NODE_LOGGER
-("uedp.node") only: counts of its own sentences and the public settings, never an entity, a text or the
-round key, and never in a reply. That logger does not propagate to the root logger (a process that runs the
-server too, the in-process grid or a Hydra job, never prints it through its handlers) and has no handler of
-its own but a NullHandler (so no "last resort" line on stderr): a node's line is printed only where the
-ClientApp attaches a stderr handler, on a node of its own (`node_log_to_stderr`: client/app.py).
+The node's own log. Before its first training of a run (`log_share=True`, which the train function passes once per
+node: client/app.py), a node logs the expected share of its training sentences a sampled round may train on, by
+number of distinct entities per sentence (uedp.privacy.trainable, at the rates, cap and m_max the message carries)
+and, in the same line, how many of them task.max_len cuts, at INFO, and a WARNING below
+uedp.privacy.trainable.TINY_SHARE, on logger NODE_LOGGER ("uedp.node") only: counts of its own sentences and the
+public settings, never an entity, a text or the round key, and never in a reply. That logger does not propagate to
+the root logger (a process that runs the server too, the in-process grid or a Hydra job, never prints it through its
+handlers) and has no handler of its own but a NullHandler (so no "last resort" line on stderr): a node's line is
+printed only where the ClientApp attaches a stderr handler, on a node of its own (`node_log_to_stderr`:
+client/app.py).
 
 The model trains on the device federation.device resolves to on this node (uedp.devices: cpu, or cuda where
 there is a GPU); the new model comes back as CPU float32 arrays (get_weights), so the update and its clip
@@ -115,18 +116,32 @@ def node_log_to_stderr() -> bool:
     return True
 
 
+def truncation_note(data: UserData) -> str:
+    """How many of this node's training sentences task.max_len cuts (uedp.pipeline.EncodedSentences.truncation:
+    a count, a share and the longest framed length), as a sentence for the node's log; "" where the lengths are
+    unknown (an owner's data read back from its cache) or cannot be counted. Never raises."""
+    try:
+        cut = data.encoded.truncation()
+    except Exception:  # noqa: BLE001 - the node's log line must never change the round
+        return ""
+    return "" if cut is None else cut.line("training")
+
+
 def log_trainable_share(data: UserData, ins: RoundInstructions) -> dict | None:
     """Log (NODE_LOGGER) the expected share of this node's training sentences a sampled round of `ins`'s
-    mechanism may train on (uedp.privacy.trainable), by distinct entities per sentence; a WARNING below
-    TINY_SHARE. Counts and public settings only. Returns trainable_share's dict (None where it could not be
-    computed: that is logged, never raised, so the round goes on exactly as without this line)."""
+    mechanism may train on (uedp.privacy.trainable), by distinct entities per sentence, and in the same line how
+    many of them task.max_len cuts (`truncation_note`); a WARNING below TINY_SHARE. Counts and public settings
+    only. Returns trainable_share's dict (None where it could not be computed: that is logged, never raised, so
+    the round goes on exactly as without this line)."""
+    note = truncation_note(data)
     try:
         keyed = ins.spec.keyed  # every other mechanism uses every sentence
         cap = ins.k_cap if keyed else 0
         t = trainable_share([len(set(e)) for e in data.entities], q_e=ins.q_e if keyed else 1.0,
                             q_s=ins.q_s if keyed else 1.0, k_cap=cap, m_max=ins.m_max if cap else None)
     except Exception as exc:  # noqa: BLE001 - the node's log line must never change the round
-        node_log.warning("could not compute this node's expected trainable share (%s)", type(exc).__name__)
+        node_log.warning("could not compute this node's expected trainable share (%s)%s", type(exc).__name__,
+                         f"; {note}" if note else "")
         return None
     rows = t["by_entities"]
     parts = [f"{r['entities']}: {r['sentences']} at {r['probability']:.3g}" for r in rows if r["entities"] < 3]
@@ -136,9 +151,9 @@ def log_trainable_share(data: UserData, ins: RoundInstructions) -> dict | None:
     setting = t["setting"]
     node_log.info("expected share of this node's %d training sentences a sampled round of %s may train on: "
                   "%.3g%% (%.4g sentences; by entities per sentence, sentences at P(selectable): %s; q_e %g, "
-                  "q_s %g, k_cap %d, m_max %s)", t["sentences"], ins.mechanism, 100 * t["share"], t["expected"],
+                  "q_s %g, k_cap %d, m_max %s)%s", t["sentences"], ins.mechanism, 100 * t["share"], t["expected"],
                   "; ".join(parts) or "none", setting["q_e"], setting["q_s"], setting["k_cap"],
-                  setting["m_max"] if setting["k_cap"] else "-")
+                  setting["m_max"] if setting["k_cap"] else "-", f"; {note}" if note else "")
     if t["share"] < TINY_SHARE:
         node_log.warning("a sampled round of %s may train on only %.3g%% of this node's sentences (below %g%%): "
                          "its text is entity-dense for this setting and it will barely train (uedp corpus-stats "

@@ -9,7 +9,9 @@
 stand-in for a downloaded pretrained model: start a private run from it with `model=hf model.options.path=DIR
 model.options.tokenizer=project` (uedp.models.export.export_public_start).
 
-What it does, and how to read its output: uedp/pretraining.py.
+It trains on the device `federation.device` resolves to (`--set federation.device=cuda`; the default `auto`
+is cuda where torch sees a GPU) and writes the model from the CPU. What it does, and how to read its output:
+uedp/pretraining.py.
 """
 
 from __future__ import annotations

@@ -8,10 +8,16 @@ user; `client_cpus` CPUs per client (2 clients train at once on 2 cores with the
 `federation.ray_address` (or $RAY_ADDRESS) set, the simulation joins that Ray cluster instead of starting
 one (runtime/ray_cluster.py starts a local one on loopback).
 
-Where federation.device resolves to cuda here, each client also asks Ray for a share of a GPU (`num_gpus`:
-`client_gpus`, or by default this machine's GPUs divided among the clients that train at once, CPUs /
-client_cpus, at most one GPU each), and a Ray started here is given the GPUs; otherwise clients ask for CPUs
-only (`backend_config`).
+Where federation.device resolves to cuda here, each client also asks Ray for a share of a GPU (`num_gpus`,
+`gpu_share`), and a Ray started here is given the GPUs; otherwise clients ask for CPUs only (`backend_config`).
+The share is `client_gpus` where given (the argument, else federation.client_gpus; 0: automatic), else sized
+by memory: 1 / uedp.devices.actors_per_gpu, the clients whose estimated need (the run's model at its dtype:
+weights, a gradient and the local optimizer's states per trainable parameter, an activation and CUDA-context
+allowance) fits in the smallest GPU's memory, at most the clients the CPUs run at once (CPUs / client_cpus)
+per GPU. The simulation's start lines print the share and how it was chosen. Ray gives each client's actor
+only its own GPU(s) (CUDA_VISIBLE_DEVICES), numbered from 0 there, so a simulation refuses federation.device
+= cuda:N with N > 0 (the clients could not honour it: choose cuda, and pick the GPUs with
+CUDA_VISIBLE_DEVICES); cuda:0 is cuda.
 
 The ServerApp is server/app.py's, except that Flower's in-memory grid pulls replies every
 SIMULATION_PULL_INTERVAL seconds instead of its default 0.1 s (studies/benchmark.py measured ~10% of a
@@ -22,6 +28,7 @@ SuperLink, where Flower's dispatcher scans them for each of the N nodes every 0.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -32,9 +39,16 @@ from flwr.serverapp import Grid, ServerApp
 
 from client.app import make_client_app
 from server.app import make_server_app
-from uedp.checks import positive
 from uedp.config import RunConfig
-from uedp.devices import resolve_device
+from uedp.devices import (
+    OPTIMIZER_STATES,
+    actors_per_gpu,
+    client_gpu_bytes,
+    cuda_index,
+    model_memory,
+    resolve_device,
+)
+from uedp.errors import ConfigError
 from uedp.pipeline import prepare
 from uedp.summary import SUMMARY, read_summary
 
@@ -112,10 +126,70 @@ def index_pending_messages() -> None:
     InMemoryLinkState.get_message_ins = get_message_ins  # type: ignore[method-assign]
 
 
-def backend_config(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float | None = None) -> dict[str, Any]:
+def optimizer_states(cfg: RunConfig) -> int:
+    """Tensors the clients' local optimizer keeps per trainable parameter (uedp.devices.OPTIMIZER_STATES)."""
+    t = cfg.train
+    return OPTIMIZER_STATES["adam" if t.optimizer in ("adam", "adamw") else "sgd+momentum" if t.momentum else "sgd"]
+
+
+def run_model_size(cfg: RunConfig) -> tuple[int, int]:
+    """(bytes of the run's model, bytes of its trainable parameters): the model a client builds (uedp.devices.
+    model_memory), built here once on the CPU from the prepared manifest."""
+    from uedp.pipeline import load_manifest, new_model
+
+    return model_memory(new_model(cfg, load_manifest(cfg)))
+
+
+def gpu_share(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float | None = None,
+              model_size: tuple[int, int] | None = None) -> tuple[float, str]:
+    """(each client's share of a GPU, the line saying how it was chosen), where federation.device resolves to
+    cuda (module docstring). `client_gpus`: None for federation.client_gpus; 0 sizes the share by memory
+    (`model_size`: (model bytes, trainable bytes), None to build the run's model: run_model_size); a share
+    > 0 is taken as given (at most 1, or a whole number of GPUs)."""
+    import torch
+
+    name = "federation.client_gpus" if client_gpus is None else "client_gpus"
+    given = float(cfg.federation.client_gpus if client_gpus is None else client_gpus)
+    if not (math.isfinite(given) and given >= 0 and (given <= 1 or given.is_integer())):
+        raise ConfigError(f"{name} must be 0 (sized by the model's memory), a share in (0, 1] or a whole number of "
+                          f"GPUs, got {given!r}")
+    if given > 0:
+        return given, f"GPU share: {given:g} GPU per client ({name})"
+    gpus = torch.cuda.device_count()
+    at_once = max(1, (os.cpu_count() or 2) // max(1, client_cpus))  # clients the CPUs run at once
+    by_cpu = max(1, at_once // gpus)
+    model_bytes, trainable_bytes = run_model_size(cfg) if model_size is None else model_size
+    gpu_bytes = min(torch.cuda.get_device_properties(i).total_memory for i in range(gpus))
+    states = optimizer_states(cfg)
+    fit = actors_per_gpu(model_bytes, trainable_bytes, gpu_bytes, by_cpu, optimizer_states=states)
+    need = client_gpu_bytes(model_bytes, trainable_bytes, optimizer_states=states)
+    gib = 2.0**30
+    if fit == 0:
+        return 1.0, (f"GPU share: 1 GPU per client; WARNING: a client's estimated need, {need / gib:.2f} GiB, exceeds "
+                     f"the usable memory of a GPU ({gpu_bytes / gib:.1f} GiB): it may not fit (a smaller model, "
+                     "model.lora, or model.options.dtype)")
+    share = math.floor(10_000 / fit) / 10_000  # Ray counts GPU shares in units of 1e-4
+    return share, (f"GPU share: {share:g} GPU per client, {fit} client(s) per GPU on {gpus} GPU(s) (each needs "
+                   f"~{need / gib:.2f} GiB of {gpu_bytes / gib:.1f} GiB; the CPUs run {by_cpu} per GPU at once; "
+                   "federation.client_gpus sets it)")
+
+
+def check_simulation_device(cfg: RunConfig) -> None:
+    """ConfigError for federation.device = cuda:N with N > 0 (module docstring: a client's actor sees its own
+    GPU as cuda:0)."""
+    index = cuda_index(cfg.federation.device)
+    if index:
+        raise ConfigError(f"federation.device = {cfg.federation.device}: a Ray simulation gives each client's actor "
+                          "only its own GPU, which it sees as cuda:0, so a simulation takes cuda (or cuda:0) only; "
+                          f"to run on GPU {index}, set CUDA_VISIBLE_DEVICES={index} and federation.device=cuda")
+
+
+def backend_config(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float | None = None,
+                   model_size: tuple[int, int] | None = None) -> dict[str, Any]:
     """Flower's Ray backend config for `cfg`: each client's resources and Ray's start arguments (the module
-    docstring). `num_gpus` only where federation.device resolves to cuda on this machine: `client_gpus` (> 0),
-    or None for this machine's GPUs shared among the clients that run at once."""
+    docstring). `num_gpus` only where federation.device resolves to cuda on this machine (gpu_share's, with
+    `client_gpus` and `model_size`); a ConfigError for federation.device = cuda:N with N > 0."""
+    check_simulation_device(cfg)
     resources: dict[str, float] = {"num_cpus": client_cpus}
     address = cfg.federation.ray_address or os.environ.get("RAY_ADDRESS")
     init: dict[str, Any] = {"address": address} if address else {"num_cpus": os.cpu_count() or 2,
@@ -125,21 +199,19 @@ def backend_config(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float |
     if resolve_device(cfg.federation.device).type == "cuda":
         import torch
 
-        gpus = torch.cuda.device_count()
-        if client_gpus is None:
-            at_once = max(1, (os.cpu_count() or 2) // max(1, client_cpus))
-            client_gpus = min(1.0, gpus / at_once)
-        resources["num_gpus"] = positive("client_gpus", client_gpus)
+        resources["num_gpus"], _ = gpu_share(cfg, client_cpus=client_cpus, client_gpus=client_gpus,
+                                             model_size=model_size)
         if not address:  # a cluster joined by address keeps its own resources
-            init["num_gpus"] = gpus
+            init["num_gpus"] = torch.cuda.device_count()
     return {"client_resources": resources, "init_args": init}
 
 
 def simulate(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float | None = None, verbose: bool = False,
              server_app: ServerApp | None = None, client_app: ClientApp | None = None) -> dict[str, Any]:
-    """`client_gpus`: each client's share of a GPU where federation.device resolves to cuda (None: automatic,
-    backend_config). `server_app` / `client_app`: apps to run instead of make_simulation_server_app(cfg) /
-    make_client_app(cfg) (the benchmark's instrumented ones); they must run `cfg`."""
+    """`client_gpus`: each client's share of a GPU where federation.device resolves to cuda (None:
+    federation.client_gpus; 0: sized by memory, gpu_share). `server_app` / `client_app`: apps to run instead of
+    make_simulation_server_app(cfg) / make_client_app(cfg) (the benchmark's instrumented ones); they must run
+    `cfg`."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     from flwr.simulation import run_simulation
@@ -147,7 +219,11 @@ def simulate(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float | None 
     _quiet_libraries()
     index_pending_messages()
 
+    check_simulation_device(cfg)
     manifest = prepare(cfg)  # before Ray starts: clients only read the prepared files
+    if resolve_device(cfg.federation.device).type == "cuda":
+        client_gpus, line = gpu_share(cfg, client_cpus=client_cpus, client_gpus=client_gpus)
+        print(line, flush=True)
     backend = backend_config(cfg, client_cpus=client_cpus, client_gpus=client_gpus)
     if not verbose:
         logging.getLogger("flwr").setLevel(logging.WARNING)

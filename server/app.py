@@ -35,8 +35,7 @@ from uedp.files import atomic_path
 from uedp.flower.places import Places
 from uedp.flower.strategy import PrivacyBudgetExhausted
 from uedp.models.base import get_weights, parameter_counts
-from uedp.models.checkpoints import checkpoint_of
-from uedp.models.export import export_release
+from uedp.models.export import export_release, release_options
 from uedp.privacy.holders import holders_epsilon
 from uedp.privacy.mechanisms import spec_for
 from uedp.summary import write_summary
@@ -172,10 +171,8 @@ def summarize(ctx: RunContext, state: RunState, *, seconds: float) -> dict[str, 
     with atomic_path(ctx.out / "model.pt") as tmp:
         torch.save({"weights": get_weights(state.model), "config": ctx.cfg.to_nested()}, tmp)
     if ctx.text_tokenizer is not None:  # the release in Hugging Face format, after the ledger and the summary
-        cfg = ctx.cfg
         for folder in export_release(ctx.out, state.model, tokenizer=ctx.text_tokenizer, summary=summary,
-                                     checkpoint=checkpoint_of(cfg.model.name, cfg.model.option_dict()),
-                                     merged=cfg.model.lora.export_merged):
+                                     **release_options(ctx.cfg)):
             print(f"released in Hugging Face format: {folder}", file=ctx.stream, flush=True)
     return summary
 

@@ -21,6 +21,7 @@ rewrite.label_epsilon > 0; a classification run with labels in the clear is repo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -40,8 +41,7 @@ from uedp.config import RunConfig
 from uedp.devices import resolve_device
 from uedp.files import atomic_path, atomic_write_json
 from uedp.models.base import CLASSIFICATION, UedpModel, get_weights
-from uedp.models.checkpoints import checkpoint_of
-from uedp.models.export import export_release
+from uedp.models.export import export_release, release_options
 from uedp.pipeline import EncodedSentences, encode_sentences
 from uedp.privacy.mechanisms import spec_for
 from uedp.privacy.noise import FIXED_SEED_WARNING
@@ -64,8 +64,7 @@ def pooled_epochs(model: UedpModel, pooled: EncodedSentences, test: EncodedSente
     The dp_bart server trains on the pooled rewrites with it, studies/dp_bart.py's reference on the
     original sentences."""
     t = cfg.train
-    training = LocalTraining(optimizer=t.optimizer, lr=t.lr, momentum=t.momentum, local_epochs=1, local_steps=0,
-                             batch_size=t.batch_size)
+    training = LocalTraining.from_config(dataclasses.replace(t, local_epochs=1, local_steps=0))
     rows, weights = torch.arange(len(pooled)), torch.ones(len(pooled))
     for epoch in range(1, cfg.rewrite.epochs + 1):
         loss, steps = local_train(model, pooled, rows, weights, training)
@@ -184,7 +183,6 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
     with atomic_path(out / "model.pt") as tmp:
         torch.save({"weights": get_weights(model), "config": cfg.to_nested()}, tmp)
     for folder in export_release(out, model, tokenizer=data.tokenizer, summary=summary,  # after local_dp.json
-                                 checkpoint=checkpoint_of(cfg.model.name, cfg.model.option_dict()),
-                                 merged=cfg.model.lora.export_merged):
+                                 **release_options(cfg)):
         print(f"released in Hugging Face format: {folder}", file=stream, flush=True)
     return summary

@@ -96,8 +96,11 @@ class RunContext:
         return self.strategy.accountant.noise_multiplier
 
     def train_config(self) -> dict[str, Any]:
-        """The nodes' local training settings (each training message's "config" record)."""
-        return LocalTraining.from_config(self.cfg.train).to_record()
+        """The nodes' local training settings (each training message's "config" record), with the lr schedule
+        (train.lr_schedule, train.warmup_rounds, federation.rounds) from which the strategy sets each round's lr
+        (uedp.config.ClientTrainConfig.for_round)."""
+        return {**LocalTraining.from_config(self.cfg.train).to_record(),
+                **self.cfg.train.schedule_record(self.cfg.federation.rounds)}
 
 
 @dataclass
@@ -176,6 +179,9 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
     device = str(resolve_device(cfg.federation.device))
     print(f"device: {device} (federation.device = {cfg.federation.device}; the server evaluates there, each node "
           "resolves it for its own training)", file=stream, flush=True)
+    cut = data.test.truncation() if data.test is not None else None  # the evaluation set's text only
+    if cut is not None:
+        print(cut.line("evaluation", longest=False), file=stream, flush=True)
     model = data.new_model(cfg, seed=p.seed if fixed else None)
     initial_model: dict[str, Any] = {"source": "random"}
     if cfg.model.init:  # a public start: weights trained on public text only (uedp.models.public_start)
@@ -254,8 +260,9 @@ def describe_model(cfg: RunConfig, model: UedpModel, stream: TextIO) -> tuple[di
 
 def evaluate(model: UedpModel, test: EncodedSentences | None, *, device: str = "cpu") -> dict[str, float]:
     """Central evaluation on the server's evaluation set ({} when the run has none), on `device`: the server's
-    model itself on the CPU, a copy of it elsewhere (the model, its optimizer and every release stay on the
-    CPU, so a run's global models do not depend on where it evaluates)."""
+    model itself on the CPU; elsewhere one copy of it kept there for the run, its weights refreshed in place
+    before each evaluation (uedp.devices.evaluation_model: no deep copy per evaluation). The model, its
+    optimizer and every release stay on the CPU, so a run's global models do not depend on where it evaluates."""
     if test is None:
         return {}
     return evaluate_encoded(evaluation_model(model, device), test)

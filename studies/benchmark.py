@@ -55,7 +55,7 @@ from flwr.app import ArrayRecord
 
 from client.update import client_update
 from runtime.local_grid import LocalGrid, set_local_task_identity
-from uedp.config import RunConfig
+from uedp.config import ClientTrainConfig, RunConfig
 from uedp.flower.mod import bound_update, model_update
 from uedp.markdown import table
 from uedp.models.base import get_weights, set_weights
@@ -97,8 +97,7 @@ def bench_client(cfg: RunConfig, repeats: int) -> dict:
     weights = get_weights(new_model(cfg, manifest, seed=0))
     ins = RoundInstructions(round=1, mechanism="user_dp", q_e=1.0, q_s=1.0, k_cap=0, m_max=1, slot=-1,
                             beta=cfg.privacy.beta, w_u=1.0, private=True)
-    training = LocalTraining(optimizer="sgd", lr=cfg.train.lr, momentum=0.0, local_epochs=1, local_steps=0,
-                             batch_size=cfg.train.batch_size)
+    training = LocalTraining.from_config(ClientTrainConfig(lr=cfg.train.lr, batch_size=cfg.train.batch_size))
 
     def ours_update() -> None:  # the client round, then what the client mod does: the update, clipped once
         new, _ = client_update(cfg, user, weights, ins, training)

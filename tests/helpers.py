@@ -126,12 +126,13 @@ TRAINING_FIELDS = ("optimizer", "lr", "momentum", "local_epochs", "local_steps",
 def instructions(**kw: Any) -> tuple[Any, Any]:
     """(RoundInstructions, LocalTraining) from one set of keyword options (those of uedp.training.LocalTraining
     go to the second): a training message's "uedp" and "config" records."""
+    from uedp.config import ClientTrainConfig
     from uedp.protocol import RoundInstructions
     from uedp.training import LocalTraining
 
     training = dict(optimizer="sgd", lr=0.5, momentum=0.0, local_epochs=1, local_steps=0, batch_size=8)
     training.update({k: kw.pop(k) for k in list(kw) if k in TRAINING_FIELDS})
-    return RoundInstructions(**kw), LocalTraining(**training)
+    return RoundInstructions(**kw), LocalTraining.from_config(ClientTrainConfig(**training))
 
 
 def train_message(arrays: list[Any], ins: Any, training: Any, *, node: int = 1) -> Any:

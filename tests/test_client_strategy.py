@@ -13,6 +13,7 @@ from flwr.app import ArrayRecord, Error, Message, RecordDict
 from client.update import client_update, select
 from runtime.local_grid import LocalGrid, set_local_task_identity
 from tests.helpers import StandInGrid, ZeroNoise, dp_strategy, operator_rows, tiny_config
+from uedp.config import ClientTrainConfig
 from uedp.flower.mod import bound_update, model_update
 from uedp.models.base import get_weights
 from uedp.pipeline import load_manifest, load_user_data, new_model, prepare
@@ -36,7 +37,7 @@ def _ins(**kw) -> tuple[RoundInstructions, LocalTraining]:
                 private=True)
     training = {k: kw.pop(k) for k in list(kw) if k in TRAINING}
     base.update(kw)
-    return RoundInstructions(**base), LocalTraining(**{**TRAINING, **training})
+    return RoundInstructions(**base), LocalTraining.from_config(ClientTrainConfig(**{**TRAINING, **training}))
 
 
 def _update(cfg, user: int, weights, ins_training):

@@ -1,6 +1,7 @@
-"""federation.device (uedp.devices): its values and refusals, what auto resolves to, the simulation's GPU
-share, the same weights with device=cpu as by default, and experiments/device_check.py's refusal without
-CUDA. On CPU only, quickly: the GPU side is experiments/device_check.py's (not run by CI)."""
+"""federation.device (uedp.devices): its values and refusals (cuda:N included), what auto resolves to, the
+simulation's GPU share (its sizing by memory: tests/test_device_memory.py), the same weights with device=cpu
+as by default, and experiments/device_check.py's refusal without CUDA. On CPU only, quickly: the GPU side is
+experiments/device_check.py's (not run by CI)."""
 
 from __future__ import annotations
 
@@ -29,21 +30,49 @@ def no_cuda(monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", None)
 
 
+GIB = 2**30
+SMALL_MODEL = (4 * 2**20, 4 * 2**20)  # (model bytes, trainable bytes): ~1M float32 parameters, all trained
+
+
 @pytest.fixture
 def gpus(monkeypatch):
-    """A 16-core machine whose torch sees 2 GPUs (nothing is put on them here)."""
+    """A 16-core machine whose torch sees 2 GPUs of 80 GiB (nothing is put on them here)."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda i: type("Props", (), {"total_memory": 80 * GIB})())
     monkeypatch.setattr("runtime.simulate.os.cpu_count", lambda: 16)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
 
 
-@pytest.mark.parametrize("value", ["gpu", "CUDA", "", "cuda:0"])
+@pytest.mark.parametrize("value", ["gpu", "CUDA", "", "cuda:", "cuda:-1", "cuda:01", "cuda:x", "cuda:1.0", "cuda 0"])
 def test_a_bad_value_is_refused_naming_the_option(value):
-    with pytest.raises(ConfigError, match=r"federation\.device must be one of auto, cpu, cuda"):
+    with pytest.raises(ConfigError, match=r"federation\.device must be one of auto, cpu, cuda, or cuda:N"):
         RunConfig.from_flat({"federation.device": value})
     with pytest.raises(ConfigError, match=r"federation\.device must be one of"):
         RunConfig.from_run_config({"uedp.federation.device": value})
+
+
+def test_cuda_n_names_a_gpu_this_process_sees(gpus):
+    assert RunConfig.from_flat({"federation.device": "cuda:1"}).federation.device == "cuda:1"
+    assert resolve_device("cuda:1") == torch.device("cuda", 1) and resolve_device("cuda:0").index == 0
+    with pytest.raises(ConfigError, match=r"federation\.device = cuda:2, but this process sees 2 GPU\(s\), cuda:0 "
+                                          r"to cuda:1 \(CUDA_VISIBLE_DEVICES"):
+        RunConfig.from_flat({"federation.device": "cuda:2"})
+
+
+def test_cuda_n_without_cuda_is_refused_saying_how_to_install_it(no_cuda):
+    with pytest.raises(ConfigError, match=r"federation\.device = cuda:0, but the installed torch .* has no CUDA"):
+        RunConfig.from_flat({"federation.device": "cuda:0"})
+
+
+def test_a_simulation_takes_cuda_0_and_refuses_another_index(gpus):
+    """Each actor sees its own GPU as cuda:0 (Ray sets CUDA_VISIBLE_DEVICES): cuda:N > 0 is refused, saying how."""
+    zero = backend_config(RunConfig.from_flat({"federation.device": "cuda:0"}), model_size=SMALL_MODEL)
+    assert zero["client_resources"]["num_gpus"] == 1 / 8
+    with pytest.raises(ConfigError, match=r"federation\.device = cuda:1: a Ray simulation .* CUDA_VISIBLE_DEVICES=1 "
+                                          r"and federation\.device=cuda"):
+        backend_config(RunConfig.from_flat({"federation.device": "cuda:1"}), model_size=SMALL_MODEL)
 
 
 def test_cuda_without_cuda_is_refused_saying_how_to_install_it(no_cuda, monkeypatch):
@@ -71,18 +100,20 @@ def test_auto_is_cpu_on_this_machine():
 
 
 def test_the_simulation_asks_for_a_gpu_share_only_for_cuda(gpus):
+    """A small model on 80 GiB GPUs: the CPUs bound the clients per GPU (tests/test_device_memory.py: memory)."""
     cpu = backend_config(RunConfig.from_flat({"federation.device": "cpu"}))
     assert cpu["client_resources"] == {"num_cpus": 1} and "num_gpus" not in cpu["init_args"]
     for device in ("cuda", "auto"):  # auto: this (patched) machine has GPUs
         cfg = RunConfig.from_flat({"federation.device": device})
-        backend = backend_config(cfg)
+        backend = backend_config(cfg, model_size=SMALL_MODEL)
         assert backend["client_resources"] == {"num_cpus": 1, "num_gpus": 2 / 16}  # 16 clients at once, 2 GPUs
         assert backend["init_args"]["num_gpus"] == 2
-        assert backend_config(cfg, client_cpus=4)["client_resources"]["num_gpus"] == 0.5
+        assert backend_config(cfg, client_cpus=4, model_size=SMALL_MODEL)["client_resources"]["num_gpus"] == 0.5
         assert backend_config(cfg, client_gpus=0.25)["client_resources"]["num_gpus"] == 0.25
         with pytest.raises(ConfigError, match="client_gpus"):
-            backend_config(cfg, client_gpus=0)
-    joined = backend_config(RunConfig.from_flat({"federation.device": "cuda", "federation.ray_address": "h:1"}))
+            backend_config(cfg, client_gpus=-1)
+    joined = backend_config(RunConfig.from_flat({"federation.device": "cuda", "federation.ray_address": "h:1"}),
+                            model_size=SMALL_MODEL)
     assert joined["init_args"] == {"address": "h:1"} and joined["client_resources"]["num_gpus"] == 2 / 16
 
 

@@ -10,6 +10,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from client.update import ClientRound, SplitModels
 from runtime.local_grid import run_local, set_local_task_identity
 from tests.helpers import tiny_config
+from uedp.config import ClientTrainConfig
 from uedp.errors import ConfigError
 from uedp.flower.mod import uedp_mod
 from uedp.privacy.accounting import mechanism
@@ -24,7 +25,7 @@ from uedp.training import LocalTraining
 
 # Sensitivities, sigmas and clipped norms below are products of a few decimals in float64 (a few ulps): pytest.approx's
 # default rel 1e-6 is ample, and a wrong term is off by far more.
-TRAINING = LocalTraining(optimizer="sgd", lr=0.5, momentum=0.0, local_epochs=1, local_steps=0, batch_size=8)
+TRAINING = LocalTraining.from_config(ClientTrainConfig(lr=0.5, batch_size=8))
 
 
 def _through_the_mod(new: SplitModels | dict, weights: list[np.ndarray], ins: RoundInstructions) -> SplitUpdate:

@@ -175,3 +175,32 @@ def test_diverged_model_has_infinite_perplexity_not_an_error() -> None:
     seqs = [[1, 5, 9, 2], [1, 3, 2]]
     result = evaluate(model, [pad_sequences(seqs, pad_id=0)])
     assert result["loss"] > 709 and result["perplexity"] == math.inf
+
+
+def test_token_nll_equals_the_shifted_slice_computation_and_the_last_position_has_no_gradient() -> None:
+    """token_nll runs the cross-entropy on the whole logits (no copy of a shifted slice): the same values as the
+    cross-entropy of logits[:, :-1] against input_ids[:, 1:], and nothing flows from the last position."""
+    model = BigramLM(11)
+    batch = pad_sequences([[1, 4, 5, 2], [1, 7, 2], [1, 3, 9, 10, 8, 2]], pad_id=0)
+    nll, mask = NextWordTask.token_nll(model, batch)
+    logits = model(batch)[:, :-1]
+    want = F.cross_entropy(logits.reshape(-1, 11), batch.input_ids[:, 1:].reshape(-1), reduction="none")
+    assert nll.shape == mask.shape == (3, 5)
+    assert torch.equal(nll, want.view(3, 5))
+    nll.sum().backward()
+    assert model.table.grad.abs().sum() > 0
+
+    class FixedLogits(UedpModel):
+        family = "fixed"
+
+        def __init__(self) -> None:
+            super().__init__(task=NEXT_WORD, pad_id=0)
+            self.logits = torch.nn.Parameter(torch.randn(3, 6, 11))
+
+        def forward(self, batch: Batch) -> torch.Tensor:
+            return self.logits
+
+    fixed = FixedLogits()
+    NextWordTask.token_nll(fixed, batch)[0].sum().backward()
+    assert torch.count_nonzero(fixed.logits.grad[:, -1]) == 0  # the last position predicts nothing
+    assert torch.count_nonzero(fixed.logits.grad[:, :-1]) > 0

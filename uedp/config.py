@@ -38,6 +38,9 @@ from uedp.devices import check_device
 from uedp.errors import ConfigError
 from uedp.privacy.mechanisms import spec_for
 
+# a Hugging Face Hub id: "name" or "owner/name" (ModelConfig.card_metadata)
+HUB_ID = re.compile(r"(?!.*\.\.)[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?", re.ASCII)
+
 
 @dataclass
 class DatasetConfig:
@@ -144,9 +147,26 @@ class ModelConfig:
     # for this model and tokenizer); the global model starts from it instead of a random initialisation
     init: str = ""
     lora: LoraConfig = field(default_factory=LoraConfig)  # flat keys model.lora.r, model.lora.alpha, ...
+    # the release's model card front matter (uedp.models.export), public names only: `card_datasets` the Hub
+    # dataset id(s) the model learnt from, comma-separated ("": the registered public corpus the tokenizer or
+    # public start learnt from, never the private corpus); `card_base_model` the Hub id of the base checkpoint
+    # ("": none; the card names the local checkpoint directory in its text either way)
+    card_datasets: str = ""
+    card_base_model: str = ""
 
     def option_dict(self) -> dict[str, Any]:
         return json_object("model.options", self.options)
+
+    def card_metadata(self) -> tuple[list[str] | None, str]:
+        """(card_datasets as a list, None when not set; card_base_model), each a Hub id ("name" or "owner/name");
+        anything else (a local path, spaces) is refused with a ConfigError naming the key."""
+        datasets = [d.strip() for d in str(self.card_datasets).split(",") if d.strip()]
+        base = str(self.card_base_model).strip()
+        for key, value in [*(("model.card_datasets", d) for d in datasets), ("model.card_base_model", base)]:
+            if value and not HUB_ID.fullmatch(value):
+                raise ConfigError(f"{key} must be Hugging Face Hub id(s) (name or owner/name: letters, digits, "
+                                  f"'-', '_', '.'), not a path, got {value!r}")
+        return datasets or None, base
 
 
 # The model `python -m experiments.run task=classification` uses unless a model is chosen (Hydra preset
@@ -226,12 +246,65 @@ class PrivacyConfig:
 
 @dataclass
 class ClientTrainConfig:
-    optimizer: str = "sgd"  # sgd | adam
-    lr: float = 0.5
-    momentum: float = 0.0
+    """The nodes' local training (uedp.training.LocalTraining mirrors the fields it sends; docs/own-model.md,
+    "Training options"). The optimizer's state starts fresh every round."""
+
+    optimizer: str = "sgd"  # sgd | adam | adamw (Adam with decoupled weight decay toward the round's start)
+    lr: float = 0.5  # the base learning rate; the round's lr follows lr_schedule (the server sends it)
+    momentum: float = 0.0  # sgd only
     local_epochs: int = 1
-    local_steps: int = 0
-    batch_size: int = 16
+    local_steps: int = 0  # > 0: exactly this many OPTIMIZER steps (each of grad_accum minibatches), not epochs
+    batch_size: int = 16  # sentences per minibatch
+    # minibatches per optimizer step: the step takes the mean of their gradients (an effective batch of
+    # grad_accum * batch_size); privacy is unaffected, the clip bounds the whole update
+    grad_accum: int = 1
+    # decoupled weight decay toward the round's global weights (p -= lr * weight_decay * (p - p_start)), never toward
+    # zero (that would spend clip budget on shrinking the model); optimizers sgd and adamw (adam: use adamw)
+    weight_decay: float = 0.0
+    # the learning rate over rounds: constant | cosine | linear, a public function of the round number and
+    # federation.rounds only (ClientTrainConfig.scheduled_lr), computed by the server, so a resumed run sends the
+    # same lr; warmup_rounds: rounds 1..warmup_rounds ramp up linearly to lr first
+    lr_schedule: str = "constant"
+    warmup_rounds: int = 0
+
+    @staticmethod
+    def scheduled_lr(lr: float, schedule: str, warmup_rounds: int, rnd: int, rounds: int) -> float:
+        """The learning rate of round `rnd` (1-based) of `rounds`: `lr * rnd / warmup_rounds` while
+        rnd <= warmup_rounds; then, with p = (rnd - warmup_rounds - 1) / (rounds - warmup_rounds) (0 at the first
+        round after the warmup, below 1 at the last, so no round gets lr 0; rounds past `rounds` take the last
+        round's), constant: lr; cosine: lr * (1 + cos(pi * p)) / 2; linear: lr * (1 - p)."""
+        if schedule not in LR_SCHEDULES:
+            raise ConfigError(f"train.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {_show(schedule)}")
+        if rnd <= warmup_rounds:
+            return lr * rnd / warmup_rounds
+        if schedule == "constant":
+            return lr
+        span = max(rounds - warmup_rounds, 1)
+        p = min(rnd - warmup_rounds - 1, span - 1) / span
+        return lr * (1 + math.cos(math.pi * p)) / 2 if schedule == "cosine" else lr * (1 - p)
+
+    def schedule_record(self, rounds: int) -> dict[str, Any]:
+        """What the training record carries, beside uedp.training.LocalTraining's fields, for the server to
+        schedule the lr: federation.rounds as "lr_rounds" (nothing for a constant lr without warmup: the record is
+        then the same every round)."""
+        if self.lr_schedule == "constant" and self.warmup_rounds == 0:
+            return {}
+        return {"lr_schedule": self.lr_schedule, "warmup_rounds": self.warmup_rounds, "lr_rounds": rounds}
+
+    @classmethod
+    def for_round(cls, record: Mapping[str, Any], rnd: int) -> dict[str, Any]:
+        """The training record of round `rnd`: `record` (its "lr" the base lr) with "lr" the round's, when the
+        record's lr_schedule / warmup_rounds schedule one (then it must carry "lr_rounds": `schedule_record`);
+        unchanged otherwise. The server calls it (uedp.flower.strategy configure_train, with the ledger's round
+        number, resumes included)."""
+        if record.get("lr_schedule", "constant") == "constant" and int(record.get("warmup_rounds", 0)) == 0:
+            return dict(record)
+        if "lr_rounds" not in record:
+            raise ValueError("the training record schedules the lr (lr_schedule, warmup_rounds) but lacks lr_rounds, "
+                             "the planned rounds: add uedp.config.ClientTrainConfig.schedule_record(rounds)")
+        lr = cls.scheduled_lr(float(record["lr"]), str(record["lr_schedule"]), int(record["warmup_rounds"]), rnd,
+                              int(record["lr_rounds"]))
+        return {**record, "lr": lr}
 
 
 @dataclass
@@ -283,8 +356,12 @@ class FederationConfig:
     # arrive, how long a round takes) is outside the guarantee (docs/proofs.md section 1, "Timing")
     round_period: float = 0.0
     # where each machine's torch work runs (uedp.devices): a node's local training and the server's evaluation;
-    # auto = cuda where torch sees a GPU, else cpu; cuda on a machine without one is refused
+    # auto = cuda where torch sees a GPU, else cpu; cuda on a machine without one is refused; cuda:N = GPU N of
+    # those the process sees (a Ray simulation takes cuda / cuda:0 only: each actor sees its own GPU as cuda:0)
     device: str = "auto"
+    # a Ray simulation on cuda: each client's share of a GPU (Ray's num_gpus: in (0, 1] or a whole number);
+    # 0 = sized by the model's estimated memory against the GPU's (runtime/simulate.py gpu_share)
+    client_gpus: float = 0.0
 
 
 @dataclass
@@ -454,8 +531,13 @@ class RunConfig:
         if not self.federation.poll_interval >= 0:
             raise ConfigError(f"federation.poll_interval must be >= 0, got {self.federation.poll_interval}")
         check_device(self.federation.device)  # a bad value, or cuda where this machine's torch has none
+        gpus = fed.client_gpus
+        if not (gpus >= 0 and (gpus <= 1 or float(gpus).is_integer())):  # written so that NaN fails too
+            raise ConfigError(f"federation.client_gpus must be 0 (sized by the model's memory), a share in (0, 1] or "
+                              f"a whole number of GPUs, got {_show(gpus)}")
         self._validate_owners()
         self.model.lora.validate()
+        self.model.card_metadata()  # model.card_*: refused here, not after training at the release
         if self.model.lora.r and self.model.init:
             raise ConfigError("model.lora trains adapters on a checkpoint's public weights; model.init (a public start "
                               "file) would replace them: use one of the two")
@@ -468,7 +550,11 @@ class RunConfig:
             self.rewrite_settings()  # checks rewrite.*
         if "task" in self.dataset.option_dict():  # a JSON object; the loader's facts (loading every loader
             self.loader_options()  # module, so only when needed) say whether the task may be given there
-        self.model.option_dict()
+        if self.model.option_dict().get("allow_missing") is True and self.model.lora.r:
+            raise ConfigError(f"model.options.allow_missing = true with model.lora.r = {self.model.lora.r}: the "
+                              "weights missing from the checkpoint would start at random on every build (server, each "
+                              "node, the user) and, frozen under LoRA, never train to a shared value. Set "
+                              "model.options.allow_missing to false or model.lora.r = 0")
 
 
     def _validate_training(self) -> None:
@@ -477,7 +563,8 @@ class RunConfig:
         checked here so that a bad value is refused before a run starts, naming the key, not in a client."""
         t, s, fed = self.train, self.server, self.federation
         for key, value, allowed in (("train.optimizer", t.optimizer, OPTIMIZERS),
-                                    ("server.optimizer", s.optimizer, OPTIMIZERS),
+                                    ("server.optimizer", s.optimizer, SERVER_OPTIMIZERS),
+                                    ("train.lr_schedule", t.lr_schedule, LR_SCHEDULES),
                                     ("tokenizer.kind", self.tokenizer.kind, TOKENIZER_KINDS)):
             if value not in allowed:
                 raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {_show(value)}")
@@ -488,6 +575,10 @@ class RunConfig:
             ("train.local_epochs", t.local_epochs, t.local_epochs >= 1, ">= 1"),
             ("train.local_steps", t.local_steps, t.local_steps >= 0, ">= 0 (0: use train.local_epochs)"),
             ("train.batch_size", t.batch_size, t.batch_size >= 1, ">= 1"),
+            ("train.grad_accum", t.grad_accum, isinstance(t.grad_accum, int) and t.grad_accum >= 1, "an integer >= 1"),
+            ("train.weight_decay", t.weight_decay, t.weight_decay >= 0, ">= 0"),
+            ("train.warmup_rounds", t.warmup_rounds, isinstance(t.warmup_rounds, int) and t.warmup_rounds >= 0,
+             "an integer >= 0"),
             ("task.max_len", self.task.max_len, self.task.max_len >= 2, ">= 2"),
             ("tokenizer.vocab_size", self.tokenizer.vocab_size, self.tokenizer.vocab_size >= 1, ">= 1"),
             ("federation.num_nodes", fed.num_nodes, fed.num_nodes >= 0, ">= 0 (0: one node per user)"),
@@ -498,6 +589,12 @@ class RunConfig:
         for key, value, ok, rule in checks:
             if not ok:  # written so that NaN fails too
                 raise ConfigError(f"{key} must be {rule}, got {_show(value)}")
+        if t.weight_decay > 0 and t.optimizer == "adam":
+            raise ConfigError("train.weight_decay applies to train.optimizer sgd or adamw (decoupled, toward the "
+                              "round's global weights); with adam choose adamw")
+        dtype = self.model.option_dict().get("dtype")  # the precision the model trains in (uedp.models.precision)
+        if dtype is not None and dtype not in MODEL_DTYPES:
+            raise ConfigError(f"model.options.dtype must be one of {', '.join(MODEL_DTYPES)}, got {_show(dtype)}")
 
     def _validate_owners(self) -> None:
         """federation.data = "owners": the server has no private text, so nothing it uses may come from it."""
@@ -525,7 +622,12 @@ class RunConfig:
 
 
 NAMESPACE = "uedp"  # the project's keys in a Flower run config: "uedp.privacy.q_u" (RunConfig.from_run_config)
-OPTIMIZERS = ("sgd", "adam")  # train.optimizer, server.optimizer
+OPTIMIZERS = ("sgd", "adam", "adamw")  # train.optimizer
+SERVER_OPTIMIZERS = ("sgd", "adam")  # server.optimizer
+LR_SCHEDULES = ("constant", "cosine", "linear")  # train.lr_schedule
+# train.* fields the server applies to the round's lr (ClientTrainConfig.for_round): not uedp.training.LocalTraining's
+SCHEDULE_FIELDS = ("lr_schedule", "warmup_rounds")
+MODEL_DTYPES = ("float32", "bfloat16", "float16")  # model.options.dtype (uedp.models.precision.DTYPES)
 TOKENIZER_KINDS = ("bpe", "wordpiece")  # uedp.tokenization.TokenizerConfig
 INT_RANGE = (-(2**63), 2**63 - 1)  # an integer option fits a signed 64-bit integer (TOML's, NumPy's, torch's)
 

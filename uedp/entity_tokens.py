@@ -197,8 +197,8 @@ def evaluation_split(model: UedpModel, cfg: RunConfig, *, tokenizer: TextTokeniz
     every sentence of federation.eval_data. Entity spans: the gold ones where the corpus (or file) has them, else
     the run's detector's; protected as the run protects them (entities.protected less entities.public).
     `tokenizer`: the run's (None: read back as the run made it). `device`: where to evaluate (the model itself
-    on the CPU, a copy elsewhere: uedp.devices.evaluation_model). None for a classification run or an owners-mode run
-    without federation.eval_data."""
+    on the CPU, elsewhere its one device copy, refreshed in place: uedp.devices.evaluation_model). None for a
+    classification run or an owners-mode run without federation.eval_data."""
     if get_task(cfg.task.name).name != NEXT_WORD:
         return None
     if cfg.owners:

@@ -49,7 +49,8 @@ def tokenizer_payload(tokenizer: TextTokenizer) -> dict[str, Any]:
     (a checkpoint's tokenizer: a JSON object; "" when they are found by name)."""
     data = tokenizer.backend.to_str().encode()
     special = "" if tokenizer.special_ids is None else json.dumps(tokenizer.special_ids, sort_keys=True)
-    return {"json": data, "sha256": hashlib.sha256(data).hexdigest(), "special_ids": special}
+    return {"json": data, "sha256": hashlib.sha256(data).hexdigest(), "special_ids": special,
+            "special_tokens": tokenizer.special_tokens}
 
 
 def shipped_tokenizer(payload: dict[str, Any]) -> TextTokenizer:
@@ -62,7 +63,8 @@ def shipped_tokenizer(payload: dict[str, Any]) -> TextTokenizer:
         atomic_write_bytes(path, data, mode=PRIVATE)
     special = str(payload.get("special_ids", "") or "")
     return TextTokenizer(Tokenizer.from_str(data.decode()), source=f"shipped:{digest[:16]}",
-                         special_ids=json.loads(special) if special else None)
+                         special_ids=json.loads(special) if special else None,
+                         special_tokens=str(payload.get("special_tokens", "frame")))
 
 
 # -- an owner's file ------------------------------------------------------------------------------------
@@ -90,6 +92,8 @@ def read_owner_file(cfg: RunConfig, path: str | os.PathLike[str]) -> Corpus:
 
 def _owner_key(cfg: RunConfig, path: Path, tokenizer: TextTokenizer, deidentified: bool) -> str:
     special = {} if tokenizer.special_ids is None else {"special_ids": tokenizer.special_ids}  # they frame sentences
+    if tokenizer.special_tokens != "frame":  # so does the template choice (the default adds no key: caches stay)
+        special["special_tokens"] = tokenizer.special_tokens
     payload = json.dumps({
         **special, "format": 2,  # 2: the cached data holds the sentences' stable ids (UserData.stable_ids)
         "file": hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest(),

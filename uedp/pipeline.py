@@ -21,8 +21,14 @@ that records its digest (uedp.models.checkpoints). `Manifest.tokenizer_info` say
 `tokenizer`).
 
 `new_model` builds the run's model and checks that a checkpoint meets its own tokenizer (the digest of the
-run's tokenizer, `tokenizer_digest` of the manifest or model shape), then with model.lora.r > 0 wraps it in
-LoRA adapters (uedp.models.lora).
+run's tokenizer, `tokenizer_digest` of the manifest or model shape), refuses model.options.allow_missing with
+LoRA or frozen weights (`ALLOW_MISSING_FROZEN`) and task.max_len above the model's positions (`check_max_len`),
+then with model.lora.r > 0 wraps it in LoRA adapters (uedp.models.lora). Every run tokenizer `run_tokenizer`
+returns encodes a public sample text to at least two distinct ids (uedp.models.checkpoints.check_encodes).
+
+`encode_sentences` keeps each sentence's framed length before the cut to task.max_len, so
+`EncodedSentences.truncation()` counts the sentences the cut shortened without tokenizing them again (the
+server prints it for its evaluation set, a node logs it for its own sentences: server/setup.py, client/update.py).
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from uedp.entities.public import public_keys
 from uedp.errors import ConfigError
 from uedp.files import atomic_write_json
 from uedp.models.base import CLASSIFICATION, UedpModel
-from uedp.models.checkpoints import check_tokenizer, checkpoint_of
+from uedp.models.checkpoints import check_encodes, check_tokenizer, checkpoint_of
 from uedp.models.lora import with_lora
 from uedp.models.registry import MODELS, build_model, build_tokenizer
 from uedp.paths import cache_root
@@ -87,6 +93,7 @@ class Manifest:
     # a checkpoint's tokenizer: the special ids it declares (TextTokenizer.special_ids; None: found by name)
     special_ids: dict[str, int | None] | None = None
     tokenizer_digest: str | None = None  # uedp.tokenization.tokenizer_digest of the tokenizer
+    special_tokens: str = "frame"  # how the tokenizer frames a sentence (uedp.tokenization.TextTokenizer)
 
     @property
     def num_labels(self) -> int | None:
@@ -94,7 +101,7 @@ class Manifest:
 
     def text_tokenizer(self) -> TextTokenizer:
         """The run's tokenizer, read back from its file with its special ids."""
-        return load_tokenizer(self.tokenizer, special_ids_key(self.special_ids))
+        return load_tokenizer(self.tokenizer, special_ids_key(self.special_ids), self.special_tokens)
 
 
 def data_key(cfg: RunConfig) -> str:
@@ -117,7 +124,10 @@ def _model_key(cfg: RunConfig) -> list[Any]:
     """What of the model decides the tokenizer: a pretrained directory, model hf's path and tokenizer choice."""
     options = cfg.model.option_dict()
     key = [cfg.model.name, options.get("pretrained")]
-    return key + [options.get("path"), options.get("tokenizer", "own")] if cfg.model.name == "hf" else key
+    if cfg.model.name != "hf":
+        return key
+    special = options.get("special_tokens", "frame")  # "frame" adds nothing: the keys of existing caches stay
+    return key + [options.get("path"), options.get("tokenizer", "own")] + ([special] if special != "frame" else [])
 
 
 def manifest_path(cfg: RunConfig) -> Path:
@@ -148,6 +158,7 @@ def prepare(cfg: RunConfig) -> Manifest:
         vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
         num_entities=num_entities, num_extended=num_extended, tokenizer_info=tokenizer_info,
         special_ids=tokenizer.special_ids, tokenizer_digest=tokenizer_digest(tokenizer),
+        special_tokens=tokenizer.special_tokens,
     )
     atomic_write_json(manifest_path(cfg), manifest.__dict__, indent=1)
     return manifest
@@ -167,6 +178,10 @@ def run_tokenizer(cfg: RunConfig, corpus: Corpus | None) -> tuple[TextTokenizer,
         tokenizer = build_tokenizer(cfg.model.name, corpus, options=options)
         info = {"source": "pretrained", "corpus": f"the pretrained {cfg.model.name} model's own tokenizer",
                 "vocab_size": tokenizer.vocab_size, "kind": "pretrained"}
+        if tokenizer.special_tokens == "own":
+            info["special_tokens"] = ("own: the tokenizer's own template frames each sentence (model option "
+                                      "special_tokens); perplexity counts the tokens the model predicts under it, so "
+                                      "it is not comparable with a run that frames sentences with [BOS] .. [EOS]")
         if tokenizer.special_ids is not None and tokenizer.pad_id == tokenizer.eos_id:
             info["padding"] = (f"with its eos token (id {tokenizer.pad_id}): the tokenizer declares no other pad "
                                "token; the attention mask hides padding from the model and the loss")
@@ -182,6 +197,7 @@ def run_tokenizer(cfg: RunConfig, corpus: Corpus | None) -> tuple[TextTokenizer,
         _refuse_private_tokenizer_text(cfg, source)
         MODELS.get(cfg.model.name)  # an unknown model name fails here, as in build_tokenizer
         tokenizer = get_public_tokenizer(source, tok_cfg)
+        check_encodes(tokenizer, f"the public tokenizer trained on {source.description}")
         info = {"source": "public", "corpus": source.description}
     if checkpoint is not None:  # hf with tokenizer "project": the checkpoint must record this tokenizer
         check_tokenizer(checkpoint, tokenizer_digest(tokenizer))
@@ -230,11 +246,11 @@ def special_ids_key(special_ids: dict[str, int | None] | None) -> SpecialIdsKey:
 
 
 @functools.lru_cache(maxsize=4)
-def load_tokenizer(path: str, special_ids: SpecialIdsKey = None) -> TextTokenizer:
+def load_tokenizer(path: str, special_ids: SpecialIdsKey = None, special_tokens: str = "frame") -> TextTokenizer:
     """The tokenizer file `path`; `special_ids` (special_ids_key of TextTokenizer.special_ids): the ids its
-    special tokens were given (a checkpoint's tokenizer), None: found by name."""
+    special tokens were given (a checkpoint's tokenizer), None: found by name; `special_tokens`: how it frames."""
     return TextTokenizer(Tokenizer.from_file(path), source=path,
-                         special_ids=None if special_ids is None else dict(special_ids))
+                         special_ids=None if special_ids is None else dict(special_ids), special_tokens=special_tokens)
 
 
 @dataclass(frozen=True)
@@ -250,18 +266,46 @@ class ModelShape:
 
 def new_model(cfg: RunConfig, manifest: Manifest | ModelShape, *, seed: int | None = None) -> UedpModel:
     """The run's model, sized by `manifest` (anything with vocab_size, pad_id and num_labels); a checkpoint
-    is refused unless the run's tokenizer is its own (manifest.tokenizer_digest, when it has one), and
-    model.lora.r > 0 puts LoRA adapters on it (only they, and a classifier's new head, are then trainable)."""
+    is refused unless the run's tokenizer is its own (manifest.tokenizer_digest, when it has one), or with
+    allow_missing and LoRA or frozen weights; task.max_len above the model's positions is refused
+    (`check_max_len`); model.lora.r > 0 puts LoRA adapters on it (only they, and a classifier's new head, are then
+    trainable)."""
     options = cfg.model.option_dict()
     digest = getattr(manifest, "tokenizer_digest", None)
     checkpoint = checkpoint_of(cfg.model.name, options)
+    if checkpoint is not None and checkpoint.allow_missing and cfg.model.lora.r:
+        raise ConfigError(ALLOW_MISSING_FROZEN.format(what=f"model.lora.r = {cfg.model.lora.r}"))
     if checkpoint is not None and digest is not None:
         check_tokenizer(checkpoint, digest)
     if seed is not None:
         torch.manual_seed(seed)
     model = build_model(cfg.model.name, task=cfg.task.name, vocab_size=manifest.vocab_size,
                         pad_id=manifest.pad_id, num_labels=manifest.num_labels, **options)
+    if checkpoint is not None and checkpoint.allow_missing and not all(p.requires_grad for p in model.parameters()):
+        raise ConfigError(ALLOW_MISSING_FROZEN.format(what="frozen weights (the model option freeze_encoder)"))
+    check_max_len(cfg, model)
     return with_lora(model, cfg.model.lora)
+
+
+# a weight missing from the checkpoint starts at random on every build (server, each node, the user's own), and
+# one that is frozen never trains towards a shared value: the builds would disagree for good
+ALLOW_MISSING_FROZEN = ("model.options.allow_missing = true with {what}: the weights missing from the checkpoint "
+                        "would start at random on every build (the server, each node, whoever loads the release) and "
+                        "those frozen would never be trained or sent, so every build would hold different ones. Set "
+                        "model.options.allow_missing to false (and use the checkpoint the weights belong to), or set "
+                        "model.lora.r = 0 and leave freeze_encoder out so every weight trains")
+
+
+def check_max_len(cfg: RunConfig, model: UedpModel) -> None:
+    """Refuse task.max_len above the model's positions (`model.max_positions`: n_positions or
+    max_position_embeddings; models without one, the LSTM, take any length). task.max_len is the framed length
+    (uedp.tokenization.TextTokenizer.frame: the start and end tokens included), the longest row a batch has."""
+    positions = getattr(model, "max_positions", None)
+    if isinstance(positions, int) and cfg.task.max_len > positions:
+        raise ConfigError(f"task.max_len = {cfg.task.max_len} is above the model's {positions} positions (model "
+                          f"{cfg.model.name!r}: n_positions or max_position_embeddings of its config): a sentence "
+                          f"framed with its start and end tokens may be {cfg.task.max_len} tokens long. Set "
+                          f"task.max_len <= {positions}")
 
 
 @dataclass(frozen=True)
@@ -272,16 +316,50 @@ class EncodedSentences:
     ids: torch.Tensor  # [n, L] int64
     mask: torch.Tensor  # [n, L] int64
     labels: torch.Tensor | None  # [n] int64
+    # each sentence's framed length before the cut to max_len (its start and end tokens included), and that
+    # max_len: for the truncation count (`truncation`); None where unknown (read back from an owner's cache)
+    full_lengths: np.ndarray | None = None
+    max_len: int | None = None
 
     def __len__(self) -> int:
         return self.ids.shape[0]
+
+    def truncation(self) -> Truncation | None:
+        """How many sentences max_len cut, or None where the full lengths are unknown."""
+        if self.full_lengths is None or self.max_len is None:
+            return None
+        full = np.asarray(self.full_lengths)
+        return Truncation(max_len=self.max_len, sentences=int(full.size), cut=int((full > self.max_len).sum()),
+                          longest=int(full.max()) if full.size else 0)
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """Of `sentences` encoded at task.max_len `max_len`, `cut` were longer (framed: start and end tokens
+    included) and lost their ends; `longest` is the longest framed length. Counts only."""
+
+    max_len: int
+    sentences: int
+    cut: int
+    longest: int
+
+    def line(self, what: str, *, longest: bool = True) -> str:
+        """E.g. "task.max_len 32: 3.1% of the 2,000 evaluation sentences are cut (62; the longest is 57 tokens with
+        its start and end tokens)". `longest=False` leaves out the longest length: one sentence's statistic, said
+        only in a node's own log, never on the server (in corpus mode its evaluation set is the users' test split)."""
+        share = self.cut / self.sentences if self.sentences else 0.0
+        tail = f"; the longest is {self.longest:,} tokens with its start and end tokens" if longest else ""
+        return (f"task.max_len {self.max_len}: {share:.1%} of the {self.sentences:,} {what} sentences are cut "
+                f"({self.cut:,}{tail})")
 
 
 def encode_sentences(
     tokenizer: TextTokenizer, texts: list[str], labels: list[int] | None, *, task: str, max_len: int
 ) -> EncodedSentences:
     mode = get_task(task).mode
-    seqs = [tokenizer.frame(ids, mode=mode, max_len=max_len) for ids in tokenizer.encode_many(texts)]
+    unframed = tokenizer.encode_many(texts)
+    full = np.fromiter((len(u) + 2 for u in unframed), dtype=np.int64, count=len(unframed))  # + start and end
+    seqs = [tokenizer.frame(ids, mode=mode, max_len=max_len) for ids in unframed]
     width = max((len(s) for s in seqs), default=1)
     ids = np.full((len(seqs), width), tokenizer.pad_id, dtype=np.int64)
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
@@ -289,7 +367,7 @@ def encode_sentences(
         ids[np.arange(width)[None, :] < lengths[:, None]] = np.concatenate(seqs)
     mask = (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64)
     lab = None if labels is None else torch.as_tensor(labels, dtype=torch.int64)
-    return EncodedSentences(torch.from_numpy(ids), torch.from_numpy(mask), lab)
+    return EncodedSentences(torch.from_numpy(ids), torch.from_numpy(mask), lab, full_lengths=full, max_len=max_len)
 
 
 @dataclass(frozen=True)

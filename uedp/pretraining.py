@@ -15,7 +15,9 @@
   line.
 The model and tokenizer are the run's (`--set` takes the run's KEY=VALUE settings, as `python -m
 experiments.run` would: model.options, tokenizer.vocab_size ...; the tokenizer must come from public text,
-tokenizer.source=public). 5% of the public text (a fixed split) is held out: its perplexity after each
+tokenizer.source=public). It trains and evaluates on the device federation.device resolves to here
+(uedp.devices: auto is cuda where torch sees a GPU; each minibatch follows the model there) and returns the
+model on the CPU, as it is saved. 5% of the public text (a fixed split) is held out: its perplexity after each
 epoch is printed, and the training settings (Adam, --lr, --epochs) were chosen on it, never on private
 data. The file records the corpus and settings; `model.init` checks it fits the run's model and tokenizer.
 """
@@ -28,7 +30,8 @@ import time
 import numpy as np
 import torch
 
-from uedp.config import RunConfig
+from uedp.config import ClientTrainConfig, RunConfig
+from uedp.devices import resolve_device
 from uedp.errors import ConfigError
 from uedp.pipeline import ModelShape, encode_sentences, new_model, run_tokenizer
 from uedp.public_corpora import is_public_corpus, public_source, recorded_public_corpus
@@ -59,8 +62,8 @@ def public_text(name: str, *, public_users: int) -> tuple[list[str], str]:
 
 def pretrain(cfg: RunConfig, texts: list[str], *, epochs: int, lr: float, batch_size: int,
              stream=None) -> tuple[torch.nn.Module, TextTokenizer, list[dict[str, float]]]:
-    """Train the run's model on `texts` (held-out 5% for the printed perplexity); returns (model, the run's
-    tokenizer it was trained with, history)."""
+    """Train the run's model on `texts` (held-out 5% for the printed perplexity) on the device federation.device
+    resolves to; returns (model, on the CPU; the run's tokenizer it was trained with, history)."""
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
         raise ConfigError(f"--epochs must be an integer >= 1 (a public start is trained), got {epochs!r}")
     if not (isinstance(lr, int | float) and 0 < lr < math.inf):
@@ -75,24 +78,24 @@ def pretrain(cfg: RunConfig, texts: list[str], *, epochs: int, lr: float, batch_
         raise ConfigError("tokenizer.source: a public start needs the public tokenizer (tokenizer.source=public)")
     if get_task(cfg.task.name).mode != "lm":
         raise ConfigError(f"task.name={cfg.task.name}: experiments.pretrain pretrains next-word models only")
+    device = resolve_device(cfg.federation.device)
     tokenizer, _ = run_tokenizer(cfg, None)
-    model = new_model(cfg, ModelShape(tokenizer.vocab_size, tokenizer.pad_id, None))
+    model = new_model(cfg, ModelShape(tokenizer.vocab_size, tokenizer.pad_id, None)).to(device)
     order = np.random.default_rng(SPLIT_SEED).permutation(len(texts))
     cut = max(1, int(len(texts) * HELD_OUT))
     held = encode_sentences(tokenizer, [texts[i] for i in order[:cut]], None, task=cfg.task.name,
                             max_len=cfg.task.max_len)
     train = encode_sentences(tokenizer, [texts[i] for i in order[cut:]], None, task=cfg.task.name,
                              max_len=cfg.task.max_len)
-    training = LocalTraining(optimizer="adam", lr=lr, momentum=0.0, local_epochs=1, local_steps=0,
-                             batch_size=batch_size)
+    training = LocalTraining.from_config(ClientTrainConfig(optimizer="adam", lr=lr, batch_size=batch_size))
     rows, weights = torch.arange(len(train)), torch.ones(len(train))
     history = [{"epoch": 0, **evaluate_encoded(model, held)}]
-    print(f"public text: {len(train)} training, {len(held)} held-out sentences; epoch 0 held-out perplexity "
-          f"{history[0]['perplexity']:.1f}", file=stream, flush=True)
+    print(f"public text: {len(train)} training, {len(held)} held-out sentences (on {device}); epoch 0 held-out "
+          f"perplexity {history[0]['perplexity']:.1f}", file=stream, flush=True)
     for epoch in range(1, epochs + 1):
         t0 = time.monotonic()
         loss, steps = local_train(model, train, rows, weights, training)
         history.append({"epoch": epoch, "train_loss": loss, **evaluate_encoded(model, held)})
         print(f"epoch {epoch}/{epochs}: train loss {loss:.3f} ({steps} steps, {time.monotonic() - t0:.0f} s), "
               f"held-out perplexity {history[-1]['perplexity']:.1f}", file=stream, flush=True)
-    return model, tokenizer, history
+    return model.cpu(), tokenizer, history

@@ -16,6 +16,8 @@ Contract:
   accumulated over every batch. Macro-F1 averages per-class F1 = 2TP / (2TP + FP + FN) over the classes that
   occur in the true or predicted labels (scikit-learn's default; a class with no TP, FP, FN is skipped).
 - Perplexity is per token of the model's tokenizer: only comparable between runs with the same tokenizer.
+- Every forward of a task (training and evaluation) runs under the model's autocast (uedp.models.precision: a
+  model option `dtype` other than float32), and every loss is computed on float32 logits.
 
 The registry (`TASKS`): each task carries its name, how its sentences are framed (`mode`), its headline
 `metric` (the key of `evaluate`'s result that summaries and progress lines report: perplexity for next_word,
@@ -61,6 +63,16 @@ def _device(model: torch.nn.Module) -> torch.device:
     return next((p.device for p in model.parameters()), torch.device("cpu"))
 
 
+def _logits(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+    """`model(batch)` under the model's autocast (uedp.models.precision: nothing for a float32 model), as float32
+    logits (a no-op for float32 ones): the losses are always computed in float32."""
+    from uedp.models.precision import autocast
+
+    with autocast(model):
+        logits = model(batch)
+    return logits.float()
+
+
 class NextWordTask:
     name = NEXT_WORD
     mode = "lm"
@@ -70,14 +82,19 @@ class NextWordTask:
     @staticmethod
     def token_nll(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """(NLL of each target token `[B, T-1]`, 1 where it is a predicted token and 0 on padding `[B, T-1]`):
-        position t is the NLL of token t+1 given tokens 0..t (padding positions hold a value; the mask drops it)."""
+        position t is the NLL of token t+1 given tokens 0..t (padding positions hold a value; the mask drops it).
+        The cross-entropy runs on the whole `[B*T, V]` logits (a view, no copy of the vocabulary-sized tensor);
+        the last position, which predicts nothing, gets target ignore_index (NLL 0, no gradient) and is dropped."""
+        import torch
         import torch.nn.functional as F
 
-        logits = model(batch)[:, :-1]
-        targets = batch.input_ids[:, 1:]
+        logits = _logits(model, batch)
+        ids = batch.input_ids
+        targets = torch.full_like(ids, -100)  # F.cross_entropy's ignore_index
+        targets[:, :-1] = ids[:, 1:]
         mask = batch.attention_mask[:, 1:].to(logits.dtype)
         nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
-        return nll.view_as(mask), mask
+        return nll.view(ids.shape)[:, :-1], mask
 
     @staticmethod
     def sentence_nll(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -120,7 +137,7 @@ class ClassificationTask:
     def per_sentence_loss(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
         import torch.nn.functional as F
 
-        return F.cross_entropy(model(batch), self._labels(batch), reduction="none")
+        return F.cross_entropy(_logits(model, batch), self._labels(batch), reduction="none")
 
     def evaluate(self, model: torch.nn.Module, batches: Iterable[Batch]) -> dict[str, float]:
         import numpy as np
@@ -134,7 +151,7 @@ class ClassificationTask:
         with _eval_mode(model):
             for batch in batches:
                 batch = batch.to(_device(model))
-                logits = model(batch)
+                logits = _logits(model, batch)
                 labels = self._labels(batch)
                 total_loss += float(F.cross_entropy(logits, labels, reduction="sum").double())
                 confusion += confusion_matrix(logits.argmax(dim=-1), labels, num_labels)
@@ -220,13 +237,13 @@ def weighted_loss(per_sentence: torch.Tensor, weights: torch.Tensor) -> torch.Te
     if per_sentence.shape != weights.shape or per_sentence.dim() != 1:
         raise ValueError(f"weighted_loss: losses {tuple(per_sentence.shape)} and weights "
                          f"{tuple(weights.shape)} must be vectors of the same length")
-    w = weights.to(per_sentence)
-    if not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
+    # checked where the weights are (the CPU, in local_train): no wait for the loss's device
+    if not bool(torch.isfinite(weights).all()) or bool((weights < 0).any()):
         raise ValueError(f"weighted_loss: weights must be finite and >= 0, got {weights.tolist()}")
-    total = w.sum()
-    if float(total) == 0.0:
+    if not bool((weights.to(dtype=per_sentence.dtype) > 0).any()):
         return (per_sentence * 0.0).sum()
-    return (w * per_sentence).sum() / total
+    w = weights.to(per_sentence)
+    return (w * per_sentence).sum() / w.sum()
 
 
 def confusion_matrix(preds: torch.Tensor, labels: torch.Tensor, num_labels: int) -> np.ndarray:

@@ -57,6 +57,11 @@ from uedp.versions import package_version
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]", "[CLS]", "[SEP]", "[MASK]")
 SPECIAL_ROLES = ("pad", "unk", "bos", "eos", "cls", "sep")  # TextTokenizer's ids: pad_id, unk_id, ...
+# How a sentence is framed (TextTokenizer.special_tokens; model hf option `special_tokens`): "frame", the project's
+# [BOS] ids [EOS] / [CLS] ids [SEP] from the special ids; "own", the tokenizer's own template (its post-processor:
+# what `tokenizer(text)` adds in transformers, e.g. nothing for GPT-2, <s> for Llama, [CLS] .. [SEP] for BERT)
+SPECIAL_TOKENS_CHOICES = ("frame", "own")
+_TEMPLATE_PROBE = "The bus was late this morning, said Ann."  # public text whose encoding locates the template
 _FORMAT_VERSION = 1  # bump when the training recipe changes, so old cache files are not reused
 _METASPACE = "\u2581"
 
@@ -101,14 +106,27 @@ class TextTokenizer:
     The special tokens are found by their usual names (`_SPECIAL_NAMES`), or given: `special_ids` maps each role
     of SPECIAL_ROLES to an id or None (a Hugging Face checkpoint's tokenizer says its own: `hf_special_ids`).
     Given ids are kept in `special_ids` (None when found by name), so a copy saved elsewhere (a run's manifest,
-    the tokenizer an owners-mode server ships) is reloaded with the same ids."""
+    the tokenizer an owners-mode server ships) is reloaded with the same ids.
 
-    def __init__(self, tokenizer: Tokenizer, *, source: str, special_ids: Mapping[str, int | None] | None = None
-                 ) -> None:
+    `special_tokens` (SPECIAL_TOKENS_CHOICES) says how `frame` frames a sentence: "frame" (the default) with the
+    special ids above; "own" with the tokenizer's own template, `template` = (the ids its post-processor puts
+    before a sentence, those it puts after), found by encoding a public probe sentence with and without them.
+    The choice changes the token ids a model sees, so `tokenizer_digest` covers it, and a copy saved elsewhere
+    carries it (a run's manifest, the owners-mode payload)."""
+
+    def __init__(self, tokenizer: Tokenizer, *, source: str, special_ids: Mapping[str, int | None] | None = None,
+                 special_tokens: str = "frame") -> None:
         tokenizer.no_padding()
         tokenizer.no_truncation()
         self.backend = tokenizer
         self.source = source
+        if special_tokens not in SPECIAL_TOKENS_CHOICES:
+            raise ConfigError(f"tokenizer from {source}: special_tokens must be one of "
+                              f"{', '.join(SPECIAL_TOKENS_CHOICES)}, got {special_tokens!r}")
+        self.special_tokens = special_tokens
+        self.template: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+        if special_tokens == "own":
+            self.template = _own_template(tokenizer, source)
         if special_ids is None:
             ids = {role: next((i for n in names if (i := tokenizer.token_to_id(n)) is not None), None)
                    for role, names in _SPECIAL_NAMES.items()}
@@ -146,15 +164,19 @@ class TextTokenizer:
         return self.backend.decode(list(ids), skip_special_tokens=True)
 
     def frame(self, ids: Sequence[int], *, mode: Mode, max_len: int) -> list[int]:
-        """[BOS] ids [EOS] (mode "lm") or [CLS] ids [SEP] (mode "cls"), truncated to `max_len`."""
+        """[BOS] ids [EOS] (mode "lm") or [CLS] ids [SEP] (mode "cls"), truncated to `max_len`; with
+        special_tokens "own", the tokenizer's own template around the ids instead (the same truncation rules: an
+        LM sentence loses its end, a classified one keeps its template)."""
         if max_len < 2:
             raise ConfigError(f"max_len must be >= 2, got {max_len}")
-        if mode == "lm":
-            first, last = self.bos_id, self.eos_id
-        elif mode == "cls":
-            first, last = self.cls_id, self.sep_id
-        else:
+        if mode not in ("lm", "cls"):
             raise ConfigError(f"encoding mode must be 'lm' or 'cls', got {mode!r}")
+        if self.special_tokens == "own":
+            before, after = self.template
+            if mode == "cls":
+                return [*before, *ids[: max(max_len - len(before) - len(after), 0)], *after]
+            return [*before, *ids, *after][:max_len]
+        first, last = (self.bos_id, self.eos_id) if mode == "lm" else (self.cls_id, self.sep_id)
         if first is None or last is None:
             raise ConfigError(f"tokenizer from {self.source} has no start/end tokens for mode {mode!r}")
         if mode == "cls":  # keep [SEP]: BERT-style encoders expect it
@@ -183,11 +205,24 @@ class TextTokenizer:
 
 
 def tokenizer_digest(tokenizer: TextTokenizer) -> str:
-    """A digest of the tokenizer's vocabulary (token -> id): equal digests, equal ids for equal text. A public
-    start (uedp.models.public_start) and a checkpoint (uedp.models.checkpoints) record the digest of the tokenizer
-    their embedding was trained with."""
+    """A digest of the tokenizer's vocabulary (token -> id) and, when it is "own", its special_tokens choice:
+    equal digests, equal ids for equal text. A public start (uedp.models.public_start) and a checkpoint
+    (uedp.models.checkpoints) record the digest of the tokenizer their embedding was trained with."""
     vocab = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False)
+    if tokenizer.special_tokens != "frame":  # the default adds nothing: the digests recorded before stay valid
+        vocab += f"\nspecial_tokens={tokenizer.special_tokens}"
     return hashlib.blake2b(vocab.encode(), digest_size=16).hexdigest()
+
+
+def _own_template(tokenizer: Tokenizer, source: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(ids before, ids after) a sentence that the tokenizer's post-processor adds (both empty without one)."""
+    plain = tokenizer.encode(_TEMPLATE_PROBE, add_special_tokens=False).ids
+    full = tokenizer.encode(_TEMPLATE_PROBE, add_special_tokens=True).ids
+    for start in range(len(full) - len(plain) + 1):
+        if full[start:start + len(plain)] == plain:
+            return tuple(full[:start]), tuple(full[start + len(plain):])
+    raise ConfigError(f"tokenizer from {source}: special_tokens own, but its template changes the sentence's own "
+                      "tokens (not only adds tokens around them): use special_tokens frame")
 
 
 def _checked_special_ids(special_ids: Mapping[str, int | None], tokenizer: Tokenizer,
@@ -370,9 +405,10 @@ def get_public_tokenizer(
     return tok
 
 
-def load_hf_tokenizer(directory: str | os.PathLike[str]) -> TextTokenizer:
+def load_hf_tokenizer(directory: str | os.PathLike[str], *, special_tokens: str = "frame") -> TextTokenizer:
     """The tokenizer of a Hugging Face checkpoint directory, read with `transformers.AutoTokenizer` (offline, its
-    fast backend), with the special ids the tokenizer declares (`hf_special_ids`), not found by name."""
+    fast backend), with the special ids the tokenizer declares (`hf_special_ids`), not found by name, framing
+    sentences as `special_tokens` says (TextTokenizer)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise ConfigError(f"pretrained tokenizer directory {str(directory)!r} does not exist")
@@ -385,7 +421,7 @@ def load_hf_tokenizer(directory: str | os.PathLike[str]) -> TextTokenizer:
     if not getattr(hf, "is_fast", False):
         raise ConfigError(f"tokenizer in {str(directory)!r} has no fast (tokenizers) version")
     backend = Tokenizer.from_str(hf.backend_tokenizer.to_str())  # a copy: TextTokenizer turns padding off
-    return TextTokenizer(backend, source=str(directory), special_ids=hf_special_ids(hf))
+    return TextTokenizer(backend, source=str(directory), special_ids=hf_special_ids(hf), special_tokens=special_tokens)
 
 
 def load_pretrained_tokenizer(directory: str | os.PathLike[str]) -> TextTokenizer:

@@ -31,7 +31,8 @@ configure_train (round t):
     `PrivacyBudgetExhausted` (nothing of that round is sampled, sent or charged);
   plan: `plan_round` (uedp.flower.plan) samples the N public places (Poisson, truncation at m_max, slots),
     draws the round key, and instructs each sampled place that a connected node stands in: one Message per
-    node with the global arrays, the app's train config (plus "server-round") and the round's
+    node with the global arrays, the app's train config (plus "server-round"; its "lr" the round's when it
+    carries an lr schedule: uedp.config.ClientTrainConfig.for_round) and the round's
     `RoundInstructions` ("uedp" record).
 aggregate_train:
   a reply counts only if it answers one of this round's messages, from its node, once (uedp.privacy.replies);
@@ -78,7 +79,7 @@ from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
-from uedp.config import PrivacyConfig
+from uedp.config import ClientTrainConfig, PrivacyConfig
 from uedp.errors import ConfigError
 from uedp.flower.bundle import bundle_client_app, in_bundle, mounts_uedp_mod
 from uedp.flower.optimizer import ServerOptimizer
@@ -694,7 +695,8 @@ class UserEntityDP(Strategy):
             self._template = [np.zeros_like(a.numpy()) for a in arrays.values()]
         assignment = self._places.assign(grid)
         plan = plan_round(rnd, settings=self._settings, record=record, assignment=assignment, rng=self._rng)
-        train_config = ConfigRecord({**dict(config or {}), "server-round": rnd})
+        # the round's lr from the record's schedule (the ledger's round number: a resumed run sends the same lr)
+        train_config = ConfigRecord(ClientTrainConfig.for_round({**dict(config or {}), "server-round": rnd}, rnd))
         messages = []
         for item in plan:
             content = RecordDict({"arrays": arrays, CONFIG_RECORD: train_config,

@@ -8,7 +8,8 @@ Contract (all families: LSTM, GPT-2, BERT, MiniLM):
 - `batch.input_ids` is right-padded with `model.pad_id`; padding never changes the logits of real tokens.
 - The federated exchange format is `get_weights(model)`: the trainable parameters, each once (tied weights
   are a single parameter), in `named_parameters()` order. The update Delta_u and its L2 norm for clipping
-  are taken over exactly these arrays; `set_weights` loads them back.
+  are taken over exactly these arrays, always float32 (a model option `dtype` changes what the forward computes
+  in, never what is exchanged: uedp.models.precision); `set_weights` loads them back.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ class UedpModel(nn.Module):
     """Base class: `family` names the architecture, `task` what the logits mean (see module docstring)."""
 
     family: str = "?"
+    # precision (uedp.models.precision): the dtype the forward computes in (float32: no autocast) and the dtype
+    # a released checkpoint is saved in; the transformers factories set them from the model option `dtype`
+    compute_dtype: torch.dtype = torch.float32
+    release_dtype: str = "float32"
 
     def __init__(self, *, task: str, pad_id: int, num_labels: int | None = None) -> None:
         super().__init__()
@@ -65,12 +70,17 @@ def parameter_counts(model: nn.Module) -> tuple[int, int]:
 
 
 def get_weights(model: nn.Module) -> list[np.ndarray]:
-    """Copies of the trainable parameters (float32 numpy arrays), the federated exchange format."""
-    return [p.detach().cpu().numpy().copy() for _, p in trainable_parameters(model)]
+    """Copies of the trainable parameters (float32 numpy arrays, whatever the model computes in: numpy has no
+    bfloat16, and the clip and the noise work in float32), the federated exchange format."""
+    return [p.detach().float().cpu().numpy().copy() for _, p in trainable_parameters(model)]
 
 
 def set_weights(model: nn.Module, weights: Sequence[np.ndarray]) -> None:
-    """Load arrays produced by `get_weights` of a model of the same architecture."""
+    """Load arrays produced by `get_weights` of a model of the same architecture (into float32 parameters: a
+    mixed-precision model's cast rules, uedp.models.precision.prepare, are applied first)."""
+    from uedp.models.precision import prepare
+
+    prepare(model)
     params = trainable_parameters(model)
     if len(weights) != len(params):
         raise ValueError(f"set_weights: got {len(weights)} arrays for {len(params)} trainable parameters")

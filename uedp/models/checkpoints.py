@@ -13,12 +13,13 @@ report of what did not fit, its tokenizer, and the digest of its weights (the ba
   on stderr, not refused. transformers' own load report is muted: this one replaces it.
 - `require_model_type(path, expected, entry)`: the `gpt2` and `bert` entries build one architecture each; a
   directory of another (config.json `model_type`) is refused with a pointer to model `hf`.
-- The tokenizer is the checkpoint's own, read from its directory (uedp.tokenization.load_hf_tokenizer), unless
-  model `hf` says `tokenizer: "project"`: the project's public tokenizer (uedp.pipeline.run_tokenizer), allowed
-  only for a checkpoint whose config.json records that tokenizer's digest (uedp.tokenization.tokenizer_digest)
-  as `uedp_tokenizer_digest` (one this project saved: uedp.models.export). `expected_tokenizer_digest` is the
-  digest the run's tokenizer must have; `check_tokenizer` refuses any other, naming both digests (a same-size
-  foreign tokenizer included).
+- The tokenizer is the checkpoint's own, read from its directory (uedp.tokenization.load_hf_tokenizer; refused when
+  the directory has none of TOKENIZER_FILES, and any run tokenizer that encodes the public SAMPLE_TEXT to fewer than
+  two distinct ids is refused: `check_encodes`), unless model `hf` says `tokenizer: "project"`: the project's public
+  tokenizer (uedp.pipeline.run_tokenizer), allowed only for a checkpoint whose config.json records that tokenizer's
+  digest (uedp.tokenization.tokenizer_digest) as `uedp_tokenizer_digest` (one this project saved:
+  uedp.models.export). `expected_tokenizer_digest` is the digest the run's tokenizer must have; `check_tokenizer`
+  refuses any other, naming both digests (a same-size foreign tokenizer included).
 - `base_digest(path)`: SHA-256 over the directory's config.json and weight files (*.safetensors, *.bin and
   their indexes): the public base. The server sends it with every training message (uedp.protocol
   BASE_RECORD); a node whose own base differs refuses to train (`check_base`), naming both digests.
@@ -41,7 +42,7 @@ import torch
 
 from uedp.errors import ConfigError, UedpError
 from uedp.tasks import CLASSIFICATION
-from uedp.tokenization import TextTokenizer, load_hf_tokenizer, tokenizer_digest
+from uedp.tokenization import SPECIAL_TOKENS_CHOICES, TextTokenizer, load_hf_tokenizer, tokenizer_digest
 
 TOKENIZER_CHOICES = ("own", "project")  # model hf option `tokenizer`
 DIGEST_KEY = "uedp_tokenizer_digest"  # config.json of a checkpoint this project saved
@@ -64,6 +65,7 @@ class Checkpoint:
     entry: str  # the model entry: hf, gpt2 or bert
     tokenizer: str = "own"  # TOKENIZER_CHOICES
     allow_missing: bool = False
+    special_tokens: str = "frame"  # uedp.tokenization.SPECIAL_TOKENS_CHOICES: how its own tokenizer frames sentences
 
     @property
     def where(self) -> str:
@@ -84,7 +86,14 @@ def checkpoint_of(name: str, options: Mapping[str, Any]) -> Checkpoint | None:
         allow = options.get("allow_missing", False)
         if not isinstance(allow, bool):
             raise ConfigError(f"model 'hf' option allow_missing must be true or false, got {allow!r}")
-        return Checkpoint(resolve_pretrained(path), "hf", tokenizer, allow)
+        special = options.get("special_tokens", "frame")
+        if special not in SPECIAL_TOKENS_CHOICES:
+            raise ConfigError(f"model 'hf' option special_tokens must be one of {', '.join(SPECIAL_TOKENS_CHOICES)}, "
+                              f"got {special!r}")
+        if special == "own" and tokenizer == "project":
+            raise ConfigError("model 'hf' option special_tokens own frames sentences with the checkpoint's own "
+                              "tokenizer's template: it needs tokenizer own (the project tokenizer frames its own)")
+        return Checkpoint(resolve_pretrained(path), "hf", tokenizer, allow, special)
     if name in ("gpt2", "bert") and options.get("pretrained") is not None:
         return Checkpoint(resolve_pretrained(str(options["pretrained"])), name)
     return None
@@ -207,13 +216,14 @@ def shown(keys: Iterable[str]) -> str:
 
 
 def load_checkpoint(auto_class: Any, checkpoint: Checkpoint, *, task: str, stream: TextIO | None = None,
-                    **kwargs: Any) -> torch.nn.Module:
-    """`auto_class.from_pretrained(checkpoint.path, **kwargs)`, offline, float32, checked (module docstring)."""
+                    dtype: torch.dtype = torch.float32, **kwargs: Any) -> torch.nn.Module:
+    """`auto_class.from_pretrained(checkpoint.path, **kwargs)`, offline, in `dtype` (float32 unless the model option
+    dtype says otherwise: uedp.models.precision.load_dtype), checked (module docstring)."""
     stream = stream or sys.stderr
     with quiet_transformers():
         try:
             model, info = auto_class.from_pretrained(
-                str(checkpoint.path), local_files_only=True, dtype=torch.float32, output_loading_info=True,
+                str(checkpoint.path), local_files_only=True, dtype=dtype, output_loading_info=True,
                 ignore_mismatched_sizes=True, **kwargs)
         except (OSError, ValueError, KeyError, RuntimeError) as exc:  # unreadable files, an unknown architecture
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -240,14 +250,44 @@ def load_checkpoint(auto_class: Any, checkpoint: Checkpoint, *, task: str, strea
 
 # -- the tokenizer ---------------------------------------------------------------------------------------------
 
+# the files a checkpoint's own tokenizer is read from (any one of them); without them AutoTokenizer would build
+# a tokenizer of one token that encodes every sentence to nothing
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "merges.txt",
+                   "tokenizer.model", "spiece.model", "sentencepiece.bpe.model")
+# a fixed public sentence every run tokenizer must encode to at least two distinct ids (check_encodes)
+SAMPLE_TEXT = "The quick brown fox jumps over the lazy dog, and 42 people saw it."
+
+
+def check_encodes(tokenizer: TextTokenizer, source: str) -> None:
+    """Refuse a tokenizer that encodes SAMPLE_TEXT to fewer than two distinct ids: every sentence would be (almost)
+    the same sequence, and a run would train on its start and end tokens alone. `source` names the tokenizer."""
+    ids = tokenizer.encode(SAMPLE_TEXT)
+    if len(set(ids)) < 2:
+        shown_ids = ids if len(ids) <= 8 else [*ids[:8], "..."]
+        raise ConfigError(f"{source}: the tokenizer (vocabulary of {tokenizer.vocab_size}) encodes the sample text "
+                          f"{SAMPLE_TEXT!r} to {shown_ids} ({len(set(ids))} distinct ids; at least 2 needed): it "
+                          "cannot tell sentences apart. Use the tokenizer the model was trained with")
+
+
+def _load_own(path: Path, where: str, special_tokens: str = "frame") -> TextTokenizer:
+    """The directory's own tokenizer, refused when the directory has no tokenizer files or it is degenerate."""
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise ConfigError(f"{where}: no tokenizer files in the directory (looked for {', '.join(TOKENIZER_FILES)}); "
+                          "save the model's tokenizer beside it (tokenizer.save_pretrained(directory))")
+    tokenizer = load_hf_tokenizer(path, special_tokens=special_tokens)
+    check_encodes(tokenizer, f"{where}: its own tokenizer")
+    return tokenizer
+
+
 @functools.lru_cache(maxsize=8)
-def _own_tokenizer_digest(path: str, stamp: tuple) -> str:
-    return tokenizer_digest(load_hf_tokenizer(path))
+def _own_tokenizer_digest(path: str, stamp: tuple, where: str, special_tokens: str) -> str:
+    return tokenizer_digest(_load_own(Path(path), where, special_tokens))
 
 
 def own_tokenizer(checkpoint: Checkpoint) -> TextTokenizer:
-    """The checkpoint's own tokenizer (its directory's)."""
-    return load_hf_tokenizer(checkpoint.path)
+    """The checkpoint's own tokenizer (its directory's), refused when the directory has none (TOKENIZER_FILES) or
+    it encodes SAMPLE_TEXT to fewer than two distinct ids (check_encodes)."""
+    return _load_own(checkpoint.path, checkpoint.where, checkpoint.special_tokens)
 
 
 def expected_tokenizer_digest(checkpoint: Checkpoint) -> str:
@@ -256,13 +296,21 @@ def expected_tokenizer_digest(checkpoint: Checkpoint) -> str:
     if checkpoint.tokenizer == "project":
         recorded = read_config(checkpoint.path).get(DIGEST_KEY)
         if not isinstance(recorded, str):
-            own = _own_tokenizer_digest(str(checkpoint.path), _stamp(checkpoint.path, TOKENIZER_PATTERNS))
+            try:
+                own = f"its own tokenizer's digest is {_own_digest(checkpoint)}"
+            except ConfigError:
+                own = "nor has it a usable tokenizer of its own"
             raise ConfigError(f"{checkpoint.where}: tokenizer 'project' needs a checkpoint that records the project "
                               f"tokenizer's digest (config.json {DIGEST_KEY}, written when this project saves a "
-                              f"checkpoint); this one records none (its own tokenizer's digest is {own}). Leave "
+                              f"checkpoint); this one records none ({own}). Leave "
                               "out the tokenizer option to use the checkpoint's own tokenizer")
         return recorded
-    return _own_tokenizer_digest(str(checkpoint.path), _stamp(checkpoint.path, TOKENIZER_PATTERNS))
+    return _own_digest(checkpoint)
+
+
+def _own_digest(checkpoint: Checkpoint) -> str:
+    return _own_tokenizer_digest(str(checkpoint.path), _stamp(checkpoint.path, TOKENIZER_PATTERNS), checkpoint.where,
+                                 checkpoint.special_tokens)
 
 
 def check_tokenizer(checkpoint: Checkpoint, digest: str) -> None:

@@ -18,6 +18,11 @@
   (num_labels * 385 numbers), and each sentence's embedding is computed once and cached in the model.
 - A pretrained model comes with its own tokenizer (uedp.models.registry.build_tokenizer). Building a
   pretrained model with a larger vocabulary than its embedding is a ConfigError (the wrong tokenizer).
+- Precision and memory (hf, gpt2, bert): option `dtype` ("float32", the default; "bfloat16"; "float16") sets
+  `model.compute_dtype` (mixed precision: frozen weights stored in it, trainable ones in float32, the forward
+  under autocast) and `model.release_dtype` (the option, else the checkpoint's own config.json dtype, else
+  float32): uedp.models.precision. Option `gradient_checkpointing` (false) turns on the transformers module's
+  non-reentrant gradient checkpointing; an architecture without it is a ConfigError.
 - Hub access: if `HF_HUB_OFFLINE` (or `TRANSFORMERS_OFFLINE`) is set, or the hub cannot be reached, a hub
   name raises UedpError asking for a local path. Nothing is downloaded when offline.
 """
@@ -40,6 +45,7 @@ from uedp.models.checkpoints import (
     require_model_type,
     resolve_pretrained,
 )
+from uedp.models.precision import checkpoint_dtype, load_dtype, parse_dtype, release_dtype
 from uedp.tokenization import Batch
 
 __all__ = ["build_bert", "build_gpt2", "build_hf", "build_minilm", "hub_offline", "minilm_dir", "resolve_pretrained"]
@@ -56,11 +62,21 @@ def _check_vocab(hf_model: torch.nn.Module, vocab_size: int, pad_id: int, where:
         raise ConfigError(f"{where}: pad_id {pad_id} is outside the vocabulary (size {rows})")
 
 
+# Architectures whose position ids start after the padding index (RoBERTa's scheme): pad_token_id + 1 of their
+# max_position_embeddings are never a real position
+PADDING_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "longformer", "data2vec-text", "xmod",
+                            "roberta-prelayernorm", "mpnet")
+
+
 def max_positions(config: Any) -> int | None:
-    """The longest input the model takes (n_positions or max_position_embeddings), or None if it says none."""
+    """The longest input the model takes (n_positions or max_position_embeddings, less RoBERTa's padding offset),
+    or None if it says none."""
     for name in ("n_positions", "max_position_embeddings"):
         value = getattr(config, name, None)
         if isinstance(value, int) and value > 0:
+            pad = getattr(config, "pad_token_id", None)
+            if getattr(config, "model_type", None) in PADDING_OFFSET_POSITIONS and isinstance(pad, int) and pad >= 0:
+                return max(value - pad - 1, 0) or None
             return value
     return None
 
@@ -101,23 +117,56 @@ class HFSequenceClassifier(UedpModel):
         return self.hf(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
 
 
+def _memory_options(model: UedpModel, *, dtype: str | None, own: str | None, gradient_checkpointing: Any,
+                    where: str) -> UedpModel:
+    """Set the model options `dtype` (uedp.models.precision: compute_dtype, release_dtype; the cast rules apply at
+    the first forward, after LoRA has chosen what trains) and `gradient_checkpointing` (the transformers
+    module's, non-reentrant: activations recomputed in the backward instead of kept)."""
+    model.compute_dtype = parse_dtype(dtype, family=model.family)
+    model.release_dtype = release_dtype(dtype, own)
+    if not isinstance(gradient_checkpointing, bool):
+        raise ConfigError(f"model.options.gradient_checkpointing (model {model.family!r}) must be true or false, "
+                          f"got {gradient_checkpointing!r}")
+    if gradient_checkpointing:
+        hf = model.hf
+        if not getattr(hf, "supports_gradient_checkpointing", False):
+            raise ConfigError(f"model.options.gradient_checkpointing: {where} ({type(hf).__name__}) has no "
+                              "gradient checkpointing in transformers; remove the option")
+        if hasattr(hf, "activation_checkpointing_enable"):  # transformers >= 5.x's name
+            hf.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if hasattr(hf.config, "use_cache"):
+            hf.config.use_cache = False  # no key/value cache while training with recomputation
+    return model
+
+
 def build_hf(*, task: str, vocab_size: int, pad_id: int, num_labels: int | None = None, path: str = "",
-             tokenizer: str = "own", allow_missing: bool = False) -> UedpModel:
+             tokenizer: str = "own", allow_missing: bool = False, dtype: str | None = None,
+             gradient_checkpointing: bool = False, special_tokens: str = "frame") -> UedpModel:
     """The checkpoint in `path` as a causal LM (next_word) or a sequence classifier with a head of num_labels
-    (classification); `tokenizer` and `allow_missing`: uedp.models.checkpoints."""
+    (classification); `tokenizer`, `allow_missing` and `special_tokens` (how its tokenizer frames a sentence:
+    the tokenizer's business, checked here): uedp.models.checkpoints; `dtype` and
+    `gradient_checkpointing`: uedp.models.precision (None: float32, the release in the checkpoint's own dtype)."""
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
-    checkpoint = checkpoint_of("hf", {"path": path, "tokenizer": tokenizer, "allow_missing": allow_missing})
+    compute = parse_dtype(dtype, family="hf")
+    checkpoint = checkpoint_of("hf", {"path": path, "tokenizer": tokenizer, "allow_missing": allow_missing,
+                                      "special_tokens": special_tokens})
     assert checkpoint is not None  # model hf always has one (checkpoint_of refuses a missing path)
+    own = checkpoint_dtype(checkpoint.path)
+    load = load_dtype(compute, own)
     if task == NEXT_WORD:
-        hf = load_checkpoint(AutoModelForCausalLM, checkpoint, task=task)
+        hf = load_checkpoint(AutoModelForCausalLM, checkpoint, task=task, dtype=load)
     else:
-        hf = load_checkpoint(AutoModelForSequenceClassification, checkpoint, task=task, num_labels=num_labels)
+        hf = load_checkpoint(AutoModelForSequenceClassification, checkpoint, task=task, num_labels=num_labels,
+                             dtype=load)
     _check_vocab(hf, vocab_size, pad_id, checkpoint.where)
     hf.config.pad_token_id = pad_id  # a decoder used as a classifier finds each row's last token by it
-    if task == NEXT_WORD:
-        return HFCausalLM(hf, pad_id=pad_id, family="hf")
-    return HFSequenceClassifier(hf, pad_id=pad_id, family="hf")
+    model: UedpModel = (HFCausalLM(hf, pad_id=pad_id, family="hf") if task == NEXT_WORD
+                        else HFSequenceClassifier(hf, pad_id=pad_id, family="hf"))
+    return _memory_options(model, dtype=dtype, own=own, gradient_checkpointing=gradient_checkpointing,
+                           where=checkpoint.where)
 
 
 GPT2_SIZE = {"n_layer": 2, "n_embd": 128, "n_head": 2, "n_positions": 256, "dropout": 0.1}
@@ -154,18 +203,24 @@ def build_gpt2(
     n_head: int | None = None,
     n_positions: int | None = None,
     dropout: float | None = None,
+    dtype: str | None = None,
+    gradient_checkpointing: bool = False,
 ) -> HFCausalLM:
-    """Size options default to GPT2_SIZE (a model from scratch); with `pretrained` the checkpoint's."""
+    """Size options default to GPT2_SIZE (a model from scratch); with `pretrained` the checkpoint's. `dtype` and
+    `gradient_checkpointing`: uedp.models.precision."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    compute = parse_dtype(dtype, family="gpt2")
     size = _size("gpt2", pretrained, {"n_layer": n_layer, "n_embd": n_embd, "n_head": n_head,
                                       "n_positions": n_positions, "dropout": dropout}, GPT2_SIZE)
     if pretrained is not None:
         checkpoint = _pretrained("gpt2", "gpt2", pretrained)
-        hf = load_checkpoint(GPT2LMHeadModel, checkpoint, task=NEXT_WORD)
+        own = checkpoint_dtype(checkpoint.path)
+        hf = load_checkpoint(GPT2LMHeadModel, checkpoint, task=NEXT_WORD, dtype=load_dtype(compute, own))
         _check_vocab(hf, vocab_size, pad_id, checkpoint.where)
         hf.config.pad_token_id = pad_id
-        return HFCausalLM(hf, pad_id=pad_id)
+        return _memory_options(HFCausalLM(hf, pad_id=pad_id), dtype=dtype, own=own,
+                               gradient_checkpointing=gradient_checkpointing, where=checkpoint.where)
     if size["n_embd"] % size["n_head"]:
         raise ConfigError(f"gpt2: n_embd ({size['n_embd']}) must be a multiple of n_head ({size['n_head']})")
     dropout = size["dropout"]
@@ -174,7 +229,8 @@ def build_gpt2(
         n_head=size["n_head"], resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout, tie_word_embeddings=True,
         pad_token_id=pad_id, bos_token_id=None, eos_token_id=None,
     )
-    return HFCausalLM(GPT2LMHeadModel(config), pad_id=pad_id)
+    return _memory_options(HFCausalLM(GPT2LMHeadModel(config), pad_id=pad_id), dtype=dtype, own=None,
+                           gradient_checkpointing=gradient_checkpointing, where="model 'gpt2'")
 
 
 def _freeze_encoder(hf: torch.nn.Module) -> None:
@@ -195,9 +251,15 @@ def build_bert(
     max_position_embeddings: int | None = None,
     dropout: float | None = None,
     freeze_encoder: bool = False,
+    dtype: str | None = None,
+    gradient_checkpointing: bool = False,
 ) -> HFSequenceClassifier:
-    """Size options default to BERT_SIZE (a model from scratch); with `pretrained` the checkpoint's."""
+    """Size options default to BERT_SIZE (a model from scratch); with `pretrained` the checkpoint's. `dtype` and
+    `gradient_checkpointing`: uedp.models.precision (a frozen encoder is stored in `dtype`)."""
     from transformers import BertConfig, BertForSequenceClassification
+
+    compute = parse_dtype(dtype, family="bert")
+    own, where = None, "model 'bert'"
 
     size = _size("bert", pretrained, {"num_hidden_layers": num_hidden_layers, "hidden_size": hidden_size,
                                       "num_attention_heads": num_attention_heads,
@@ -206,7 +268,9 @@ def build_bert(
                  BERT_SIZE)
     if pretrained is not None:
         checkpoint = _pretrained("bert", "bert", pretrained)
-        hf = load_checkpoint(BertForSequenceClassification, checkpoint, task=CLASSIFICATION, num_labels=num_labels)
+        own, where = checkpoint_dtype(checkpoint.path), checkpoint.where
+        hf = load_checkpoint(BertForSequenceClassification, checkpoint, task=CLASSIFICATION, num_labels=num_labels,
+                             dtype=load_dtype(compute, own))
         _check_vocab(hf, vocab_size, pad_id, checkpoint.where)
     else:
         if size["hidden_size"] % size["num_attention_heads"]:
@@ -223,7 +287,8 @@ def build_bert(
         hf = BertForSequenceClassification(config)
     if freeze_encoder:
         _freeze_encoder(hf)
-    return HFSequenceClassifier(hf, pad_id=pad_id, family="bert")
+    return _memory_options(HFSequenceClassifier(hf, pad_id=pad_id, family="bert"), dtype=dtype, own=own,
+                           gradient_checkpointing=gradient_checkpointing, where=where)
 
 
 def _load_classifier(path: Path, num_labels: int) -> torch.nn.Module:

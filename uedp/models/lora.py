@@ -7,7 +7,9 @@ classifier, GPT-2's and Llama's score) stays trainable (peft's modules_to_save).
 parameters, uedp.models.base) is then exactly the adapters and that head: the update a client computes and clips
 once as a whole (uedp.flower.mod), and the server re-checks, noises and releases. The base weights never travel:
 they are public, loaded by every node from its own copy of the checkpoint (the same files at model.options.path),
-and checked by digest (uedp.models.checkpoints.base_digest, sent with every training message).
+and checked by digest (uedp.models.checkpoints.base_digest, sent with every training message). So no frozen base
+weight may start at random: the model option allow_missing is refused with LoRA (uedp.config.RunConfig.validate,
+uedp.pipeline.new_model), since each build would draw its own.
 
 The accounting does not change with LoRA: the clip bounds whatever a client sends, whatever it is a function of
 (docs/proofs.md section 1). `is_adapted(model)` says whether a model carries adapters; `transformers_model`

@@ -8,7 +8,13 @@ ConfigError.
 Tokenizers go with models: `build_tokenizer(name, corpus, ...)` returns the model's own pretrained
 tokenizer for `minilm`, for `hf` (unless its option tokenizer is "project") and for `gpt2`/`bert` given
 `pretrained=...` (a checkpoint's own: uedp.models.checkpoints), and otherwise one trained on the corpus's train
-split (cached). `build_model_and_tokenizer` does both, consistently.
+split (cached). Every one must encode a public sample text to at least two distinct ids
+(uedp.models.checkpoints.check_encodes), and a checkpoint directory without tokenizer files is refused.
+`build_model_and_tokenizer` does both, consistently.
+
+Every next_word model `build_model` returns is causal: one tiny forward pair checks that a later token does not
+change earlier logits (uedp.models.causal.check_causal), so a masked-LM encoder loaded as a "causal LM" is a
+ConfigError at build time.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from typing import Any
 from uedp.data.corpus import Corpus
 from uedp.errors import ConfigError
 from uedp.models.base import CLASSIFICATION, NEXT_WORD, UedpModel, check_task
-from uedp.models.checkpoints import check_tokenizer, checkpoint_of, own_tokenizer
+from uedp.models.causal import check_causal
+from uedp.models.checkpoints import check_encodes, check_tokenizer, checkpoint_of, own_tokenizer
 from uedp.models.hf import build_bert, build_gpt2, build_hf, build_minilm, minilm_dir
 from uedp.models.lstm import LSTMClassifier, LSTMLanguageModel
 from uedp.registry import Registry
@@ -103,9 +110,14 @@ def model_names() -> list[str]:
 def build_model(
     name: str, /, *, task: str, vocab_size: int, pad_id: int, num_labels: int | None = None, **options: Any
 ) -> UedpModel:
-    """Build model `name`; `options` are checked against that factory's keyword-only options."""
-    return MODELS.create(name, task=task, vocab_size=vocab_size, pad_id=pad_id, num_labels=num_labels,
-                         **options)
+    """Build model `name`; `options` are checked against that factory's keyword-only options. A next_word model
+    must be causal: one tiny forward pair checks it (uedp.models.causal.check_causal), whatever the family."""
+    model = MODELS.create(name, task=task, vocab_size=vocab_size, pad_id=pad_id, num_labels=num_labels, **options)
+    if task == NEXT_WORD:
+        checkpoint = checkpoint_of(name, options)
+        check_causal(model, vocab_size=vocab_size, pad_id=pad_id,
+                     where=checkpoint.where if checkpoint is not None else f"model {name!r}")
+    return model
 
 
 def build_tokenizer(
@@ -120,15 +132,19 @@ def build_tokenizer(
     if pretrained is not None:
         options["pretrained"] = pretrained
     if name == "minilm":
-        return load_pretrained_tokenizer(minilm_dir())
+        tokenizer = load_pretrained_tokenizer(minilm_dir())
+        check_encodes(tokenizer, f"model 'minilm' tokenizer from {tokenizer.source}")
+        return tokenizer
     if name == "lstm" and options.get("pretrained") is not None:
         raise ConfigError("model 'lstm' has no pretrained weights; remove the 'pretrained' option")
     checkpoint = checkpoint_of(name, options)
     if checkpoint is not None and checkpoint.tokenizer == "own":
-        return own_tokenizer(checkpoint)
+        return own_tokenizer(checkpoint)  # refused there without tokenizer files or when degenerate
     if corpus is None:
         raise ConfigError(f"model {name!r}: a tokenizer trained on the corpus needs the corpus")
-    return get_tokenizer(corpus, config)
+    tokenizer = get_tokenizer(corpus, config)
+    check_encodes(tokenizer, f"the tokenizer trained on corpus {corpus.name!r}")
+    return tokenizer
 
 
 def build_model_and_tokenizer(
