@@ -54,6 +54,7 @@ from flwr.clientapp import ClientApp
 
 from client.rewrite import client_rewrite
 from client.update import ClientRound, SplitModels, client_update, node_log_to_stderr
+from uedp.checks import integer
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
 from uedp.flower.mod import UeDPMod, decoded, uedp_mod
@@ -98,9 +99,7 @@ def _node_int(node_config: Mapping[str, Any], key: str) -> int | None:
         return None
     if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]{1,19}", value.strip()):
         value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"node config {key} must be an integer, got {value!r}")
-    return value
+    return integer(f"node config {key}", value)
 
 
 def read_node_config(cfg: RunConfig, node_config: Mapping[str, Any], *, need_partition: bool = True) -> NodeData:

@@ -26,6 +26,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from uedp import hydra_schema
+from uedp.checks import integer
 from uedp.config import RunConfig
 from uedp.errors import ConfigError, UedpError
 
@@ -43,8 +44,7 @@ def to_run_config(cfg: DictConfig) -> tuple[RunConfig, str]:
     data.pop("hydra", None)
     runner = data.pop("runner", "simulation")
     replicate = data.pop("replicate", 0)  # a label only (see conf/config.yaml)
-    if isinstance(replicate, bool) or not isinstance(replicate, int) or replicate < 0:
-        raise ConfigError(f"replicate must be an integer >= 0 (a label), got {replicate!r}")
+    integer("replicate", replicate, minimum=0, note="(a label)")
     if runner not in RUNNERS:
         raise ConfigError(f"runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
     for group in ("dataset", "model"):  # a preset's options are what it lists, never the default component's

@@ -1,5 +1,5 @@
 """The ServerApp: set-up (server/setup.py), the rounds (Flower's own `Strategy.start` around UeDP's wrapper,
-uedp.flower.UserEntityDP, with server/round.py's `RoundLog` as its evaluate_fn), then the summary.
+uedp.flower.UserEntityDP, with server/round_log.py's `RoundLog` as its evaluate_fn), then the summary.
 
     run_server(grid, cfg, components=Components(...), stream=...) -> summary dict
 
@@ -25,7 +25,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from server.metrics import OPERATOR_LOGS
 from server.polling import fast_polling
-from server.round import RoundLog
+from server.round_log import RoundLog
 from server.setup import Components, RunContext, RunState, evaluate, setup
 from uedp.config import RunConfig
 from uedp.entities.public import policy_record

@@ -199,7 +199,7 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
         denominator=paper_denominator(cfg, spec, data, population))
     arrays = strategy.initial_arrays(ArrayRecord(get_weights(model)))
     set_weights(model, arrays.to_numpy_ndarrays())  # a resumed run continues from its checkpoint's model
-    initial: dict[str, float] = {}  # evaluated at round 0 of Flower's start (server/round.py)
+    initial: dict[str, float] = {}  # evaluated at round 0 of Flower's start (server/round_log.py)
     warning = components.broken or (FIXED_SEED_WARNING if fixed else None)
     labels = [data.tokenizer_warning,  # tokenizer.source=private_split: refused nowhere, labelled
               PAPER_Z_WARNING if spec.private and p.paper_z and spec.keyed else None,

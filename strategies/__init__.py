@@ -4,6 +4,6 @@ split, user-level DP, noiseless FedAvg, de-identification) is that wrapper with 
 uedp.privacy.mechanisms.
 """
 
-from strategies.model_optimizer import ModelOptimizer, ServerOptimizer
+from strategies.model_optimizer import ModelOptimizer, TorchServerOptimizer
 
-__all__ = ["ModelOptimizer", "ServerOptimizer"]
+__all__ = ["ModelOptimizer", "TorchServerOptimizer"]

@@ -25,7 +25,10 @@ from uedp.errors import ConfigError
 from uedp.models.base import get_weights, set_weights, trainable_parameters
 
 
-class ServerOptimizer:
+class TorchServerOptimizer:
+    """Torch SGD or Adam over `model`'s trainable parameters, stepping with -update as the gradient (not the
+    Flower-facing uedp.flower.optimizer.ServerOptimizer, which wraps a strategy)."""
+
     def __init__(self, model: torch.nn.Module, *, name: str, lr: float, momentum: float = 0.0) -> None:
         self.params = [p for _, p in trainable_parameters(model)]
         if lr <= 0:
@@ -57,7 +60,7 @@ class ModelOptimizer(Strategy):
 
     def __init__(self, model: torch.nn.Module, *, name: str, lr: float, momentum: float = 0.0) -> None:
         self.model = model
-        self.optimizer = ServerOptimizer(model, name=name, lr=lr, momentum=momentum)
+        self.optimizer = TorchServerOptimizer(model, name=name, lr=lr, momentum=momentum)
 
     def apply_update(self, server_round: int, arrays: ArrayRecord, update: Sequence[np.ndarray]) -> ArrayRecord:
         """Load `arrays` (the current global model: a no-op copy when the model already holds them), apply

@@ -380,7 +380,7 @@ def bench_caches(repeats: int, *, num_users: int = 200, generator_users: int = 1
     from uedp.data.synthetic import load_synthetic
     from uedp.entities import annotate
     from uedp.errors import UedpError
-    from uedp.tokenization import TokenizerConfig, get_tokenizer
+    from uedp.tokenization import TokenizerTraining, get_tokenizer
 
     corpus = load_synthetic(num_users=num_users, seed=0)
     result: dict = {"users": num_users, "sentences": corpus.num_sentences}
@@ -399,7 +399,7 @@ def bench_caches(repeats: int, *, num_users: int = 200, generator_users: int = 1
         except UedpError as exc:  # no spaCy model installed
             result["detect_skipped"] = str(exc).splitlines()[0]
         main_job = RunConfig().tokenizer
-        cfg = TokenizerConfig(kind=main_job.kind, vocab_size=main_job.vocab_size)  # as uedp.pipeline builds it
+        cfg = TokenizerTraining(kind=main_job.kind, vocab_size=main_job.vocab_size)  # as uedp.pipeline builds it
         result["tokenizer"] = f"{cfg.kind}, vocabulary {cfg.vocab_size}"
         result["train_sentences"] = corpus.split("train").num_rows
         previous = os.environ.get("UEDP_CACHE_DIR")

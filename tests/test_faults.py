@@ -31,7 +31,7 @@ from studies.faults import (
     totals,
 )
 from uedp.config import RunConfig
-from uedp.flower.checkpoint import Checkpoint, save_checkpoint
+from uedp.flower.checkpoint import RunCheckpoint, save_checkpoint
 from uedp.flower.resume import LEDGER, METRICS
 from uedp.privacy.ledger import Ledger, RoundRecord
 from uedp.privacy.mechanisms import spec_for
@@ -204,7 +204,7 @@ def _finished_run(out: Path, records: list[RoundRecord], *, rows: list[int] | No
     (out / METRICS).write_text("".join(json.dumps({"round": r, "replies": 1.0}) + "\n" for r in rows))
     (out / "metrics.csv").write_text("round,replies\n" + "".join(f"{r},1.0\n" for r in rows))
     (out / SUMMARY).write_text(json.dumps({"rounds": len(records)}))
-    save_checkpoint(out, Checkpoint(ckpt_round or len(records), {"w": torch.zeros(2)}, {}, ledger.to_dict(), {}))
+    save_checkpoint(out, RunCheckpoint(ckpt_round or len(records), {"w": torch.zeros(2)}, {}, ledger.to_dict(), {}))
     torch.save({"weights": [torch.zeros(2)]}, out / "model.pt")
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
-import shutil
 import socket
 import ssl
 import subprocess
@@ -19,14 +18,22 @@ from pathlib import Path
 import psutil
 import pytest
 
-from runtime.federation import federation
+from runtime.federation import executable, federation
 from runtime.tls import make_certificates
 from studies.fault_app import FAULT_APP
 from tests.helpers import operator_rows
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("flower-superlink", path=str(Path(sys.executable).parent)) is None
-    and shutil.which("flower-superlink") is None, reason="flwr not installed")
+
+def test_flower_executables_are_installed_beside_this_interpreter():
+    """flwr is a dependency: its executables are found (next to sys.executable first, where the venv puts them,
+    then on PATH) or this fails; the tests below are never skipped for want of them, and a missing one is an
+    installation error that says where it was looked for."""
+    for tool in ("flower-superlink", "flower-supernode", "flwr"):
+        found = Path(executable(tool))
+        assert found.name == tool and found.is_file(), found
+    with pytest.raises(FileNotFoundError, match=r"no-such-flower-tool not found next to .* or on PATH; install flwr"):
+        executable("no-such-flower-tool")
+
 
 TINY = {
     "dataset.options": json.dumps({"num_users": 6, "min_sentences": 20, "max_sentences": 25}),

@@ -13,7 +13,7 @@ from uedp.models import build_model, build_model_and_tokenizer, get_weights, set
 from uedp.models.lstm import LockedDropout
 from uedp.pipeline import encode_sentences
 from uedp.tasks import per_sentence_loss, weighted_loss
-from uedp.tokenization import TokenizerConfig, pad_sequences
+from uedp.tokenization import TokenizerTraining, pad_sequences
 from uedp.training import batch_of
 
 SENTENCES = [
@@ -45,7 +45,7 @@ CASES = [
 def test_forward_backward_every_family(corpus, name: str, task: str, options: dict) -> None:
     torch.manual_seed(0)
     model, tok = build_model_and_tokenizer(
-        name, task=task, corpus=corpus, tokenizer_config=TokenizerConfig(vocab_size=400), **options
+        name, task=task, corpus=corpus, tokenizer_config=TokenizerTraining(vocab_size=400), **options
     )
     assert model.task == task and model.family == name
     if name == "minilm":

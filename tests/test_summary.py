@@ -112,10 +112,22 @@ def test_the_reader_refuses_a_summary_without_a_schema_key(tmp_path: Path) -> No
     assert read_summary(tmp_path, require=RUN)["from_the_future"] == 1  # unknown keys are read
 
 
+FIXTURES = Path(__file__).parent / "assets" / "summaries"  # real runs' summaries, committed: FOLDER/summary.json
+
+
 def test_existing_summaries_stay_readable() -> None:
-    """Summaries written before this module (outputs/, where a checkout has run jobs) read as runs."""
-    found = sorted((ROOT / "outputs").glob("**/summary.json"))[:50]
-    if not found:
-        pytest.skip("no outputs/**/summary.json in this checkout")
-    for path in found:
+    """Summaries that runs wrote read as runs: the committed ones (tests/assets/summaries/STRATEGY[-WHAT]/: copies
+    of outputs/ jobs' summaries, numbers and settings only; fedavg, user_dp, uedp with a LoRA base model and
+    with detector spans, deid_dp on a classification task) always, and outputs/ where a checkout has run jobs."""
+    committed = sorted(FIXTURES.glob("*/summary.json"))
+    assert {p.parent.name.split("-")[0] for p in committed} == {"fedavg", "user_dp", "uedp", "deid_dp"}, committed
+    for path in committed:
+        summary = read_summary(path.parent, require=RUN)
+        assert summary == json.loads(path.read_text())  # every key, unknown ones too, as stored
+        assert summary["strategy"] == path.parent.name.split("-")[0]
+        assert summary["rounds"] > 0 and summary["final"][summary["metric"]] > 0
+        assert summary["private"] == (summary["strategy"] != "fedavg")  # fedavg: no noise, infinite epsilons
+        assert (summary["eps_user"] < math.inf) == summary["private"]
+        assert (summary["eps_uedp"] < math.inf) == (summary["strategy"] == "uedp")
+    for path in sorted((ROOT / "outputs").glob("**/summary.json"))[:50]:
         assert read_summary(path, require=RUN)["strategy"]

@@ -26,7 +26,7 @@ from uedp.entity_tokens import (
 )
 from uedp.errors import ConfigError
 from uedp.pipeline import encode_sentences
-from uedp.tokenization import SPECIAL_TOKENS, TextTokenizer, TokenizerConfig, train_tokenizer
+from uedp.tokenization import SPECIAL_TOKENS, TextTokenizer, TokenizerTraining, train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = ["Alice", "met", "Bob", "in", "Paris", "today", "."]
@@ -72,7 +72,7 @@ def test_entity_targets_mark_the_predicted_tokens_on_a_protected_span() -> None:
 def test_byte_level_pieces_carry_the_space_before_a_word_not_after_an_entity() -> None:
     """A byte-level BPE trained on other text splits words into pieces: the entity tokens are exactly the pieces
     of the entity, the space inside a two-word entity included, not the piece after it nor a lone space before."""
-    tok = train_tokenizer(["the cat sat on the mat"] * 5, TokenizerConfig(kind="bpe", vocab_size=300))
+    tok = train_tokenizer(["the cat sat on the mat"] * 5, TokenizerTraining(kind="bpe", vocab_size=300))
     text = "so Gutierrez Inc sat on Zoë"
     spans = [(3, 16), (24, 27)]  # Gutierrez Inc, Zoë (its ë is two bytes: two tokens with the same offsets)
     enc = tok.backend.encode(text, add_special_tokens=False)

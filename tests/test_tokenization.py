@@ -13,7 +13,7 @@ from uedp.data.corpus import CorpusBuilder
 from uedp.errors import ConfigError
 from uedp.models.hf import minilm_dir
 from uedp.tokenization import (
-    TokenizerConfig,
+    TokenizerTraining,
     get_tokenizer,
     load_pretrained_tokenizer,
     pad_sequences,
@@ -51,7 +51,7 @@ def make_corpus(extra: dict[str, list[str]] | None = None, name: str = "tok"):
 
 @pytest.mark.parametrize("kind", ["bpe", "wordpiece"])
 def test_round_trip_is_exact_for_normalized_text(kind: str) -> None:
-    tok = train_tokenizer(TRAIN, TokenizerConfig(kind=kind, vocab_size=600))
+    tok = train_tokenizer(TRAIN, TokenizerTraining(kind=kind, vocab_size=600))
     for text in ROUND_TRIPS:
         ids = tok.encode(text)
         assert tok.unk_id not in ids, (kind, text)
@@ -64,7 +64,7 @@ def test_round_trip_is_exact_for_normalized_text(kind: str) -> None:
 
 
 def test_byte_level_bpe_round_trips_unseen_unicode() -> None:
-    tok = train_tokenizer(TRAIN, TokenizerConfig(kind="bpe", vocab_size=600))
+    tok = train_tokenizer(TRAIN, TokenizerTraining(kind="bpe", vocab_size=600))
     text = "Ünïcödé café — “quotes” 日本語 🙂"
     assert tok.decode(tok.encode(text)) == text
 
@@ -74,7 +74,7 @@ def test_vocabulary_comes_from_the_train_split_only(kind: str, monkeypatch, tmp_
     monkeypatch.setenv("UEDP_CACHE_DIR", str(tmp_path))
     word = "Quetzalcoatlus"
     held_out = [f"A {word} flew over {word} today." for _ in range(50)]
-    cfg = TokenizerConfig(kind=kind, vocab_size=2000)
+    cfg = TokenizerTraining(kind=kind, vocab_size=2000)
 
     def word_pieces(tok) -> int:
         return len(tok.backend.encode(f"a {word}", add_special_tokens=False).tokens) - 1
@@ -90,7 +90,7 @@ def test_vocabulary_comes_from_the_train_split_only(kind: str, monkeypatch, tmp_
 def test_tokenizer_is_cached_and_keyed_by_corpus_and_config(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("UEDP_CACHE_DIR", str(tmp_path))
     corpus = make_corpus({"test": ["held out sentence"]})
-    cfg = TokenizerConfig(vocab_size=800)
+    cfg = TokenizerTraining(vocab_size=800)
 
     trained = []
     real_train = tokmod.train_tokenizer
@@ -115,7 +115,7 @@ def test_tokenizer_is_cached_and_keyed_by_corpus_and_config(monkeypatch, tmp_pat
     assert second.encode(ROUND_TRIPS[1]) == first.encode(ROUND_TRIPS[1])
 
     # Another config or another corpus content is another cache entry (so it must be trained).
-    other_cfg = TokenizerConfig(vocab_size=900)
+    other_cfg = TokenizerTraining(vocab_size=900)
     other_corpus = make_corpus({"test": ["a different held out sentence"]})
     assert tokenizer_cache_path(corpus, other_cfg) != path
     assert tokenizer_cache_path(other_corpus, cfg) != path
@@ -125,7 +125,7 @@ def test_tokenizer_is_cached_and_keyed_by_corpus_and_config(monkeypatch, tmp_pat
 
 
 def test_special_tokens_framing_padding_and_truncation() -> None:
-    tok = train_tokenizer(TRAIN, TokenizerConfig(vocab_size=600))
+    tok = train_tokenizer(TRAIN, TokenizerTraining(vocab_size=600))
     assert tok.pad_id == 0 and len({tok.pad_id, tok.bos_id, tok.eos_id, tok.cls_id, tok.sep_id}) == 5
     short, long = "Hello, world!", "The quick brown fox jumps over the lazy dog. " * 3
     ids_short, ids_long = tok.encode(short), tok.encode(long)
@@ -151,9 +151,9 @@ def test_special_tokens_framing_padding_and_truncation() -> None:
 
 def test_config_validation() -> None:
     with pytest.raises(ConfigError, match="kind"):
-        TokenizerConfig(kind="unigram")
+        TokenizerTraining(kind="unigram")
     with pytest.raises(ConfigError, match="vocab_size"):
-        TokenizerConfig(vocab_size=10)
+        TokenizerTraining(vocab_size=10)
 
 
 def test_pad_sequences_refuses_an_empty_sequence() -> None:
@@ -172,7 +172,7 @@ def test_pretrained_minilm_tokenizer() -> None:
 def test_concurrent_trainers_end_up_with_the_first_cached_file(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("UEDP_CACHE_DIR", str(tmp_path))
     corpus = make_corpus(name="race")
-    cfg = TokenizerConfig(vocab_size=700)
+    cfg = TokenizerTraining(vocab_size=700)
     winner = train_tokenizer(ROUND_TRIPS * 3, cfg)  # another vocabulary, written "by another process"
     real_train = tokmod.train_tokenizer
 

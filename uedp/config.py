@@ -34,6 +34,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from uedp.checks import integer, probability
 from uedp.devices import check_device
 from uedp.errors import ConfigError
 from uedp.privacy.mechanisms import spec_for
@@ -220,8 +221,7 @@ class PrivacyConfig:
         for name, f in self.__dataclass_fields__.items():  # types first (an int where a float is meant is fine)
             setattr(self, name, _coerce(f"privacy.{name}", getattr(self, name), f.default))
         for name in ("q_u", "q_e", "q_s"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ConfigError(f"privacy.{name} must lie in [0, 1], got {getattr(self, name)}")
+            probability(f"privacy.{name}", getattr(self, name))
         if self.m_max < 0:
             raise ConfigError(f"privacy.m_max must be >= 1, or 0 (automatic), got {self.m_max}")
         if self.k_cap < 0:
@@ -543,9 +543,7 @@ class RunConfig:
                               "file) would replace them: use one of the two")
         if self.rewrite.epochs < 1:
             raise ConfigError(f"rewrite.epochs must be >= 1, got {self.rewrite.epochs}")
-        if isinstance(self.rewrite.replicate, bool) or not isinstance(self.rewrite.replicate, int) \
-                or self.rewrite.replicate < 0:
-            raise ConfigError(f"rewrite.replicate must be an integer >= 0, got {self.rewrite.replicate!r}")
+        self.rewrite.replicate = integer("rewrite.replicate", self.rewrite.replicate, minimum=0)
         if spec.local:  # dp_bart: clients rewrite under local DP
             self.rewrite_settings()  # checks rewrite.*
         if "task" in self.dataset.option_dict():  # a JSON object; the loader's facts (loading every loader
@@ -559,7 +557,7 @@ class RunConfig:
 
     def _validate_training(self) -> None:
         """The task, tokenizer, client and server training, and federation timing options: the rules the
-        components apply (uedp.training.LocalTraining, server.optimizer, uedp.tokenization.TokenizerConfig),
+        components apply (uedp.training.LocalTraining, server.optimizer, uedp.tokenization.TokenizerTraining),
         checked here so that a bad value is refused before a run starts, naming the key, not in a client."""
         t, s, fed = self.train, self.server, self.federation
         for key, value, allowed in (("train.optimizer", t.optimizer, OPTIMIZERS),
@@ -628,7 +626,7 @@ LR_SCHEDULES = ("constant", "cosine", "linear")  # train.lr_schedule
 # train.* fields the server applies to the round's lr (ClientTrainConfig.for_round): not uedp.training.LocalTraining's
 SCHEDULE_FIELDS = ("lr_schedule", "warmup_rounds")
 MODEL_DTYPES = ("float32", "bfloat16", "float16")  # model.options.dtype (uedp.models.precision.DTYPES)
-TOKENIZER_KINDS = ("bpe", "wordpiece")  # uedp.tokenization.TokenizerConfig
+TOKENIZER_KINDS = ("bpe", "wordpiece")  # uedp.tokenization.TokenizerTraining
 INT_RANGE = (-(2**63), 2**63 - 1)  # an integer option fits a signed 64-bit integer (TOML's, NumPy's, torch's)
 
 

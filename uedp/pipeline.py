@@ -67,7 +67,7 @@ from uedp.tasks import get_task
 from uedp.tokenization import (
     PublicCorpus,
     TextTokenizer,
-    TokenizerConfig,
+    TokenizerTraining,
     get_public_tokenizer,
     public_corpus,
     resolve_public_corpus,
@@ -173,7 +173,7 @@ def run_tokenizer(cfg: RunConfig, corpus: Corpus | None) -> tuple[TextTokenizer,
     pretrained tokenizers exist."""
     options = cfg.model.option_dict()
     checkpoint = checkpoint_of(cfg.model.name, options)
-    tok_cfg = TokenizerConfig(kind=cfg.tokenizer.kind, vocab_size=cfg.tokenizer.vocab_size)
+    tok_cfg = TokenizerTraining(kind=cfg.tokenizer.kind, vocab_size=cfg.tokenizer.vocab_size)
     if cfg.model.name == "minilm" or (checkpoint is not None and checkpoint.tokenizer == "own"):
         tokenizer = build_tokenizer(cfg.model.name, corpus, options=options)
         info = {"source": "pretrained", "corpus": f"the pretrained {cfg.model.name} model's own tokenizer",

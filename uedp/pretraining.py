@@ -30,6 +30,7 @@ import time
 import numpy as np
 import torch
 
+from uedp.checks import integer
 from uedp.config import ClientTrainConfig, RunConfig
 from uedp.devices import resolve_device
 from uedp.errors import ConfigError
@@ -64,12 +65,10 @@ def pretrain(cfg: RunConfig, texts: list[str], *, epochs: int, lr: float, batch_
              stream=None) -> tuple[torch.nn.Module, TextTokenizer, list[dict[str, float]]]:
     """Train the run's model on `texts` (held-out 5% for the printed perplexity) on the device federation.device
     resolves to; returns (model, on the CPU; the run's tokenizer it was trained with, history)."""
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-        raise ConfigError(f"--epochs must be an integer >= 1 (a public start is trained), got {epochs!r}")
+    epochs = integer("--epochs", epochs, minimum=1, note="(a public start is trained)")
     if not (isinstance(lr, int | float) and 0 < lr < math.inf):
         raise ConfigError(f"--lr must be a positive finite number, got {lr!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ConfigError(f"--batch-size must be an integer >= 1, got {batch_size!r}")
+    batch_size = integer("--batch-size", batch_size, minimum=1)
     usable = sum(1 for t in texts if isinstance(t, str) and t.strip())
     if usable < 2:  # 5% (at least one) is held out: at least one sentence must be left to train on
         raise ConfigError(f"the public text has {usable} non-blank sentence(s): pretraining needs at least 2 "

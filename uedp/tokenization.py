@@ -79,7 +79,7 @@ Mode = Literal["lm", "cls"]
 
 
 @dataclass(frozen=True)
-class TokenizerConfig:
+class TokenizerTraining:
     """How to train a tokenizer. `kind`: "bpe" (byte-level BPE) or "wordpiece" (Metaspace pieces)."""
 
     kind: str = "bpe"
@@ -266,7 +266,7 @@ def _normalizer(lowercase: bool) -> normalizers.Normalizer:
     return normalizers.Sequence(steps)
 
 
-def train_tokenizer(texts: Sequence[str], config: TokenizerConfig) -> TextTokenizer:
+def train_tokenizer(texts: Sequence[str], config: TokenizerTraining) -> TextTokenizer:
     """Train a tokenizer on `texts` (no caching; see `get_tokenizer`)."""
     if not texts:
         raise CorpusError("cannot train a tokenizer on no text")
@@ -300,15 +300,15 @@ def train_tokenizer(texts: Sequence[str], config: TokenizerConfig) -> TextTokeni
     return TextTokenizer(tok, source="trained")
 
 
-def tokenizer_cache_path(corpus: Corpus, config: TokenizerConfig) -> Path:
+def tokenizer_cache_path(corpus: Corpus, config: TokenizerTraining) -> Path:
     return cache_root() / "tokenizers" / f"{corpus.fingerprint()}-{config.digest()}.json"
 
 
 def get_tokenizer(
-    corpus: Corpus, config: TokenizerConfig | None = None, *, cache: bool = True
+    corpus: Corpus, config: TokenizerTraining | None = None, *, cache: bool = True
 ) -> TextTokenizer:
     """The tokenizer of `corpus` under `config`: loaded from the cache, or trained on the train split."""
-    config = config or TokenizerConfig()
+    config = config or TokenizerTraining()
     path = tokenizer_cache_path(corpus, config)
     if cache and path.is_file():
         return TextTokenizer(Tokenizer.from_file(str(path)), source="cache")
@@ -382,17 +382,17 @@ def public_corpus(name: str) -> PublicCorpus:
     return PublicCorpus(name, description, key, file_path)
 
 
-def public_tokenizer_cache_path(corpus: PublicCorpus, config: TokenizerConfig) -> Path:
+def public_tokenizer_cache_path(corpus: PublicCorpus, config: TokenizerTraining) -> Path:
     return cache_root() / "tokenizers" / f"public-{corpus.key}-{config.digest()}.json"
 
 
 def get_public_tokenizer(
-    corpus: PublicCorpus | str, config: TokenizerConfig | None = None, *, cache: bool = True
+    corpus: PublicCorpus | str, config: TokenizerTraining | None = None, *, cache: bool = True
 ) -> TextTokenizer:
     """The tokenizer trained on public corpus `corpus` under `config`: loaded from the cache (keyed by the
     public corpus and the config only), or trained. No private text is read."""
     corpus = public_corpus(corpus) if isinstance(corpus, str) else corpus
-    config = config or TokenizerConfig()
+    config = config or TokenizerTraining()
     path = public_tokenizer_cache_path(corpus, config)
     if cache and path.is_file():
         return TextTokenizer(Tokenizer.from_file(str(path)), source="cache")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import binom
 
-from uedp.errors import ConfigError
+from uedp.checks import non_negative_int, probability
 from uedp.privacy.accounting import check_delta
 from uedp.privacy.numeric import pair_pld
 
@@ -43,11 +43,9 @@ def _merge(means: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def holder_world(k: int, q_u: float, q_sel: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The per-round pair of the module docstring: (means, weights) of D, then of D', in units of b."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ConfigError(f"the number of other holders k must be a non-negative integer, got {k!r}")
+    non_negative_int("the number of other holders k", k)
     for name, q in (("q_u", q_u), ("q_sel", q_sel)):
-        if not 0.0 <= q <= 1.0:
-            raise ConfigError(f"{name} must be in [0, 1], got {q!r}")
+        probability(name, q)
     j = np.arange(k + 1)
     p_means, p_weights = -j.astype(float), binom.pmf(j, k, q_u)
     # D': a drawn holder is +1 with probability q_sel, -1 otherwise; plus (u') +1 with probability q_u

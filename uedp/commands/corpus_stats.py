@@ -38,6 +38,7 @@ import sys
 import time
 from typing import Any
 
+from uedp.checks import probability
 from uedp.commands.options import parse_options
 from uedp.config import FederationConfig, PrivacyConfig
 from uedp.errors import ConfigError
@@ -81,8 +82,7 @@ def _check_setting(args: argparse.Namespace) -> None:
     """ConfigError naming the option for a value out of its range (before the corpus loads)."""
     for name in ("q_e", "q_s", "q_u"):
         value = getattr(args, name)
-        if not 0.0 <= value <= 1.0:  # NaN too
-            raise ConfigError(f"--{name.replace('_', '-')} must lie in [0, 1], got {value}")
+        probability(f"--{name.replace('_', '-')}", value)
     for name in ("k_cap", "m_max"):
         if getattr(args, name) < 0:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")

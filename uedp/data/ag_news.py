@@ -28,10 +28,11 @@ import os
 import re
 from pathlib import Path
 
+from uedp.checks import integer
 from uedp.data.corpus import Corpus, CorpusBuilder
 from uedp.data.loaders import LOADERS, DatasetFacts
 from uedp.data.text import check_max_users, hub_dataset, read_text, sample_stratified, split_sentences
-from uedp.errors import ConfigError, CorpusError
+from uedp.errors import CorpusError
 
 LABEL_NAMES = ["World", "Sports", "Business", "Sci/Tech"]
 SPLIT_FILES = {"train": ("train.csv",), "valid": ("valid.csv", "dev.csv"), "test": ("test.csv",)}
@@ -118,8 +119,7 @@ def load_ag_news(
     split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
 ) -> Corpus:
     """AG News articles grouped into users; label = topic."""
-    if isinstance(articles_per_user, bool) or not isinstance(articles_per_user, int) or articles_per_user < 1:
-        raise ConfigError(f"ag_news: articles_per_user must be an integer >= 1, got {articles_per_user!r}")
+    articles_per_user = integer("ag_news: articles_per_user", articles_per_user, minimum=1)
     check_max_users("ag_news", max_users)
     if path is None:
         sources = _hub_sources()

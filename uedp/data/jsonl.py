@@ -41,6 +41,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from uedp.checks import integer
 from uedp.data.corpus import SPLITS, Corpus, CorpusBuilder, GoldSpan, check_split_fractions
 from uedp.data.loaders import LOADERS, DatasetFacts
 from uedp.data.text import normalize_whitespace, read_text, split_sentences, text_lines
@@ -255,8 +256,7 @@ def load_jsonl(
         raise ConfigError(f"jsonl: option path must name a JSONL file, got {_show(path)}")
     if not isinstance(sentence_split, bool):
         raise ConfigError(f"jsonl: option sentence_split must be true or false, got {_show(sentence_split)}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ConfigError(f"jsonl: option seed must be an integer, got {_show(seed)}")
+    seed = integer("jsonl: option seed", seed)
     split_fractions = check_split_fractions("jsonl", split_fractions)
     source = str(path)
     records = []

@@ -29,6 +29,7 @@ import importlib.util
 import re
 from pathlib import Path
 
+from uedp.checks import integer
 from uedp.data.corpus import Corpus, CorpusBuilder
 from uedp.data.loaders import LOADERS, DatasetFacts
 from uedp.data.text import check_max_users, read_text, sample_stratified, split_sentences, text_lines
@@ -121,8 +122,7 @@ def load_shakespeare(
     split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
 ) -> Corpus:
     """Shakespeare's plays; user = (play, role). `plays` selects plays by file stem (default: all)."""
-    if isinstance(min_sentences, bool) or not isinstance(min_sentences, int) or min_sentences < 1:
-        raise ConfigError(f"shakespeare: min_sentences must be an integer >= 1, got {min_sentences!r}")
+    min_sentences = integer("shakespeare: min_sentences", min_sentences, minimum=1)
     check_max_users("shakespeare", max_users)
     available = available_plays()
     if plays is None:

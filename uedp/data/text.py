@@ -37,7 +37,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from uedp.errors import ConfigError, CorpusError
+from uedp.checks import integer
+from uedp.errors import CorpusError
 
 T = TypeVar("T")
 
@@ -166,8 +167,7 @@ def check_max_users(loader: str, max_users: int | None) -> None:
     """`max_users` must be None or an integer >= 1 (ConfigError naming the loader otherwise)."""
     if max_users is None:
         return
-    if isinstance(max_users, bool) or not isinstance(max_users, int) or max_users < 1:
-        raise ConfigError(f"{loader}: max_users must be an integer >= 1 or None, got {max_users!r}")
+    integer(f"{loader}: max_users", max_users, minimum=1, note="or None")
 
 
 def sample_stratified(groups: dict[str, list[T]], k: int | None, seed: int) -> list[T]:

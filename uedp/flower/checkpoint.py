@@ -29,7 +29,10 @@ CHECKPOINT = "checkpoint.pt"
 
 
 @dataclass
-class Checkpoint:
+class RunCheckpoint:
+    """A run's resumable state after a round (file format: module docstring); not a model's base checkpoint
+    (uedp.models.checkpoints.BaseCheckpoint)."""
+
     round: int
     arrays: dict[str, np.ndarray]
     optimizer_state: dict[str, Any]
@@ -37,7 +40,7 @@ class Checkpoint:
     extra: dict[str, Any]
 
 
-def save_checkpoint(out_dir: Path, ckpt: Checkpoint) -> Path:
+def save_checkpoint(out_dir: Path, ckpt: RunCheckpoint) -> Path:
     path = out_dir / CHECKPOINT
     with atomic_path(path) as tmp:
         torch.save({"round": ckpt.round, "arrays": ckpt.arrays, "optimizer_state": ckpt.optimizer_state,
@@ -45,7 +48,7 @@ def save_checkpoint(out_dir: Path, ckpt: Checkpoint) -> Path:
     return path
 
 
-def load_checkpoint(out_dir: Path) -> Checkpoint | None:
+def load_checkpoint(out_dir: Path) -> RunCheckpoint | None:
     path = out_dir / CHECKPOINT
     if not path.is_file():
         return None
@@ -55,4 +58,4 @@ def load_checkpoint(out_dir: Path) -> Checkpoint | None:
                 and "model_state" in raw else "not a checkpoint")
         raise ConfigError(f"{path}: {what}; its ledger.json still holds every charged round: start a new run in an "
                           "empty federation.out_dir to train on")
-    return Checkpoint(raw["round"], dict(raw["arrays"]), raw["optimizer_state"], raw["ledger"], raw["extra"])
+    return RunCheckpoint(raw["round"], dict(raw["arrays"]), raw["optimizer_state"], raw["ledger"], raw["extra"])

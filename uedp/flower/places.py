@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from uedp.checks import positive_int
 from uedp.errors import ConfigError
 
 FINGERPRINT = re.compile(r"[0-9a-f]{64}")
@@ -201,8 +202,7 @@ class SortedNodes:
     outside_simulation: bool = False
 
     def __post_init__(self) -> None:
-        if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
-            raise ValueError(f"the number of places must be a positive integer, got {self.size!r}")
+        object.__setattr__(self, "size", positive_int("the number of places", self.size))
 
     @property
     def not_private(self) -> str | None:

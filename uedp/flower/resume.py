@@ -40,7 +40,7 @@ from pathlib import Path
 
 from uedp.errors import ConfigError
 from uedp.files import is_temporary
-from uedp.flower.checkpoint import CHECKPOINT, Checkpoint, load_checkpoint
+from uedp.flower.checkpoint import CHECKPOINT, RunCheckpoint, load_checkpoint
 from uedp.privacy.ledger import Head, Ledger
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class ResumeError(ConfigError):
 @dataclass(frozen=True)
 class Resumed:
     ledger: Ledger
-    checkpoint: Checkpoint | None
+    checkpoint: RunCheckpoint | None
     # leftover temporaries of atomic writes that resume_state removed from the folder (for the run's stream)
     temporaries_removed: tuple[Path, ...] = ()
 
@@ -128,7 +128,7 @@ def _check_metrics(out: Path, ledger: Ledger, rows: list[tuple[int, int, str | N
                                f"to {rnd} of {LEDGER} were deleted, edited or re-chained, or it is an older copy")
 
 
-def _check_checkpoint(out: Path, ledger: Ledger, ckpt: Checkpoint) -> None:
+def _check_checkpoint(out: Path, ledger: Ledger, ckpt: RunCheckpoint) -> None:
     last = ledger.last_round or 0
     try:
         copy = Ledger.from_dict(ckpt.ledger)

@@ -31,7 +31,7 @@ import numpy as np
 
 from uedp.checks import non_negative_int
 from uedp.files import PRIVATE
-from uedp.flower.checkpoint import Checkpoint, save_checkpoint
+from uedp.flower.checkpoint import RunCheckpoint, save_checkpoint
 from uedp.flower.resume import CHECKPOINT_HEAD, LEDGER, OPERATOR_LOG, Resumed, resume_state
 
 # The operator log's first line: what it is, in the file itself.
@@ -85,9 +85,10 @@ class RunStore:
     def save_checkpoint(self, server_round: int, arrays: dict[str, np.ndarray], optimizer_state: dict[str, Any],
                         accountant: Any) -> Path:
         """checkpoint.pt: after the ledger (uedp.flower.resume checks that they belong together)."""
-        return save_checkpoint(self.out, Checkpoint(server_round, arrays, optimizer_state, accountant.state_dict(),
-                                                    {"z": accountant.noise_multiplier,
-                                                     CHECKPOINT_HEAD: accountant.head.to_dict()}))
+        return save_checkpoint(self.out, RunCheckpoint(server_round, arrays, optimizer_state,
+                                                       accountant.state_dict(),
+                                                       {"z": accountant.noise_multiplier,
+                                                        CHECKPOINT_HEAD: accountant.head.to_dict()}))
 
     def operator_log(self, row: dict[str, Any]) -> None:
         """Append one row to operator.jsonl (its first line is OPERATOR_NOTE); finite numbers, strings, bools."""

@@ -1,10 +1,10 @@
 """Hugging Face checkpoints a model starts from: which directory the model options name, loading it with a
 report of what did not fit, its tokenizer, and the digest of its weights (the base every node loads).
 
-- `checkpoint_of(name, options)`: the `Checkpoint` of model `hf` (option `path`, required) or of `gpt2`/`bert`
+- `checkpoint_of(name, options)`: the `BaseCheckpoint` of model `hf` (option `path`, required) or of `gpt2`/`bert`
   given option `pretrained`; None for a model built from scratch (lstm, minilm, gpt2/bert without pretrained).
   A path is a local directory; a hub name is resolved only online (`resolve_pretrained`).
-- `load_checkpoint(auto_class, checkpoint, task=...)`: `from_pretrained(..., output_loading_info=True)`. A
+- `load_base_checkpoint(auto_class, checkpoint, task=...)`: `from_pretrained(..., output_loading_info=True)`. A
   weight the model has and the files lack (missing) or hold with another shape (mismatched) is a ConfigError
   naming the weights (the first few and their count) and the directory, never a silent random start, unless it
   belongs to the classification head the load creates (a weight outside the base model, `base_model_prefix`,
@@ -58,7 +58,7 @@ class BaseCheckpointMismatch(UedpError):
 
 
 @dataclass(frozen=True)
-class Checkpoint:
+class BaseCheckpoint:
     """A checkpoint directory a model starts from, with what the model options say about it."""
 
     path: Path
@@ -72,7 +72,7 @@ class Checkpoint:
         return f"model {self.entry!r} checkpoint {str(self.path)!r}"
 
 
-def checkpoint_of(name: str, options: Mapping[str, Any]) -> Checkpoint | None:
+def checkpoint_of(name: str, options: Mapping[str, Any]) -> BaseCheckpoint | None:
     """The checkpoint model `name` with `options` starts from (module docstring), or None."""
     if name == "hf":
         path = options.get("path")
@@ -93,9 +93,9 @@ def checkpoint_of(name: str, options: Mapping[str, Any]) -> Checkpoint | None:
         if special == "own" and tokenizer == "project":
             raise ConfigError("model 'hf' option special_tokens own frames sentences with the checkpoint's own "
                               "tokenizer's template: it needs tokenizer own (the project tokenizer frames its own)")
-        return Checkpoint(resolve_pretrained(path), "hf", tokenizer, allow, special)
+        return BaseCheckpoint(resolve_pretrained(path), "hf", tokenizer, allow, special)
     if name in ("gpt2", "bert") and options.get("pretrained") is not None:
-        return Checkpoint(resolve_pretrained(str(options["pretrained"])), name)
+        return BaseCheckpoint(resolve_pretrained(str(options["pretrained"])), name)
     return None
 
 
@@ -215,7 +215,7 @@ def shown(keys: Iterable[str]) -> str:
     return f"{head} and {len(keys) - SHOWN} more ({len(keys)})" if len(keys) > SHOWN else f"{head} ({len(keys)})"
 
 
-def load_checkpoint(auto_class: Any, checkpoint: Checkpoint, *, task: str, stream: TextIO | None = None,
+def load_base_checkpoint(auto_class: Any, checkpoint: BaseCheckpoint, *, task: str, stream: TextIO | None = None,
                     dtype: torch.dtype = torch.float32, **kwargs: Any) -> torch.nn.Module:
     """`auto_class.from_pretrained(checkpoint.path, **kwargs)`, offline, in `dtype` (float32 unless the model option
     dtype says otherwise: uedp.models.precision.load_dtype), checked (module docstring)."""
@@ -284,13 +284,13 @@ def _own_tokenizer_digest(path: str, stamp: tuple, where: str, special_tokens: s
     return tokenizer_digest(_load_own(Path(path), where, special_tokens))
 
 
-def own_tokenizer(checkpoint: Checkpoint) -> TextTokenizer:
+def own_tokenizer(checkpoint: BaseCheckpoint) -> TextTokenizer:
     """The checkpoint's own tokenizer (its directory's), refused when the directory has none (TOKENIZER_FILES) or
     it encodes SAMPLE_TEXT to fewer than two distinct ids (check_encodes)."""
     return _load_own(checkpoint.path, checkpoint.where, checkpoint.special_tokens)
 
 
-def expected_tokenizer_digest(checkpoint: Checkpoint) -> str:
+def expected_tokenizer_digest(checkpoint: BaseCheckpoint) -> str:
     """The digest (uedp.models.public_start.tokenizer_digest) the run's tokenizer must have: the directory's own
     tokenizer's, or with tokenizer "project" the one its config.json records (refused when it records none)."""
     if checkpoint.tokenizer == "project":
@@ -308,12 +308,12 @@ def expected_tokenizer_digest(checkpoint: Checkpoint) -> str:
     return _own_digest(checkpoint)
 
 
-def _own_digest(checkpoint: Checkpoint) -> str:
+def _own_digest(checkpoint: BaseCheckpoint) -> str:
     return _own_tokenizer_digest(str(checkpoint.path), _stamp(checkpoint.path, TOKENIZER_PATTERNS), checkpoint.where,
                                  checkpoint.special_tokens)
 
 
-def check_tokenizer(checkpoint: Checkpoint, digest: str) -> None:
+def check_tokenizer(checkpoint: BaseCheckpoint, digest: str) -> None:
     """Refuse a run tokenizer of digest `digest` that is not the one the checkpoint's embedding was trained with."""
     expected = expected_tokenizer_digest(checkpoint)
     if digest != expected:

@@ -50,7 +50,7 @@ from uedp.models.base import CLASSIFICATION, NEXT_WORD, UedpModel
 from uedp.models.checkpoints import (
     DIGEST_KEY,
     PUBLIC_CORPUS_KEY,
-    Checkpoint,
+    BaseCheckpoint,
     checkpoint_of,
     quiet_transformers,
     recorded_public_corpus_of,
@@ -98,7 +98,7 @@ def release_labels(cfg: RunConfig) -> list[str] | None:
     return names if public is not None and names is not None and set(public) == set(names) else None
 
 
-def export_release(out_dir: Path, model: UedpModel, *, tokenizer: TextTokenizer, checkpoint: Checkpoint | None,
+def export_release(out_dir: Path, model: UedpModel, *, tokenizer: TextTokenizer, checkpoint: BaseCheckpoint | None,
                    summary: Mapping[str, Any], merged: bool = False, labels: Sequence[str] | None = None,
                    datasets: Sequence[str] | None = None, base_model: str = "") -> list[Path]:
     """Write the release folders (module docstring) and return them; none for a family not in EXPORTED.
@@ -181,7 +181,7 @@ def _save_adapter(hf: Any, folder: Path, *, base_model: str) -> None:
         path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def public_datasets(summary: Mapping[str, Any], checkpoint: Checkpoint | None) -> list[str]:
+def public_datasets(summary: Mapping[str, Any], checkpoint: BaseCheckpoint | None) -> list[str]:
     """The registered public corpora (uedp.public_corpora) the run's public inputs learnt from: the tokenizer's
     (summary `tokenizer`, source public), the public start's (summary `initial_model`) and the one a checkpoint
     this project pretrained records (PUBLIC_CORPUS_KEY). Only registered names: never the private corpus (a
@@ -225,7 +225,7 @@ def export_public_start(folder: Path, model: UedpModel, *, tokenizer: TextTokeni
     return folder
 
 
-def _hf_tokenizer(tokenizer: TextTokenizer, checkpoint: Checkpoint | None) -> Any:
+def _hf_tokenizer(tokenizer: TextTokenizer, checkpoint: BaseCheckpoint | None) -> Any:
     """The tokenizer to save: the checkpoint's own files, or the run's tokenizer with its special tokens."""
     from tokenizers import Tokenizer
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
@@ -238,7 +238,7 @@ def _hf_tokenizer(tokenizer: TextTokenizer, checkpoint: Checkpoint | None) -> An
     return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(tokenizer.backend.to_str()), **specials)
 
 
-def model_card(summary: Mapping[str, Any], *, model: UedpModel, checkpoint: Checkpoint | None, adapter: bool,
+def model_card(summary: Mapping[str, Any], *, model: UedpModel, checkpoint: BaseCheckpoint | None, adapter: bool,
                labels: Sequence[str] | None = None, datasets: Sequence[str] = (), base_model: str = "") -> str:
     """README.md of a release folder (module docstring): front matter, the privacy summary (summary.json's
     fields) and how to load it. `labels`, `datasets`, `base_model`: as export_release takes them."""
@@ -282,7 +282,7 @@ def model_card(summary: Mapping[str, Any], *, model: UedpModel, checkpoint: Chec
     return "\n".join(lines)
 
 
-def _snippet(model: UedpModel, checkpoint: Checkpoint | None, *, adapter: bool, labels: Sequence[str] | None,
+def _snippet(model: UedpModel, checkpoint: BaseCheckpoint | None, *, adapter: bool, labels: Sequence[str] | None,
              base_model: str) -> str:
     """The card's Python code that loads the release (PATH: the run's folder; BASE: a base of random weights
     only the run had)."""

@@ -37,10 +37,10 @@ import torch
 from uedp.errors import ConfigError
 from uedp.models.base import CLASSIFICATION, NEXT_WORD, UedpModel
 from uedp.models.checkpoints import (
-    Checkpoint,
+    BaseCheckpoint,
     checkpoint_of,
     hub_offline,
-    load_checkpoint,
+    load_base_checkpoint,
     quiet_transformers,
     require_model_type,
     resolve_pretrained,
@@ -157,9 +157,9 @@ def build_hf(*, task: str, vocab_size: int, pad_id: int, num_labels: int | None 
     own = checkpoint_dtype(checkpoint.path)
     load = load_dtype(compute, own)
     if task == NEXT_WORD:
-        hf = load_checkpoint(AutoModelForCausalLM, checkpoint, task=task, dtype=load)
+        hf = load_base_checkpoint(AutoModelForCausalLM, checkpoint, task=task, dtype=load)
     else:
-        hf = load_checkpoint(AutoModelForSequenceClassification, checkpoint, task=task, num_labels=num_labels,
+        hf = load_base_checkpoint(AutoModelForSequenceClassification, checkpoint, task=task, num_labels=num_labels,
                              dtype=load)
     _check_vocab(hf, vocab_size, pad_id, checkpoint.where)
     hf.config.pad_token_id = pad_id  # a decoder used as a classifier finds each row's last token by it
@@ -187,8 +187,8 @@ def _size(entry: str, pretrained: str | None, given: dict[str, Any], defaults: d
     return {k: defaults[k] if v is None else v for k, v in given.items()}
 
 
-def _pretrained(entry: str, model_type: str, pretrained: str) -> Checkpoint:
-    checkpoint = Checkpoint(resolve_pretrained(pretrained), entry)
+def _pretrained(entry: str, model_type: str, pretrained: str) -> BaseCheckpoint:
+    checkpoint = BaseCheckpoint(resolve_pretrained(pretrained), entry)
     require_model_type(checkpoint.path, model_type, entry)
     return checkpoint
 
@@ -216,7 +216,7 @@ def build_gpt2(
     if pretrained is not None:
         checkpoint = _pretrained("gpt2", "gpt2", pretrained)
         own = checkpoint_dtype(checkpoint.path)
-        hf = load_checkpoint(GPT2LMHeadModel, checkpoint, task=NEXT_WORD, dtype=load_dtype(compute, own))
+        hf = load_base_checkpoint(GPT2LMHeadModel, checkpoint, task=NEXT_WORD, dtype=load_dtype(compute, own))
         _check_vocab(hf, vocab_size, pad_id, checkpoint.where)
         hf.config.pad_token_id = pad_id
         return _memory_options(HFCausalLM(hf, pad_id=pad_id), dtype=dtype, own=own,
@@ -269,7 +269,7 @@ def build_bert(
     if pretrained is not None:
         checkpoint = _pretrained("bert", "bert", pretrained)
         own, where = checkpoint_dtype(checkpoint.path), checkpoint.where
-        hf = load_checkpoint(BertForSequenceClassification, checkpoint, task=CLASSIFICATION, num_labels=num_labels,
+        hf = load_base_checkpoint(BertForSequenceClassification, checkpoint, task=CLASSIFICATION, num_labels=num_labels,
                              dtype=load_dtype(compute, own))
         _check_vocab(hf, vocab_size, pad_id, checkpoint.where)
     else:

@@ -29,7 +29,13 @@ from uedp.models.checkpoints import check_encodes, check_tokenizer, checkpoint_o
 from uedp.models.hf import build_bert, build_gpt2, build_hf, build_minilm, minilm_dir
 from uedp.models.lstm import LSTMClassifier, LSTMLanguageModel
 from uedp.registry import Registry
-from uedp.tokenization import TextTokenizer, TokenizerConfig, get_tokenizer, load_pretrained_tokenizer, tokenizer_digest
+from uedp.tokenization import (
+    TextTokenizer,
+    TokenizerTraining,
+    get_tokenizer,
+    load_pretrained_tokenizer,
+    tokenizer_digest,
+)
 
 MODELS: Registry[UedpModel] = Registry("model")
 
@@ -121,7 +127,7 @@ def build_model(
 
 
 def build_tokenizer(
-    name: str, corpus: Corpus | None, *, config: TokenizerConfig | None = None, pretrained: str | None = None,
+    name: str, corpus: Corpus | None, *, config: TokenizerTraining | None = None, pretrained: str | None = None,
     options: dict[str, Any] | None = None,
 ) -> TextTokenizer:
     """The tokenizer model `name` needs (see module docstring). `options`: the model's options (`pretrained`
@@ -153,7 +159,7 @@ def build_model_and_tokenizer(
     *,
     task: str,
     corpus: Corpus,
-    tokenizer_config: TokenizerConfig | None = None,
+    tokenizer_config: TokenizerTraining | None = None,
     num_labels: int | None = None,
     **options: Any,
 ) -> tuple[UedpModel, TextTokenizer]:

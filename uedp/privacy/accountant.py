@@ -36,6 +36,7 @@ from typing import Any
 
 from flwr.supercore.privacy_accounting import PrivacySpent
 
+from uedp.checks import positive_int
 from uedp.config import PrivacyConfig
 from uedp.errors import ConfigError
 from uedp.privacy.accounting import safe_m_max
@@ -64,8 +65,7 @@ class UeDPAccountant:
             raise ConfigError(f"mechanism {mechanism!r} has no rounds (a local mechanism): there is nothing to account "
                               "round by round")
         for name, value in (("num_users", num_users), ("rounds", rounds)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+            positive_int(name, value)
         privacy = dataclasses.replace(privacy) if privacy is not None else PrivacyConfig()
         privacy.validate()
         if spec.truncate and privacy.m_max == 0:  # automatic: truncation charges at most 1% of delta

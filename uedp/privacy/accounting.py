@@ -85,7 +85,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy.stats import binom
 
-from uedp.checks import positive
+from uedp.checks import non_negative_int, positive, positive_int, probability
 from uedp.errors import ConfigError
 from uedp.privacy.mechanisms import sampling_rates
 from uedp.privacy.numeric import NumericPair
@@ -107,7 +107,7 @@ UNDETECTED_FREE = ("four_point_S", "revealed_L", "lps")
 UNDETECTED_WITH_ENTITIES = ("revealed_L_entity", "lps_entity")
 UNDETECTED_BOUNDS = (*UNDETECTED_FREE, *UNDETECTED_WITH_ENTITIES)
 # An Epsilons field whose key in files (Ledger.epsilons: summary.json, privacy.json) is the older name.
-EPSILON_KEYS = {"undetected_bound": "undetected_rule"}
+EPSILON_FILE_KEYS = {"undetected_bound": "undetected_rule"}
 
 
 def check_delta(delta: float, num_users: int | None = None) -> float:
@@ -115,8 +115,7 @@ def check_delta(delta: float, num_users: int | None = None) -> float:
     if not 0.0 < delta < 1.0:
         raise ConfigError(f"delta must lie in (0, 1), got {delta!r}")
     if num_users is not None:
-        if isinstance(num_users, bool) or not isinstance(num_users, int) or num_users < 1:
-            raise ConfigError(f"num_users must be a positive integer, got {num_users!r}")
+        positive_int("num_users", num_users)
         if delta >= 1.0 / num_users:
             raise ConfigError(f"delta = {delta!r} must be below 1/num_users = 1/{num_users}")
     return delta
@@ -124,8 +123,7 @@ def check_delta(delta: float, num_users: int | None = None) -> float:
 
 def _probability(name: str, q: float) -> float:
     q = float(q)
-    if not 0.0 <= q <= 1.0:
-        raise ConfigError(f"{name} must lie in [0, 1], got {q!r}")
+    probability(name, q)
     return q
 
 
@@ -426,8 +424,8 @@ class Mechanism:
                               f"(uedp.privacy.mechanisms.sampling_rates), got ({self.q_e!r}, {self.q_s!r})")
         for name in ("m_max", "k_cap"):
             v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise ConfigError(f"{name} must be a positive integer or None, got {v!r}")
+            if v is not None:
+                object.__setattr__(self, name, positive_int(name, v, note="or None"))
         try:
             self.sensitivities  # noqa: B018 - validates the (rule, m_max, k_cap) combination
         except ValueError as exc:
@@ -508,8 +506,7 @@ def as_groups(records: Records) -> tuple[tuple[Mechanism, int], ...]:
         mech, count = item
         if not isinstance(mech, Mechanism):
             raise TypeError(f"expected a Mechanism, got {type(mech).__name__}")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ConfigError(f"a round count must be a non-negative integer, got {count!r}")
+        non_negative_int("a round count", count)
         if count:
             out.append((mech, count))
     return tuple(out)
@@ -541,8 +538,7 @@ def safe_m_max(num_users: int, q_u: float, rounds: int, delta: float,
                fraction: float = SAFE_TRUNCATION_FRACTION) -> int:
     """The smallest m_max (at least 1) whose delta_trunc over `rounds` rounds is <= fraction * delta: what
     `privacy.m_max = 0` (auto) uses. N itself when N places can never exceed it."""
-    if isinstance(num_users, bool) or not isinstance(num_users, int) or num_users < 1:
-        raise ConfigError(f"num_users must be a positive integer, got {num_users!r}")
+    positive_int("num_users", num_users)
     budget = float(fraction) * float(delta)
     lo, hi = 1, num_users  # delta_trunc(hi) = 0; it decreases with m_max
     while lo < hi:
@@ -566,8 +562,8 @@ class Epsilons:
     delta_trunc: float = 0.0  # charged to every epsilon (docs/proofs.md section 4)
 
     def as_dict(self) -> dict[str, float | int | str]:
-        """The fields in order, under their keys in files (EPSILON_KEYS: "undetected_rule" for undetected_bound)."""
-        return {EPSILON_KEYS.get(k, k): v for k, v in asdict(self).items()}
+        """The fields in order, under their keys in files (EPSILON_FILE_KEYS: undetected_bound as "undetected_rule")."""
+        return {EPSILON_FILE_KEYS.get(k, k): v for k, v in asdict(self).items()}
 
 
 _RDP_LOG = logging.getLogger(__name__)
@@ -683,8 +679,7 @@ def _check_pairs(pairs: PairCounts) -> tuple[tuple[Pair, int], ...]:
         pair, count = item
         if not isinstance(pair, Mixture | RemoveForm | Labelled | NumericPair):
             raise TypeError(f"expected a Mixture, RemoveForm, Labelled or NumericPair pair, got {type(pair).__name__}")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ConfigError(f"a round count must be a non-negative integer, got {count!r}")
+        non_negative_int("a round count", count)
         if count:
             out.append((pair, count))
     return tuple(out)
@@ -832,8 +827,7 @@ def undetected_epsilon(
 def mixture_epsilon(mixture: Pair, rounds: int, delta: float) -> float:
     """Epsilon at `delta` of `mixture` self-composed over `rounds` rounds: `pairs_epsilon([(mixture,
     rounds)], delta=delta)` (the automatic grid, no truncation charge)."""
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    positive_int("rounds", rounds)
     return pairs_epsilon(((mixture, rounds),), delta=delta)
 
 

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from uedp.checks import positive
+from uedp.checks import positive, positive_int, probability
 from uedp.privacy.clipping import Update, clip_update, is_torch, leaves, rebuild, to_numpy64, update_norm
 from uedp.privacy.noise import NoiseSource
 from uedp.privacy.sensitivity import check_rule
@@ -217,8 +217,7 @@ def denominator(
     check_rule(rule)
     if not 0.0 < float(q_u) <= 1.0:
         raise ValueError(f"q_u must lie in (0, 1] to define Z, got {q_u!r}")
-    if isinstance(num_users, bool) or not isinstance(num_users, int) or num_users < 1:
-        raise ValueError(f"num_users must be a positive integer, got {num_users!r}")
+    positive_int("num_users", num_users)
     W_u = positive("W_u", float(num_users) if W_u is None else float(W_u))
     Z = float(q_u) * W_u
     if not paper_z:
@@ -231,8 +230,7 @@ def denominator(
     if missing:
         raise ValueError(f"paper_z needs {', '.join(missing)}")
     for name, q in (("q_e", q_e), ("q_s", q_s)):
-        if not 0.0 <= float(q) <= 1.0:
-            raise ValueError(f"{name} must lie in [0, 1], got {q!r}")
+        probability(name, q)
     for name, w in (("W_e", W_e), ("W_s", W_s)):
         if not (float(w) >= 0.0 and math.isfinite(float(w))):
             raise ValueError(f"{name} must be a non-negative finite number, got {w!r}")

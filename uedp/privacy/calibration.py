@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from uedp.checks import positive
+from uedp.checks import one_of, positive, positive_int
 from uedp.errors import ConfigError
 from uedp.files import PRIVATE, atomic_write_json
 from uedp.privacy import accounting
@@ -160,10 +160,8 @@ def _problem(
     tol: float, value_discretization_interval: float | None, gamma: float = 0.0,
 ) -> _Problem:  # fmt: skip
     target, tol = _check_target_and_tol(target_epsilon, tol)
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ConfigError(f"rounds must be a positive integer, got {rounds!r}")
-    if adjacency not in ADJACENCIES:
-        raise ConfigError(f"adjacency must be one of {', '.join(ADJACENCIES)}, got {adjacency!r}")
+    positive_int("rounds", rounds)
+    one_of("adjacency", adjacency, ADJACENCIES)
     if rule == "noiseless":
         raise ConfigError("a noiseless mechanism cannot be calibrated")
     delta = check_delta(delta, num_users)

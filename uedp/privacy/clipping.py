@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from uedp.checks import positive
+from uedp.checks import positive, probability
 
 Update = Mapping[str, Any] | Sequence[Any]
 
@@ -89,10 +89,7 @@ def _times(update: Update, factor: float) -> dict[str, Any] | list[Any]:
 
 
 def _check_unit(name: str, value: float) -> float:
-    v = float(value)
-    if not 0.0 <= v <= 1.0:
-        raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
-    return v
+    return probability(name, value)
 
 
 def clip_update(update: Update, beta: float, *, w_u: float = 1.0) -> tuple[dict[str, Any] | list[Any], float]:

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from uedp.checks import probability
+
 _BITS = 53  # random.random() returns k / 2**53
 
 @dataclass(frozen=True)
@@ -48,8 +50,7 @@ def poisson_threshold(q_u: float) -> int:
 def sample_cohort(
     population: Sequence[int], *, q_u: float, m_max: int, use_slots: bool, rng: random.Random
 ) -> Cohort:
-    if not 0.0 <= q_u <= 1.0:
-        raise ValueError(f"q_u must lie in [0, 1], got {q_u}")
+    probability("q_u", q_u)
     if m_max < 1:
         raise ValueError(f"m_max must be >= 1, got {m_max}")
     t = poisson_threshold(q_u)

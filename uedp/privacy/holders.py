@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import binom
 
+from uedp.checks import integer, non_negative_int, positive_int
 from uedp.errors import ConfigError
 from uedp.privacy import accounting as acc
 from uedp.privacy.accounting import Labelled, Mechanism, Mixture, Pair, Records
@@ -50,9 +51,7 @@ HOLDER_BOUNDS = ("one_holder", "revealed_count", "group", "undetected_group", "m
 
 
 def _check_k(k: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ConfigError(f"the number of other holders k must be a non-negative integer, got {k!r}")
-    return k
+    return non_negative_int("the number of other holders k", k)
 
 
 def count_pair(sigma: float, s_u: float, s_h: float, q_u: float, p: float, k: int, j_max: int) -> Pair:
@@ -175,8 +174,7 @@ def user_group_epsilon(records: Records, steps: int, *, delta: float, num_users:
     pair PS_{q_u}(s_u), whatever the rule). The linear group bound (`group_epsilon`) of the composed user
     pair's profile at delta - delta_trunc; inf if delta_trunc >= delta."""
     delta = acc.check_delta(delta, num_users)
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ConfigError(f"the number of user steps must be a positive integer, got {steps!r}")
+    positive_int("the number of user steps", steps)
     groups = acc.as_groups(records)
     left = delta - acc.truncation_delta(groups, num_users)
     return _user_group(groups, steps, left, value_discretization_interval) if left > 0.0 else math.inf
@@ -227,9 +225,8 @@ def holders_epsilon(records: Records, k: int, *, delta: float = acc.DEFAULT_DELT
 def _check_missed(k: int, missed: int | None, detected: bool) -> int:
     if missed is None:
         return 0 if detected else k
-    if isinstance(missed, bool) or not isinstance(missed, int) or not 0 <= missed <= k:
-        raise ConfigError(f"the number of holders with a missed mention must be an integer in [0, k = {k}], "
-                          f"got {missed!r}")
+    missed = integer("the number of holders with a missed mention", missed, minimum=0, maximum=k,
+                     note=f"(k = {k})")
     if detected and missed:
         raise ConfigError(f"detected=True means no holder has a missed mention, got missed = {missed}")
     return missed

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from uedp.checks import positive
+from uedp.checks import non_negative_int, one_of, positive
 from uedp.errors import ConfigError
 from uedp.files import PRIVATE, atomic_write_json
 from uedp.privacy.accounting import ADJACENCIES, DEFAULT_DELTA, Mechanism, check_delta, compose_epsilons, epsilon
@@ -93,11 +93,8 @@ class RoundRecord:
     noise: str = "unrecorded"  # how the noise was drawn: NOISE_MODES (the server records its noise source's)
 
     def __post_init__(self) -> None:
-        if isinstance(self.round, bool) or not isinstance(self.round, int) or self.round < 0:
-            raise ConfigError(f"round must be a non-negative integer, got {self.round!r}")
-        if self.noise not in NOISE_MODES:
-            raise ConfigError(f"round {self.round}: noise must be one of {', '.join(NOISE_MODES)}, got "
-                              f"{self.noise!r}")
+        object.__setattr__(self, "round", non_negative_int("round", self.round))
+        one_of(f"round {self.round}: noise", self.noise, NOISE_MODES)
         object.__setattr__(self, "beta", positive("beta", self.beta))
         w_max = positive("w_max", self.w_max)
         if w_max > 1.0:

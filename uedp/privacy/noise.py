@@ -33,6 +33,8 @@ from typing import Protocol
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
+from uedp.checks import non_negative_int
+
 log = logging.getLogger(__name__)
 
 FIXED_SEED_WARNING = "not private: fixed seed"
@@ -57,9 +59,7 @@ def _check_std(std: float) -> float:
 
 
 def _check_seed(seed: int) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"noise seed must be a non-negative integer or None, got {seed!r}")
-    return seed
+    return non_negative_int("noise seed", seed, note="or None")
 
 
 class GaussianNoise:

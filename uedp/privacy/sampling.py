@@ -29,6 +29,8 @@ import math
 import secrets
 from fractions import Fraction
 
+from uedp.checks import positive_int, probability
+
 KEY_BYTES = 16
 _HASH_RANGE = 1 << 64
 
@@ -112,10 +114,7 @@ def h(key: RoundKey | bytes, tag: str, *parts: object) -> float:
 
 
 def check_probability(name: str, q: float) -> float:
-    q = float(q)
-    if not (0.0 <= q <= 1.0):  # also refuses NaN
-        raise ValueError(f"{name} must lie in [0, 1], got {q}")
-    return q
+    return probability(name, q)
 
 
 def threshold(q: float, *, name: str = "q") -> int:
@@ -143,10 +142,8 @@ def extended_sampled(key: RoundKey | bytes, s: tuple[str, int], q_s: float) -> b
 def check_cap(k_cap: int | None, m_max: int | None) -> None:
     if k_cap is None:
         return
-    if isinstance(k_cap, bool) or not isinstance(k_cap, int) or k_cap < 1:
-        raise ValueError(f"k_cap must be a positive integer or None, got {k_cap!r}")
-    if isinstance(m_max, bool) or not isinstance(m_max, int) or m_max < 1:
-        raise ValueError(f"m_max must be a positive integer when k_cap is set, got {m_max!r}")
+    positive_int("k_cap", k_cap, note="or None")
+    positive_int("m_max", m_max, note="when k_cap is set")
 
 
 def permitted_slots(key: RoundKey | bytes, e: str, k_cap: int, m_max: int) -> set[int]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from uedp.checks import integer, probability
 from uedp.privacy.sampling import (
     TAG_ENTITY,
     TAG_EXTENDED,
@@ -47,7 +48,7 @@ from uedp.privacy.sampling import (
     threshold,
 )
 
-Weights = Mapping[str, float] | None  # entity key -> w_e
+EntityWeights = Mapping[str, float] | None  # entity key -> w_e
 ExtendedWeights = Mapping[int, float] | float | None  # sid -> w_s, or one w_s for every sentence
 
 
@@ -78,11 +79,9 @@ class SelectionParams:
         check_probability("q_s", self.q_s)
         check_cap(self.k_cap, self.m_max)
         if self.k_cap is not None:
-            slot = self.slot
-            if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < self.m_max:
-                raise ValueError(
-                    f"slot must be an integer in [0, m_max={self.m_max}) with k_cap set, got {slot!r}"
-                )
+            slot = integer("slot", self.slot, minimum=0, maximum=self.m_max - 1,
+                           note=f"(m_max = {self.m_max}, k_cap set)")
+            object.__setattr__(self, "slot", slot)
 
 
 _SID_TAG = "uedp sentence id"
@@ -120,13 +119,10 @@ def stable_sids(texts: Sequence[str], entities: Sequence[Collection[str]]) -> li
 
 
 def _weight(name: str, value: float) -> float:
-    w = float(value)
-    if not 0.0 <= w <= 1.0:
-        raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
-    return w
+    return probability(name, value)
 
 
-def _entity_weight(weights: Weights, e: str) -> float:
+def _entity_weight(weights: EntityWeights, e: str) -> float:
     return 1.0 if weights is None else _weight(f"entity weight w_e[{e!r}]", weights.get(e, 1.0))
 
 
@@ -150,7 +146,7 @@ def select_sentences(
     sids: Sequence[int],
     entities: Sequence[Collection[str]],
     params: SelectionParams,
-    entity_weights: Weights = None,
+    entity_weights: EntityWeights = None,
     extended_weights: ExtendedWeights = None,
 ) -> Selection:
     """Selection mask and loss weights of one user's sentences (`entities[i]` = ent(x_i), keys as strings)."""
@@ -210,7 +206,7 @@ def select_sentences_reference(
     sids: Sequence[int],
     entities: Sequence[Collection[str]],
     params: SelectionParams,
-    entity_weights: Weights = None,
+    entity_weights: EntityWeights = None,
     extended_weights: ExtendedWeights = None,
 ) -> Selection:
     """Slow, obviously-correct reference of `select_sentences` (plain loops; for tests)."""

@@ -34,6 +34,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from uedp.checks import integer
 from uedp.privacy.sampling import check_cap, threshold
 
 TINY_SHARE = 0.01  # an expected share below this (1% of the sentences) is flagged: the client barely trains
@@ -44,8 +45,7 @@ def _cap(k_cap: int | None, m_max: int | None) -> int | None:
     """k_cap in force (None: off), checked with m_max (ValueError naming the option)."""
     if k_cap is None:
         return None
-    if isinstance(k_cap, bool) or not isinstance(k_cap, int) or k_cap < 0:
-        raise ValueError(f"k_cap must be an integer >= 0 (0: no entity cap), got {k_cap!r}")
+    integer("k_cap", k_cap, minimum=0, note="(0: no entity cap)")
     if k_cap == 0:
         return None
     check_cap(k_cap, m_max)  # m_max an integer >= 1
@@ -66,8 +66,7 @@ def slot_probability(k_cap: int | None, m_max: int | None) -> float:
 def selection_probability(entities: int, *, q_e: float, q_s: float, k_cap: int | None = None,
                           m_max: int | None = None) -> float:
     """P(a sentence with `entities` distinct protected entities is selectable) in one round (module docstring)."""
-    if isinstance(entities, bool) or not isinstance(entities, int) or entities < 0:
-        raise ValueError(f"the number of entities of a sentence must be an integer >= 0, got {entities!r}")
+    integer("the number of entities of a sentence", entities, minimum=0)
     if entities == 0:
         return threshold(q_s, name="q_s") / _HASH_RANGE
     per_entity = threshold(q_e, name="q_e") / _HASH_RANGE * slot_probability(k_cap, m_max)
@@ -91,8 +90,7 @@ def trainable_share(entity_counts: Iterable[int], *, q_e: float, q_s: float, k_c
     cap = _cap(k_cap, m_max)
     counts: Counter[int] = Counter()
     for i, j in enumerate(entity_counts):
-        if isinstance(j, bool) or not isinstance(j, int) or j < 0:
-            raise ValueError(f"entity_counts[{i}] must be an integer >= 0, got {j!r}")
+        integer(f"entity_counts[{i}]", j, minimum=0)
         counts[j] += 1
     pi = slot_probability(cap, m_max)
     n = sum(counts.values())

@@ -56,6 +56,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from uedp.checks import integer
 from uedp.errors import ConfigError
 from uedp.paths import cache_root
 from uedp.rewriting.mechanism import VARIANTS, ClvMechanism, LocalMechanism, NormClipMechanism, norm_clip
@@ -107,9 +108,7 @@ class RewriterConfig:
                 "steps": 1, "eval_every": 1, "max_sentences": 2, "valid_sentences": 1, "seed": 0,
                 "prune_rounds": 0, "prune_steps": 1, "noisy_steps": 1, "adept_steps": 1}
         for name, low in ints.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"rewriter {name} must be an integer >= {low}, got {value!r}")
+            object.__setattr__(self, name, integer(f"rewriter {name}", getattr(self, name), minimum=low))
         if self.valid_sentences >= self.max_sentences:
             raise ConfigError(f"rewriter valid_sentences ({self.valid_sentences}) must be below max_sentences "
                               f"({self.max_sentences})")
@@ -490,7 +489,7 @@ def train_rewriter(sentences: Sequence[str], config: RewriterConfig, *, valid: S
     config.valid_sentences) is reported every config.eval_every steps. `norm_bound` (variant "adept"): the decoder is
     fed the norm-clipped z (`Rewriter.clip_tensor`) in place of the value-clamped one. All training in this module
     goes through this function."""
-    from uedp.tokenization import TokenizerConfig, train_tokenizer
+    from uedp.tokenization import TokenizerTraining, train_tokenizer
 
     train = _normalize(sentences)
     if len(train) < 2:
@@ -503,7 +502,7 @@ def train_rewriter(sentences: Sequence[str], config: RewriterConfig, *, valid: S
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed + 7919 * len(init.log if init is not None else ()))
         if init is None:
-            bpe = train_tokenizer(train, TokenizerConfig(vocab_size=config.vocab_size))
+            bpe = train_tokenizer(train, TokenizerTraining(vocab_size=config.vocab_size))
             codec = _Codec(config, bpe)
             net = _Net(config, bpe.vocab_size, bpe.pad_id)
             log: list[dict[str, Any]] = []

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from uedp.checks import non_negative_int, positive_int
 from uedp.errors import ConfigError
 
 PUBLIC_SOURCES = ("synthetic-public", "shakespeare", "bbc_news")
@@ -64,10 +65,8 @@ def check_rewriter_sources(cfg: Any) -> None:
 
 
 def _check(max_sentences: int, seed: int) -> None:
-    if isinstance(max_sentences, bool) or not isinstance(max_sentences, int) or max_sentences < 1:
-        raise ConfigError(f"max_sentences must be a positive integer, got {max_sentences!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
+    positive_int("max_sentences", max_sentences)
+    non_negative_int("seed", seed)
 
 
 def public_text_key(private_corpus: str, *, max_sentences: int = DEFAULT_MAX_SENTENCES,

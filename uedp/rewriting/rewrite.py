@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from uedp.checks import integer
 from uedp.errors import ConfigError
 from uedp.files import atomic_write_json
 from uedp.rewriting.mechanism import MECHANISM_NAMES, VARIANTS, LocalMechanism
@@ -65,8 +66,8 @@ class RewriteSettings:
         if not (self.label_epsilon >= 0 and math.isfinite(self.label_epsilon)):  # NaN fails both
             raise ConfigError(f"rewrite label_epsilon must be a finite number >= 0 (0: labels in the clear), got "
                               f"{self.label_epsilon!r}")
-        if isinstance(self.max_documents, bool) or not isinstance(self.max_documents, int) or self.max_documents < 0:
-            raise ConfigError(f"rewrite max_documents must be an integer >= 0 (0: all), got {self.max_documents!r}")
+        object.__setattr__(self, "max_documents",
+                           integer("rewrite max_documents", self.max_documents, minimum=0, note="(0: all)"))
 
     @property
     def mechanism_delta(self) -> float:

@@ -19,8 +19,7 @@ from flwr.app import ArrayRecord, MetricRecord
 
 from server.setup import RunContext, RunState, evaluate
 from uedp.flower.resume import ROW_HASH
-
-EPSILON_KEYS = ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound")
+from uedp.privacy.accountant import EPSILON_KEYS
 
 
 class RoundLog:
