@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import pytest
@@ -20,9 +21,46 @@ from uedp.privacy.sampling import (
     permitted_slots,
     threshold,
 )
-from uedp.privacy.selection import SelectionParams, select_sentences, select_sentences_reference
+from uedp.privacy.selection import (
+    EntityWeights,
+    ExtendedWeights,
+    Selection,
+    SelectionParams,
+    select_sentences,
+)
 
 P_MIN = 1e-3  # binomial tests: fail only if the observed count has p-value < 1e-3
+
+
+def select_sentences_reference(
+    key: RoundKey | bytes | None,
+    *,
+    user: str,
+    sids: Sequence[int],
+    entities: Sequence[Collection[str]],
+    params: SelectionParams,
+    entity_weights: EntityWeights = None,
+    extended_weights: ExtendedWeights = None,
+) -> Selection:
+    """Slow, obviously-correct reference of uedp.privacy.selection.select_sentences (plain loops)."""
+    assert len(sids) == len(entities)
+    mask, weights = [], []
+    for sid, ents in zip(sids, entities):
+        ents = set(ents)
+        if ents:
+            used = all(entity_sampled(key, e, params.q_e) for e in ents)
+            if params.k_cap is not None:
+                used = used and all(
+                    params.slot in permitted_slots(key, e, params.k_cap, params.m_max) for e in ents
+                )
+            w = sum(1.0 if entity_weights is None else float(entity_weights.get(e, 1.0)) for e in ents)
+        else:
+            used = extended_sampled(key, extended_entity(user, sid), params.q_s)
+            w = (1.0 if extended_weights is None else float(extended_weights.get(sid, 1.0))
+                 if isinstance(extended_weights, dict) else float(extended_weights))
+        mask.append(used)
+        weights.append(w if used else 0.0)
+    return Selection(mask=np.asarray(mask, dtype=bool), weights=np.asarray(weights, dtype=np.float64))
 
 
 def keys(n: int, seed: int) -> list[RoundKey]:

@@ -81,40 +81,36 @@ def max_positions(config: Any) -> int | None:
     return None
 
 
-class HFCausalLM(UedpModel):
+class _HFModel(UedpModel):
+    """A transformers model's logits for a Batch, refusing a batch longer than its positions (max_positions)."""
+
+    def __init__(self, hf_model: torch.nn.Module, *, task: str, pad_id: int, family: str,
+                 num_labels: int | None = None) -> None:
+        super().__init__(task=task, pad_id=pad_id, num_labels=num_labels)
+        self.family = family
+        self.hf = hf_model
+        self.max_positions = max_positions(hf_model.config)
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        if self.max_positions is not None and batch.input_ids.shape[1] > self.max_positions:
+            raise ConfigError(f"{self.family}: batch of length {batch.input_ids.shape[1]} exceeds the model's "
+                              f"{self.max_positions} positions; lower task.max_len")
+        return self.hf(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+
+
+class HFCausalLM(_HFModel):
     """Next-word logits `[B, T, V]` from a transformers causal LM."""
 
     def __init__(self, hf_model: torch.nn.Module, *, pad_id: int, family: str = "gpt2") -> None:
-        super().__init__(task=NEXT_WORD, pad_id=pad_id)
-        self.family = family
-        self.hf = hf_model
-        self.max_positions = max_positions(hf_model.config)
-
-    def forward(self, batch: Batch) -> torch.Tensor:
-        if self.max_positions is not None and batch.input_ids.shape[1] > self.max_positions:
-            raise ConfigError(
-                f"{self.family}: batch of length {batch.input_ids.shape[1]} exceeds the model's "
-                f"{self.max_positions} positions; lower max_len"
-            )
-        return self.hf(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        super().__init__(hf_model, task=NEXT_WORD, pad_id=pad_id, family=family)
 
 
-class HFSequenceClassifier(UedpModel):
+class HFSequenceClassifier(_HFModel):
     """Class logits `[B, num_labels]` from a transformers sequence classifier."""
 
     def __init__(self, hf_model: torch.nn.Module, *, pad_id: int, family: str) -> None:
-        super().__init__(task=CLASSIFICATION, pad_id=pad_id, num_labels=hf_model.config.num_labels)
-        self.family = family
-        self.hf = hf_model
-        self.max_positions = max_positions(hf_model.config)
-
-    def forward(self, batch: Batch) -> torch.Tensor:
-        if self.max_positions is not None and batch.input_ids.shape[1] > self.max_positions:
-            raise ConfigError(
-                f"{self.family}: batch of length {batch.input_ids.shape[1]} exceeds "
-                f"max_position_embeddings={self.max_positions}; lower max_len"
-            )
-        return self.hf(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        super().__init__(hf_model, task=CLASSIFICATION, pad_id=pad_id, family=family,
+                         num_labels=hf_model.config.num_labels)
 
 
 def _memory_options(model: UedpModel, *, dtype: str | None, own: str | None, gradient_checkpointing: Any,

@@ -30,7 +30,7 @@ _EXPORTS = {
     "mechanisms": ("MechanismSpec", "spec_for", "sampling_rates"),
     "sampling": ("RoundKey", "new_round_key", "h_int", "h", "entity_sampled", "extended_sampled",
                  "extended_entity", "permitted_slots"),
-    "selection": ("Selection", "SelectionParams", "select_sentences", "select_sentences_reference"),
+    "selection": ("Selection", "SelectionParams", "select_sentences"),
     "trainable": ("TINY_SHARE", "trainable_share", "selection_probability", "slot_probability"),
     "clipping": ("clip_update", "update_norm", "scale"),
     "sensitivity": ("RULES", "Sensitivities", "sensitivities", "noise_std"),

@@ -20,7 +20,7 @@ such sentences), so removing any other sentence, or another user, never changes 
 section 2). Every caller passes these ids (client/update.py through uedp.pipeline.UserData.stable_ids).
 
 `select_sentences` hashes each DISTINCT entity of the user once and decides per sentence with numpy;
-`select_sentences_reference` is the slow, obviously-correct version the tests compare it with.
+tests/test_privacy_sampling.py compares it with a slow, obviously-correct reference (plain loops).
 """
 
 from __future__ import annotations
@@ -40,9 +40,7 @@ from uedp.privacy.sampling import (
     check_cap,
     check_probability,
     encode,
-    entity_sampled,
     extended_entity,
-    extended_sampled,
     h_int,
     permitted_slots,
     threshold,
@@ -197,33 +195,3 @@ def select_sentences(
                 mask[i] = True
                 weights[i] = _extended_weight(extended_weights, s[1])
     return Selection(mask=mask, weights=weights)
-
-
-def select_sentences_reference(
-    key: RoundKey | bytes | None,
-    *,
-    user: str,
-    sids: Sequence[int],
-    entities: Sequence[Collection[str]],
-    params: SelectionParams,
-    entity_weights: EntityWeights = None,
-    extended_weights: ExtendedWeights = None,
-) -> Selection:
-    """Slow, obviously-correct reference of `select_sentences` (plain loops; for tests)."""
-    _check_inputs(sids, entities)
-    mask, weights = [], []
-    for sid, ents in zip(sids, entities):
-        ents = set(ents)
-        if ents:
-            used = all(entity_sampled(key, e, params.q_e) for e in ents)
-            if params.k_cap is not None:
-                used = used and all(
-                    params.slot in permitted_slots(key, e, params.k_cap, params.m_max) for e in ents
-                )
-            w = sum(_entity_weight(entity_weights, e) for e in ents)
-        else:
-            used = extended_sampled(key, extended_entity(user, sid), params.q_s)
-            w = _extended_weight(extended_weights, sid)
-        mask.append(used)
-        weights.append(w if used else 0.0)
-    return Selection(mask=np.asarray(mask, dtype=bool), weights=np.asarray(weights, dtype=np.float64))
