@@ -194,6 +194,22 @@ def test_the_device_copy_is_made_once_and_refreshed_in_place(monkeypatch):
     assert all(a.data_ptr() != b.data_ptr() for a, b in zip(model.parameters(), second.parameters()))
 
 
+def test_a_copy_whose_frozen_weights_mixed_precision_cast_is_still_refreshed_in_place(monkeypatch):
+    """Mixed precision casts the copy's frozen weights to bfloat16 at its first forward (the server's model, never
+    run, keeps float32 ones): the next evaluation copies into it, cast, instead of a deep copy per evaluation."""
+    model, _ = _lstm_and_data()
+    kept = evaluation_model(model, "cpu", always_copy=True)
+    with torch.no_grad():
+        kept.embedding.weight.data = kept.embedding.weight.data.to(torch.bfloat16)  # what prepare does
+        model.embedding.weight.add_(0.5)
+    calls = []
+    real = copy.deepcopy
+    monkeypatch.setattr(copy, "deepcopy", lambda obj, *a: calls.append(type(obj).__name__) or real(obj, *a))
+    assert evaluation_model(model, "cpu", always_copy=True) is kept and calls == []
+    assert kept.embedding.weight.dtype == torch.bfloat16
+    assert torch.equal(kept.embedding.weight, model.embedding.weight.to(torch.bfloat16))
+
+
 def test_another_model_or_a_changed_one_gets_its_own_copy(monkeypatch):
     model, data = _lstm_and_data()
     other, _ = _lstm_and_data()

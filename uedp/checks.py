@@ -44,6 +44,14 @@ def _number(name: str, value: object, requirement: str, note: str) -> float:
         raise _fail(name, requirement, value, note) from None
 
 
+def _integer(name: str, value: object, minimum: int | None, maximum: int | None, requirement: str,
+             note: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
+            or (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise _fail(name, requirement, value, note)
+    return int(value)
+
+
 def integer(name: str, value: object, *, minimum: int | None = None, maximum: int | None = None,
             note: str = "") -> int:
     """`value` as an int, if it is an integer (Python or NumPy, not a bool) within [minimum, maximum]."""
@@ -55,24 +63,17 @@ def integer(name: str, value: object, *, minimum: int | None = None, maximum: in
         requirement = f"an integer <= {maximum}"
     else:
         requirement = "an integer"
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
-            or (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        raise _fail(name, requirement, value, note)
-    return int(value)
+    return _integer(name, value, minimum, maximum, requirement, note)
 
 
 def positive_int(name: str, value: object, *, note: str = "") -> int:
     """`value` as an int, if it is an integer >= 1 (Python or NumPy, not a bool); ConfigError otherwise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise _fail(name, "a positive integer", value, note)
-    return int(value)
+    return _integer(name, value, 1, None, "a positive integer", note)
 
 
 def non_negative_int(name: str, value: object, *, note: str = "") -> int:
     """`value` as an int, if it is an integer >= 0 (Python or NumPy, not a bool); ConfigError otherwise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise _fail(name, "a non-negative integer", value, note)
-    return int(value)
+    return _integer(name, value, 0, None, "a non-negative integer", note)
 
 
 def finite(name: str, value: object, *, note: str = "") -> float:

@@ -151,12 +151,12 @@ _DEVICE_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def _refresh(source: torch.nn.Module, copy: torch.nn.Module) -> bool:
     """Copy `source`'s parameters and buffers into `copy` in place; False (nothing copied) where their state
-    dicts differ in names, shapes or dtypes."""
+    dicts differ in names or shapes. A dtype may differ: mixed precision (uedp.models.precision.prepare) casts the
+    copy's frozen weights at its first forward, and `copy_` casts the source's values the same way."""
     import torch
 
     src, dst = source.state_dict(), copy.state_dict()
-    if list(src) != list(dst) or any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(src.values(),
-                                                                                             dst.values())):
+    if list(src) != list(dst) or any(a.shape != b.shape for a, b in zip(src.values(), dst.values())):
         return False
     with torch.no_grad():
         for a, b in zip(src.values(), dst.values()):

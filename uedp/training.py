@@ -186,10 +186,9 @@ def local_train(
     params = list(model.parameters())
     device = params[0].device if params else torch.device("cpu")  # the batches follow the model
     trainable = [p for p in params if p.requires_grad]
-    opt = LocalOptimizer(params, name=cfg.optimizer, lr=cfg.lr, momentum=cfg.momentum,
-                         weight_decay=cfg.weight_decay,
-                         start=[p.detach().clone() if p.requires_grad else p for p in params]
-                         if cfg.weight_decay else None)
+    # the trained weights only: frozen ones get no gradient, and the decay copies only what it pulls back
+    opt = LocalOptimizer(trainable, name=cfg.optimizer, lr=cfg.lr, momentum=cfg.momentum,
+                         weight_decay=cfg.weight_decay)
     scaler = LossScaler() if needs_loss_scaling(model) else None
     model.train()
     # the summed loss stays on the device (read once at the end); float64 sums as Python's floats did (mps: float32)

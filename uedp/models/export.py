@@ -107,7 +107,7 @@ def export_release(out_dir: Path, model: UedpModel, *, tokenizer: TextTokenizer,
     if model.family not in EXPORTED:
         return []
     labels = _labels(model, labels)
-    dtype = release_dtype(model)
+    dtype = saved_dtype(model)
     digest = tokenizer_digest(tokenizer)
     hf_tokenizer = _hf_tokenizer(tokenizer, checkpoint)
     adapted = is_adapted(model)
@@ -137,7 +137,7 @@ def export_release(out_dir: Path, model: UedpModel, *, tokenizer: TextTokenizer,
     return written
 
 
-def release_dtype(model: UedpModel) -> torch.dtype:
+def saved_dtype(model: UedpModel) -> torch.dtype:
     """The dtype hf_model/ is saved in: `model.release_dtype` (a name or a torch.dtype), float32 if unset."""
     value = getattr(model, "release_dtype", None) or torch.float32
     dtype = value if isinstance(value, torch.dtype) else getattr(torch, str(value), None)

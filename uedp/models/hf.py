@@ -113,12 +113,12 @@ class HFSequenceClassifier(_HFModel):
                          num_labels=hf_model.config.num_labels)
 
 
-def _memory_options(model: UedpModel, *, dtype: str | None, own: str | None, gradient_checkpointing: Any,
-                    where: str) -> UedpModel:
+def _memory_options(model: UedpModel, *, compute: torch.dtype, dtype: str | None, own: str | None,
+                    gradient_checkpointing: Any, where: str) -> UedpModel:
     """Set the model options `dtype` (uedp.models.precision: compute_dtype, release_dtype; the cast rules apply at
     the first forward, after LoRA has chosen what trains) and `gradient_checkpointing` (the transformers
     module's, non-reentrant: activations recomputed in the backward instead of kept)."""
-    model.compute_dtype = parse_dtype(dtype, family=model.family)
+    model.compute_dtype = compute  # parse_dtype(dtype), parsed by the factory before it loads anything
     model.release_dtype = release_dtype(dtype, own)
     if not isinstance(gradient_checkpointing, bool):
         raise ConfigError(f"model.options.gradient_checkpointing (model {model.family!r}) must be true or false, "
@@ -161,7 +161,7 @@ def build_hf(*, task: str, vocab_size: int, pad_id: int, num_labels: int | None 
     hf.config.pad_token_id = pad_id  # a decoder used as a classifier finds each row's last token by it
     model: UedpModel = (HFCausalLM(hf, pad_id=pad_id, family="hf") if task == NEXT_WORD
                         else HFSequenceClassifier(hf, pad_id=pad_id, family="hf"))
-    return _memory_options(model, dtype=dtype, own=own, gradient_checkpointing=gradient_checkpointing,
+    return _memory_options(model, compute=compute, dtype=dtype, own=own, gradient_checkpointing=gradient_checkpointing,
                            where=checkpoint.where)
 
 
@@ -215,7 +215,7 @@ def build_gpt2(
         hf = load_base_checkpoint(GPT2LMHeadModel, checkpoint, task=NEXT_WORD, dtype=load_dtype(compute, own))
         _check_vocab(hf, vocab_size, pad_id, checkpoint.where)
         hf.config.pad_token_id = pad_id
-        return _memory_options(HFCausalLM(hf, pad_id=pad_id), dtype=dtype, own=own,
+        return _memory_options(HFCausalLM(hf, pad_id=pad_id), compute=compute, dtype=dtype, own=own,
                                gradient_checkpointing=gradient_checkpointing, where=checkpoint.where)
     if size["n_embd"] % size["n_head"]:
         raise ConfigError(f"gpt2: n_embd ({size['n_embd']}) must be a multiple of n_head ({size['n_head']})")
@@ -225,7 +225,7 @@ def build_gpt2(
         n_head=size["n_head"], resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout, tie_word_embeddings=True,
         pad_token_id=pad_id, bos_token_id=None, eos_token_id=None,
     )
-    return _memory_options(HFCausalLM(GPT2LMHeadModel(config), pad_id=pad_id), dtype=dtype, own=None,
+    return _memory_options(HFCausalLM(GPT2LMHeadModel(config), pad_id=pad_id), compute=compute, dtype=dtype, own=None,
                            gradient_checkpointing=gradient_checkpointing, where="model 'gpt2'")
 
 
@@ -283,8 +283,8 @@ def build_bert(
         hf = BertForSequenceClassification(config)
     if freeze_encoder:
         _freeze_encoder(hf)
-    return _memory_options(HFSequenceClassifier(hf, pad_id=pad_id, family="bert"), dtype=dtype, own=own,
-                           gradient_checkpointing=gradient_checkpointing, where=where)
+    return _memory_options(HFSequenceClassifier(hf, pad_id=pad_id, family="bert"), compute=compute, dtype=dtype,
+                           own=own, gradient_checkpointing=gradient_checkpointing, where=where)
 
 
 def _load_classifier(path: Path, num_labels: int) -> torch.nn.Module:

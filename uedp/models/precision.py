@@ -158,7 +158,7 @@ def autocast(model: torch.nn.Module, device: torch.device | str | None = None) -
 
 def needs_loss_scaling(model: torch.nn.Module) -> bool:
     """Whether the model's training needs a LossScaler (it computes in float16)."""
-    return getattr(model, "compute_dtype", torch.float32) == torch.float16 and effective_dtype(model) == torch.float16
+    return effective_dtype(model) == torch.float16
 
 
 class LossScaler:
