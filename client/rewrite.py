@@ -23,8 +23,9 @@ def owner_sentences(cfg: RunConfig, *, partition_id: int | None, data_path: str)
     """(training sentences, their labels or None, number of labels or None) of this node's owner."""
     if cfg.owners:
         from uedp.owners import read_owner_file
+        from uedp.pipeline import owner_task
 
-        corpus = read_owner_file(cfg, data_path)
+        corpus = read_owner_file(data_path, owner_task(cfg))
         rows, names = corpus.split("train"), corpus.label_names
     else:
         from uedp.data.store import read_user_rows
@@ -54,7 +55,7 @@ def client_rewrite(cfg: RunConfig, *, partition_id: int | None, data_path: str, 
     if expected is not None and rewriter_digest(rewriter) != expected:
         raise ValueError("this node's rewriter differs from the server's (rewrite.rewriter or its cache): "
                          "refusing to rewrite")
-    fixed = cfg.privacy.seed if cfg.privacy.seed >= 0 else None
+    fixed = cfg.privacy.seed
     rng, _ = secure_generator(fixed)
     result = rewrite_cached(texts, labels, num_labels, rewriter, settings, rng, cache_dir=cache_root() / "rewrites",
                             replicate=cfg.rewrite.replicate, fixed_seed=fixed)

@@ -1,8 +1,9 @@
 """The data owner's side of a round (docs/mechanism.md steps 3-5): from a training message to the model it trains.
 
 `ClientRound()(cfg, partition_id, weights, ins, training)`: read the user's sentences and entity sets (user
-`partition_id` of the run's prepared corpus, cached in this process; or, with `.owner(...)`, the owner's own
-file, node config data-path, cached on its disk: uedp.owners), select sentences as the round's mechanism says
+`partition_id` of the run's prepared corpus, cached in this process and, in a simulation, shared by its actors:
+client/shared_users.py; or, with `.owner(...)`, the owner's own file, node config data-path, cached on its disk:
+uedp.owners), select sentences as the round's mechanism says
 (uedp.flower.selection: keyed-hash entity sampling with the "every entity sampled" rule and the entity-cap
 slot, an entity-free sentence's extended entity named by its stable id, which no other sentence or user
 changes; or every sentence), and train from the received global model with entity weights (`training`: the
@@ -43,12 +44,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from client.shared_users import shared_user_data
 from uedp.config import RunConfig
 from uedp.devices import resolve_device
 from uedp.flower.selection import select_rows
 from uedp.models.base import UedpModel, get_weights, set_weights
 from uedp.owners import model_shape, owner_data
-from uedp.pipeline import UserData, load_manifest, load_user_data, new_model
+from uedp.pipeline import UserData, load_manifest, load_user_data, new_model, owner_task
 from uedp.privacy.trainable import TINY_SHARE, trainable_share
 from uedp.protocol import RoundInstructions
 from uedp.tokenization import TextTokenizer
@@ -71,13 +73,15 @@ class SplitModels:
 # Encoded user data, per process. A simulation runs every virtual client of a run in its few actor processes
 # (~100 users each on 2 cores at N = 200); the cache must hold an actor's share of the population, or each
 # sampled user's data is read and encoded again (~8 ms) nearly every round. ~40-100 kB a user here: the
-# 5,000-user runs (2,500 users an actor) stay under ~250 MB per actor.
+# 5,000-user runs (2,500 users an actor) stay under ~250 MB per actor. Behind it, in a simulation, the actors
+# share what each encoded (client/shared_users.py): a user is encoded once per simulation, not once per actor.
 USER_CACHE_SIZE = 4096
 
 
 @functools.lru_cache(maxsize=USER_CACHE_SIZE)
 def _user_data(cfg_key: tuple, partition_id: int, deidentified: bool) -> UserData:
-    return load_user_data(RunConfig.from_flat(dict(cfg_key)), partition_id, deidentified=deidentified)
+    return shared_user_data(RunConfig.from_flat(dict(cfg_key)), partition_id, deidentified, load_user_data,
+                            flat=cfg_key)
 
 
 @functools.lru_cache(maxsize=2)
@@ -187,9 +191,10 @@ class ClientRound:
         encoded with the tokenizer the server shipped. `identity` is unique to this node (its Flower node
         id): it prefixes the file's own "user" name in the extended entities' identities, so two owners
         whose files name the same user never share an S-coin (docs/proofs.md section 2)."""
-        data = owner_data(cfg, data_path, tokenizer, deidentified=ins.spec.deidentify)
+        task = owner_task(cfg)
+        data = owner_data(data_path, tokenizer, task, deidentified=ins.spec.deidentify)
         data = dataclasses.replace(data, user=f"node {identity}: {data.user}")
-        model = on_device(cfg, new_model(cfg, model_shape(cfg, tokenizer)))
+        model = on_device(cfg, new_model(cfg, model_shape(tokenizer, task)))
         return self.train(data, model, weights, ins, training, log_share=log_share)
 
     def train(self, data: UserData, model: UedpModel, weights: Weights, ins: RoundInstructions,

@@ -11,23 +11,15 @@ import argparse
 import sys
 from pathlib import Path
 
-import uedp.audit  # noqa: E402,F401 - registers audit_synthetic
-from studies.audit import check_request, reanalyse, report, run_audit
-from uedp.audit.variants import VARIANTS  # noqa: E402
-from uedp.errors import ConfigError  # noqa: E402
+from experiments import UsageError, audit_local, audit_mechanism, command
+from studies.audit import audit, check_request
+from uedp.audit.variants import VARIANTS
+from uedp.errors import ConfigError
+
+SUB_COMMANDS = {"mechanism": audit_mechanism, "local": audit_local}
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["mechanism"]:  # the crafted-update audit of the mechanism
-        from experiments.audit_mechanism import main as mechanism_main
-
-        return mechanism_main(argv[1:])
-    if argv[:1] == ["local"]:  # the crafted-document audit of the local mechanisms (CLV, ADePT on our model)
-        from experiments.audit_local import main as local_main
-
-        return local_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m experiments.audit", description=__doc__.split("\n")[0])
+def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="small CI version (10 users, tiny model)")
     parser.add_argument("--out", type=Path, default=Path("outputs/audit"))
     parser.add_argument("--candidates", type=int, default=None, help="candidates per secret")
@@ -37,23 +29,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="audit another configuration: group.key=value or group.options.key=value "
                              "(e.g. privacy.q_u=0.5, dataset.options.copies=16); repeatable")
-    args = parser.parse_args(argv)
-    variants = tuple(v for v in args.variants.split(",") if v)
+    sub = parser.add_subparsers(dest="audit", metavar="{mechanism,local}",
+                                help="the crafted-update audit of the mechanism, or the crafted-document audit of "
+                                     "the local mechanisms (CLV, ADePT on our model)")
+    for name, module in SUB_COMMANDS.items():
+        module.add_parser(sub.add_parser(name, description=module.__doc__,
+                                         formatter_class=argparse.RawDescriptionHelpFormatter))
+
+
+def run(options: argparse.Namespace) -> int:
+    if options.audit:
+        return SUB_COMMANDS[options.audit].run(options)
+    variants = tuple(v for v in options.variants.split(",") if v)
     try:
-        overrides = check_request(quick=args.quick, variants=variants, out=args.out, settings=args.overrides)
+        overrides = check_request(quick=options.quick, variants=variants, out=options.out, settings=options.overrides)
     except ConfigError as exc:  # a bad variant, key or value fails before any training
-        parser.error(str(exc))
-    command = ("python -m experiments.audit " + " ".join(argv)).strip()
-    if args.reanalyse:  # the verdicts and report of a finished audit, from its results.json
-        results = reanalyse(args.out)
-        command = results.get("command", command)
-    else:
-        results = run_audit(quick=args.quick, out=args.out, variants=variants, num_candidates=args.candidates,
-                            overrides=overrides, command=command)
-    report(args.out, results, command)
-    print((args.out / "report.md").read_text())
+        raise UsageError(str(exc)) from exc
+    print(audit(quick=options.quick, out=options.out, variants=variants, num_candidates=options.candidates,
+                overrides=overrides, command=("python -m experiments.audit " + " ".join(sys.argv[1:])).strip(),
+                again=options.reanalyse))
     return 0
 
+
+main = command(__doc__, add_parser, run)
 
 if __name__ == "__main__":
     raise SystemExit(main())

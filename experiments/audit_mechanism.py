@@ -13,19 +13,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from studies.audit_mechanism import (
-    DEFAULT_SETTINGS,
-    SETTINGS,
-    run_study,
-    select_settings,
-)
-from uedp.audit.mechanism import (
-    CONTROLS,
-)
+from experiments import UsageError, command
+from studies.audit_mechanism import DEFAULT_SETTINGS, SETTINGS, run_study, select_settings
+from uedp.audit.mechanism import CONTROLS
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.audit mechanism", description=__doc__.split("\n")[0])
+def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--settings", default=",".join(DEFAULT_SETTINGS),
                         help=f"comma-separated, of {', '.join(SETTINGS)}")
     parser.add_argument("--controls", default=",".join(CONTROLS), help="comma-separated controls, or 'none'")
@@ -35,19 +28,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="fixed seed (reproduction; default: CSPRNG)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a setting parameter in every setting (privacy.q_u=0.3, rounds=10, ...)")
-    args = parser.parse_args(argv)
-    names = [n for n in args.settings.split(",") if n]
-    controls = [] if args.controls == "none" else [c for c in args.controls.split(",") if c]
-    command = "python -m experiments.audit mechanism " + " ".join(sys.argv[2:] if argv is None else argv)
+
+
+def run(options: argparse.Namespace) -> int:
+    names = [n for n in options.settings.split(",") if n]
+    controls = [] if options.controls == "none" else [c for c in options.controls.split(",") if c]
     try:
-        select_settings(names, controls, args.overrides)
+        select_settings(names, controls, options.overrides)
     except ValueError as exc:  # an unknown setting, control or override, before any trial
-        parser.error(str(exc))
-    run_study(names, controls, trials=args.trials, real_trials=args.real_trials, out=args.out, seed=args.seed,
-              overrides=args.overrides, command=command.strip())
-    print((args.out / "audit_mechanism.md").read_text())
+        raise UsageError(str(exc)) from exc
+    words = sys.argv[1:]  # as typed: after `experiments.audit mechanism`, or after `experiments.audit_mechanism`
+    words = words[1:] if words[:1] == ["mechanism"] else words
+    run_study(names, controls, trials=options.trials, real_trials=options.real_trials, out=options.out,
+              seed=options.seed, overrides=options.overrides,
+              command=("python -m experiments.audit mechanism " + " ".join(words)).strip())
+    print((options.out / "audit_mechanism.md").read_text())
     return 0
 
+
+main = command(__doc__, add_parser, run)
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -13,64 +13,28 @@ What it does, and how to read its output: studies/benchmark.py.
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
 
-import torch
-
-from studies.benchmark import (
-    bench_client,
-    bench_rounds,
-    rounds_tables,
-    run_caches,
-    run_calibration,
-    run_lora,
-    run_noise,
-    save,
-)
-from uedp.config import RunConfig
+from experiments import command
+from studies.benchmark_suite import SECTIONS, run_benchmarks
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_parser(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default="outputs/benchmark")
-    ap.add_argument("--only", choices=["rounds", "calibration", "caches", "noise", "lora"],
+    ap.add_argument("--only", choices=list(SECTIONS),
                     help="run only this section (rounds: the client update and the rounds, sections 1-2)")
     ap.add_argument("--calibration-rounds", type=int, nargs="+", default=[30, 60, 100], metavar="T")
-    args = ap.parse_args(argv)
-    if args.only == "calibration":
-        run_calibration(args.calibration_rounds, Path(args.out))
-        return 0
-    if args.only == "caches":
-        run_caches(args.repeats, Path(args.out))
-        return 0
-    torch.set_num_threads(1)
-    out = Path(args.out)
-    base = RunConfig()
-    # privacy.seed: both runners draw the same cohort sizes round by round (a like-for-like comparison; the run
-    # is then reported not private, which does not change what a round does)
-    cfg = replace(base, privacy=replace(base.privacy, target_epsilon=0.0, noise_multiplier=1.0, seed=0),
-                  federation=replace(base.federation, rounds=args.rounds, eval_every=args.rounds,
-                                     checkpoint_every=args.rounds))
-    if args.only == "noise":
-        run_noise(cfg, out)
-        return 0
-    if args.only == "lora":
-        run_lora(cfg, out, args.repeats)
-        return 0
-    client = bench_client(cfg, args.repeats)
-    rounds = bench_rounds(cfg, out)
-    save(out, "benchmark", {"client": client, "rounds": rounds}, rounds_tables(client, rounds))
-    if args.only == "rounds":
-        return 0
-    run_calibration(args.calibration_rounds, out)
-    run_caches(args.repeats, out)
-    run_noise(cfg, out)
-    run_lora(cfg, out, args.repeats)
+
+
+def run(options: argparse.Namespace) -> int:
+    run_benchmarks(Path(options.out), only=options.only, rounds=options.rounds, repeats=options.repeats,
+                   calibration_rounds=options.calibration_rounds)
     return 0
 
+
+main = command(__doc__, add_parser, run)
 
 if __name__ == "__main__":
     raise SystemExit(main())

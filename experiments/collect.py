@@ -10,21 +10,23 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from experiments import command
 from studies.collect import write_table
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_parser(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("sweep", type=Path)
     ap.add_argument("--out", type=Path, default=None, help="write OUT.md and OUT.csv (default: in the sweep)")
     ap.add_argument("--plot-vs-epsilon", nargs="*", type=Path, default=None, metavar="SWEEP",
                     help="also plot the metric against privacy.target_epsilon (OUT.png)")
-    args = ap.parse_args(argv)
-    refs = None if args.plot_vs_epsilon is None else args.plot_vs_epsilon
-    text = write_table(args.sweep, out=args.out, references=refs)
-    print(text)
+
+
+def run(options: argparse.Namespace) -> int:
+    print(write_table(options.sweep, out=options.out, references=options.plot_vs_epsilon))
     return 0
 
+
+main = command(__doc__, add_parser, run)
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -17,11 +17,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from experiments import UsageError, command
 from studies.device_check import DEVICES, DTYPES, RUNNERS, TRANSFORMER_SIZES, device_check
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_parser(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--rounds", type=int, default=3, help="the CPU-GPU comparison's rounds")
     ap.add_argument("--users", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0, help="privacy.seed: fixed noise and sampling (every run)")
@@ -33,17 +33,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", choices=tuple(TRANSFORMER_SIZES), default="small", help="the GPT-2's size")
     ap.add_argument("--out", type=Path, default=Path("outputs/device_check"))
     ap.add_argument("--json", type=Path, help="every result as JSON (default OUT/device_check.json)")
-    args = ap.parse_args(argv)
-    dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
-    bad = [d for d in dtypes if d not in DTYPES]
-    if bad or not dtypes:
-        ap.error(f"--dtypes: choose from {', '.join(DTYPES)}, got {args.dtypes!r}")
-    status, text = device_check(args.out, rounds=args.rounds, users=args.users, seed=args.seed, runner=args.runner,
-                                device=args.device, dtypes=dtypes, transformer_rounds=args.transformer_rounds,
-                                size=args.size, json_path=args.json)
+
+
+def run(options: argparse.Namespace) -> int:
+    dtypes = tuple(d.strip() for d in options.dtypes.split(",") if d.strip())
+    if not dtypes or any(d not in DTYPES for d in dtypes):
+        raise UsageError(f"--dtypes: choose from {', '.join(DTYPES)}, got {options.dtypes!r}")
+    status, text = device_check(options.out, rounds=options.rounds, users=options.users, seed=options.seed,
+                                runner=options.runner, device=options.device, dtypes=dtypes,
+                                transformer_rounds=options.transformer_rounds, size=options.size,
+                                json_path=options.json)
     print(text, file=sys.stderr if status == 2 else sys.stdout, flush=True)
     return status
 
+
+main = command(__doc__, add_parser, run)
 
 if __name__ == "__main__":
     raise SystemExit(main())

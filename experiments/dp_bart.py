@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from studies.dp_bart import compare
+from experiments import UsageError, command
+from studies.dp_bart import Comparison, compare
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_parser(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--dataset", default="synthetic")
     ap.add_argument("--path", default="", help="--dataset jsonl: the bring-your-own JSONL corpus")
     ap.add_argument("--task", default="classification", choices=("classification", "next_word"))
@@ -34,16 +34,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replicates", type=int, default=1, help="runs of each CLV and PR+ setting (fresh noise)")
     ap.add_argument("--out", type=Path, default=Path("docs/figures"))
     ap.add_argument("--runs", type=Path, default=Path("outputs"))
-    args = ap.parse_args(argv)
-    if args.users < 2:
-        ap.error(f"--users must be >= 2, got {args.users}")
-    if args.replicates < 1:
-        ap.error(f"--replicates must be >= 1, got {args.replicates}")
-    if args.dataset == "jsonl" and not args.path:
-        ap.error("--dataset jsonl needs --path FILE")
-    print(compare(args))
+
+
+def run(options: argparse.Namespace) -> int:
+    if options.users < 2:
+        raise UsageError(f"--users must be >= 2, got {options.users}")
+    if options.replicates < 1:
+        raise UsageError(f"--replicates must be >= 1, got {options.replicates}")
+    if options.dataset == "jsonl" and not options.path:
+        raise UsageError("--dataset jsonl needs --path FILE")
+    comparison = Comparison(
+        dataset=options.dataset, path=options.path, task=options.task, epsilons=tuple(options.epsilons),
+        variants=tuple(options.variants), pr_plus_epsilons=tuple(options.pr_plus_epsilons),
+        pr_epsilons=_optional(options.pr_epsilons), adept_epsilons=_optional(options.adept_epsilons),
+        users=options.users, replicates=options.replicates, out=options.out, runs=options.runs)
+    print(compare(comparison, report_only=options.report_only))
     return 0
 
+
+def _optional(values: list[float] | None) -> tuple[float, ...] | None:
+    return None if values is None else tuple(values)
+
+
+main = command(__doc__, add_parser, run)
 
 if __name__ == "__main__":
     raise SystemExit(main())

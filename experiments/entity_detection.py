@@ -12,30 +12,26 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from studies.entity_detection import GOLD_DIR, SETS, Settings, render, study, to_json
+from experiments import command
+from studies.entity_detection import GOLD_DIR, SETS, report
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_parser(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--sets", default=",".join(SETS), help="comma-separated gold sets (files NAME.jsonl of --gold-dir)")
     ap.add_argument("--detector", default="balanced", help="the detector (default balanced, a run's on real text)")
     ap.add_argument("--out", type=Path, default=None, help="directory for entity-detection.md/.json")
     ap.add_argument("--gold-dir", type=Path, default=GOLD_DIR, help="where the gold sets are")
     ap.add_argument("--vdi", type=float, default=None,
                     help="PLD value discretization interval of the epsilons (default: holders_epsilon's automatic)")
-    args = ap.parse_args(argv)
-    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
-    result = study(sets, args.detector, gold_dir=args.gold_dir, settings=Settings(vdi=args.vdi))
-    text = render(result)
-    print(text)
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        command = f"python -m experiments.entity_detection --sets {','.join(sets)} --detector {args.detector}"
-        command += f" --out {args.out}" + (f" --vdi {args.vdi:g}" if args.vdi is not None else "")
-        (args.out / "entity-detection.md").write_text(text + f"\n\nCommand: `{command}`\n")
-        (args.out / "entity-detection.json").write_text(to_json(result) + "\n")
+
+
+def run(options: argparse.Namespace) -> int:
+    sets = [s.strip() for s in options.sets.split(",") if s.strip()]
+    print(report(sets, options.detector, gold_dir=options.gold_dir, vdi=options.vdi, out=options.out))
     return 0
 
+
+main = command(__doc__, add_parser, run)
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,7 +1,7 @@
 """Experiments 2-4 of docs/results.md (paper Figs. 2, 3a, 3b and our entity-cap study): run the jobs, collect them,
 draw the figures. One command per figure; rerunning skips every job that already finished.
 
-    python -m experiments.figures FIGURE [FIGURE ...] [--reps 3] [--workers 2] [--rounds 30]
+    python -m experiments.figures FIGURE [FIGURE ...] [--reps 3] [--workers 2]
                                   [--runs outputs/figures] [--out docs/figures] [--dry-run]
 
 What it does, and how to read its output: studies/figures.py.
@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from studies.figures import FIGURES, collect, command, jobs, markdown, run_jobs, write_outputs
+from experiments import command
+from studies.figure_settings import FIGURES
+from studies.figures import make_figures
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_parser(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("figures", nargs="+", choices=[*FIGURES, "all"])
     ap.add_argument("--reps", type=int, default=3, help="independent replicates per setting (default 3)")
     ap.add_argument("--workers", type=int, default=2, help="jobs at a time (each uses one torch thread)")
@@ -29,21 +30,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="run only the jobs with this override (repeatable: all of them); the outputs still "
                          "collect every finished job of the figure")
     ap.add_argument("--dry-run", action="store_true", help="print the job commands and exit")
-    args = ap.parse_args(argv)
-    names = list(FIGURES) if "all" in args.figures else args.figures
-    for name in names:
-        fig = FIGURES[name]
-        todo = jobs(fig, args.reps, tuple(args.override))
-        run_dir = args.runs / "jobs"  # shared by all figures (see job_id)
-        if args.dry_run:
-            print("\n".join(" ".join(command(j, run_dir)[1:]) for j in todo))
-            continue
-        if not args.collect_only:
-            run_jobs(fig, [j for j in todo if all(o in j["overrides"] for o in args.only)], run_dir, args.workers)
-        summary = write_outputs(fig, collect(fig, todo, run_dir), args.out)
-        print(f"\n{fig.title}\n{markdown(summary)}\n(written {args.out / fig.name}.png/.csv/.md)", flush=True)
+
+
+def run(options: argparse.Namespace) -> int:
+    names = list(FIGURES) if "all" in options.figures else list(options.figures)
+    make_figures(names, reps=options.reps, workers=options.workers, runs=options.runs, out=options.out,
+                 overrides=tuple(options.override), collect_only=options.collect_only, only=tuple(options.only),
+                 dry_run=options.dry_run)
     return 0
 
+
+main = command(__doc__, add_parser, run)
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -11,22 +11,25 @@ import argparse
 import json
 from pathlib import Path
 
+from experiments import UsageError, command
 from studies.fortunes_corpus import build
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_parser(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--root", type=Path, required=True, help="the extracted usr/share/games/fortunes directory")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--owners", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
-    if args.owners < 1:
-        ap.error(f"--owners must be >= 1, got {args.owners}")
-    stats = build(args.root, args.out, owners=args.owners, seed=args.seed)
-    print(json.dumps(stats, indent=1))
+
+
+def run(options: argparse.Namespace) -> int:
+    if options.owners < 1:
+        raise UsageError(f"--owners must be >= 1, got {options.owners}")
+    print(json.dumps(build(options.root, options.out, owners=options.owners, seed=options.seed), indent=1))
     return 0
 
+
+main = command(__doc__, add_parser, run)
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -12,19 +12,23 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from experiments import command
 from studies.frontier import write
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_parser(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--reps", type=int, default=3, help="the replicates the figures were run with (default 3)")
     ap.add_argument("--runs", type=Path, default=Path("outputs/figures"), help="the figures' job directory root")
     ap.add_argument("--out", type=Path, default=Path("docs/figures"), help="where frontier.md and .json go")
     ap.add_argument("--resamples", type=int, default=2000, help="bootstrap draws (default 2000)")
-    args = ap.parse_args(argv)
-    print(write(args.reps, args.runs, args.out, args.resamples))
+
+
+def run(options: argparse.Namespace) -> int:
+    print(write(options.reps, options.runs, options.out, options.resamples))
     return 0
 
+
+main = command(__doc__, add_parser, run)
 
 if __name__ == "__main__":
     raise SystemExit(main())

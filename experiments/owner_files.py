@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from experiments import UsageError, command
 from uedp.commands.options import parse_options
 from uedp.owner_files import DATA_FILE, OWNERS_FILE, write_one_file, write_owner_files
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_parser(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("out", type=Path, nargs="?", help="directory of the owners' directories")
     ap.add_argument("--one-file", type=Path, default=None, help="write all users to this one JSONL file")
     ap.add_argument("--dataset", default="synthetic")
@@ -30,21 +30,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one-label-per-owner", action="store_true",
                     help="--one-file: keep only each user's most frequent label (classification corpora)")
     ap.add_argument("--no-entities", action="store_true", help="--one-file: leave out hand-labelled entities")
-    args = ap.parse_args(argv)
-    if (args.out is None) == (args.one_file is None):
-        ap.error("give OUT (one directory per owner) or --one-file FILE, not both")
-    if args.one_file is not None:
-        n = write_one_file(args.one_file, dataset=args.dataset, options=parse_options(args.option),
-                           splits=tuple(args.split or ("train",)), one_label=args.one_label_per_owner,
-                           entities=not args.no_entities)
-        print(f"{n} sentences in {args.one_file}")
+
+
+def run(options: argparse.Namespace) -> int:
+    if (options.out is None) == (options.one_file is None):
+        raise UsageError("give OUT (one directory per owner) or --one-file FILE, not both")
+    splits = tuple(options.split or ("train",))
+    if options.one_file is not None:
+        n = write_one_file(options.one_file, dataset=options.dataset, options=parse_options(options.option),
+                           splits=splits, one_label=options.one_label_per_owner, entities=not options.no_entities)
+        print(f"{n} sentences in {options.one_file}")
         return 0
-    paths = write_owner_files(args.out, dataset=args.dataset, options=parse_options(args.option),
-                              splits=tuple(args.split or ("train",)), max_owners=args.max_owners)
+    paths = write_owner_files(options.out, dataset=options.dataset, options=parse_options(options.option),
+                              splits=splits, max_owners=options.max_owners)
     print(f"{len(paths)} owners: {paths[0].parent.parent}/owner-*/{DATA_FILE}; invited owners in "
-          f"{args.out / OWNERS_FILE}")
+          f"{options.out / OWNERS_FILE}")
     return 0
 
+
+main = command(__doc__, add_parser, run)
 
 if __name__ == "__main__":
     raise SystemExit(main())

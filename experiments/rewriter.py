@@ -10,14 +10,13 @@ What it does, and how to read its output: studies/rewriter.py.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
-from studies.rewriter import run
+from experiments import command
+from studies.rewriter import compare_rewriters
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_parser(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--private-corpus", default="synthetic", help="the corpus the rewriters are for (its name)")
     ap.add_argument("--kinds", default="bart,minilm")
     ap.add_argument("--epsilons", default="250,1000,5000")
@@ -27,18 +26,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-pr", action="store_true", help="skip the winner's pr and pr+ rewriters")
     ap.add_argument("--out", type=Path, default=Path("docs/figures/rewriter.md"))
     ap.add_argument("--conditions", default="", help="a sentence on the machine's load while training, for the doc")
-    args = ap.parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if args.threads:
-        import torch
 
-        torch.set_num_threads(args.threads)
-    text = run(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(text)
+
+def run(options: argparse.Namespace) -> int:
+    overrides = {k: v for k, v in (("steps", options.steps), ("max_sentences", options.max_sentences))
+                 if v is not None}
+    print(compare_rewriters(options.private_corpus, options.kinds.split(","),
+                            [float(e) for e in options.epsilons.split(",")], out=options.out,
+                            threads=options.threads, pr=not options.no_pr, overrides=overrides,
+                            conditions=options.conditions))
     return 0
 
+
+main = command(__doc__, add_parser, run)
 
 if __name__ == "__main__":
     raise SystemExit(main())

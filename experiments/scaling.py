@@ -9,37 +9,35 @@ What it does, and how to read its output: studies/scaling.py.
 from __future__ import annotations
 
 import argparse
-import json
-import tempfile
 from pathlib import Path
 
-from studies.scaling import bench_overhead, bench_users, markdown
+from experiments import command
+from studies.scaling import scaling
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["users", "overhead"])
-    ap.add_argument("--users", type=int, nargs="+", default=[100, 1000, 5000])
-    ap.add_argument("--nodes", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--work", type=Path, default=None, help="run directories (default: a temporary one)")
-    ap.add_argument("--baseline-rev", default=None, metavar="REV",
-                    help="overhead: also run the real processes with the code at git revision REV (a worktree)")
-    args = ap.parse_args(argv)
-    work = args.work or Path(tempfile.mkdtemp(prefix="uedp-scaling-"))
-    work.mkdir(parents=True, exist_ok=True)
-    if args.what == "users":
-        rows = bench_users(args.users, args.rounds, work)
-    else:
-        rows = bench_overhead(args.nodes, args.rounds, work, baseline_rev=args.baseline_rev)
-    out = args.out or Path("docs/figures") / ("scaling" if args.what == "users" else "overhead")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
-    out.with_suffix(".md").write_text(markdown(rows) + "\n")
-    print(markdown(rows))
-    return 0 if all(r.get("status", "ok") == "ok" for r in rows) else 1
+def add_parser(ap: argparse.ArgumentParser) -> None:
+    sub = ap.add_subparsers(dest="what", required=True, metavar="{users,overhead}")
+    for name, text in (("users", "the simulation at each population size"),
+                       ("overhead", "one workload in process, as a simulation and as real processes")):
+        parser = sub.add_parser(name, help=text)
+        parser.add_argument("--users", type=int, nargs="+", default=[100, 1000, 5000])
+        parser.add_argument("--nodes", type=int, default=3)
+        parser.add_argument("--rounds", type=int, default=4)
+        parser.add_argument("--out", type=Path, default=None)
+        parser.add_argument("--work", type=Path, default=None, help="run directories (default: a temporary one)")
+        parser.add_argument("--baseline-rev", default=None, metavar="REV",
+                            help="overhead: also run the real processes with the code at git revision REV (a "
+                                 "worktree)")
 
+
+def run(options: argparse.Namespace) -> int:
+    text, ok = scaling(options.what, users=options.users, nodes=options.nodes, rounds=options.rounds,
+                       out=options.out, work=options.work, baseline_rev=options.baseline_rev)
+    print(text)
+    return 0 if ok else 1
+
+
+main = command(__doc__, add_parser, run)
 
 if __name__ == "__main__":
     raise SystemExit(main())

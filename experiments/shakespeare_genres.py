@@ -10,35 +10,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 from pathlib import Path
 
-from studies.shakespeare_genres import SPLIT_SEED, owners, population
+from experiments import command
+from studies.shakespeare_genres import write_corpus
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.shakespeare_genres",
-                                     description=__doc__.split("\n")[0])
+def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("outputs/byo"))
     parser.add_argument("--min-sentences", type=int, default=5)
-    args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(SPLIT_SEED)
-    files = {name: (args.out / f"shakespeare-genres-{name}.jsonl").open("w") for name in ("reported", "tuning")}
-    counts = {name: {"owners": 0, "sentences": 0} for name in files}
-    for owner, label, sentences in owners(args.min_sentences):
-        name = population(owner)
-        counts[name]["owners"] += 1
-        for text in sentences:
-            r = rng.random()
-            split = "train" if r < 0.8 else "valid" if r < 0.9 else "test"
-            files[name].write(json.dumps({"user": owner, "text": text, "split": split, "label": label}) + "\n")
-            counts[name]["sentences"] += 1
-    for f in files.values():
-        f.close()
-    print(json.dumps(counts))
+
+
+def run(options: argparse.Namespace) -> int:
+    print(json.dumps(write_corpus(options.out, min_sentences=options.min_sentences)))
     return 0
 
+
+main = command(__doc__, add_parser, run)
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -31,29 +31,16 @@ later). Under auth a SIGKILLed SuperNode stays "online" in the SuperLink for up 
 heartbeat patience), and until then a restarted one is refused ("[code: 2004] Failed to activate SuperNode",
 exit 305): `restart_node` starts it again until it is activated.
 
-`flwr run . --stream` ends when the SuperLink marks the run finished, and exits 0 however it finished (Flower
-1.42: flwr/cli/run/run.py returns after flwr/cli/log.py's `start_stream`, whose stream the SuperLink ends at
-any "finished" status, flwr/superlink/servicer/control/control_handlers.py `_stream_logs`): a SIGKILLed
-ServerApp's run is marked "finished:failed" ("No heartbeat received from the task") once its heartbeat
-expires, and the stream then ends with status 0. So `Federation.run` asks the SuperLink for the run's status
-after the stream ends (`flwr ls CONNECTION --run-id N --format json`, the run id from flwr run's "Successfully
-started run N") and returns `RUN_NOT_COMPLETED` unless it is "finished:completed" (`Federation.last_run`
-holds what it said).
-
-`flwr run` is given a copy of the app's source (HOME/app-src: the tree less .git and the directories
-.gitignore names, .venv and outputs/ among them), made once per federation: Flower 1.42 builds the FAB by
-walking and resolving every file under the directory it gets (flwr.cli.utils.collect_files), which took
-16 s of every submission in this repository; Flower filters the copy by the same rules, so the FAB is the
-same.
+`Federation.run` submits the app with `flwr run --stream` and asks the SuperLink how the run ended
+(runtime/flwr_run.py: `flwr run` exits 0 also when the ServerApp failed or was killed); what it submits is a
+copy of the app's source, made once per federation (runtime/app_source.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -66,6 +53,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from runtime.app_source import stage_app_source
+from runtime.flwr_run import (
+    RUN_NOT_COMPLETED,
+    UNKNOWN,
+    RunStatus,
+    ask_run_status,
+    follow_stream,
+    report_status,
+    write_run_config,
+)
 from runtime.processes import command_line, descendants, kill_all, running
 from runtime.tls import NodeKey
 from uedp.config import DataSource
@@ -73,7 +70,6 @@ from uedp.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 CONNECTION = "uedp-procs"
-ROUND_LINE = re.compile(r"\[round\s+(\d+)/(\d+)\]")
 TASK_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"  # Flower 1.42: 0.01..60 s, default 1.0
 TASK_POLL = 0.2  # measured: docs/figures/overhead.md (python -m experiments.scaling overhead)
 ACTIVATED = "SuperNode ID:"  # what flower-supernode logs once the SuperLink has activated it
@@ -81,65 +77,6 @@ REFUSED_ACTIVATION = "[code: 2004]"  # ... and what it logs when the SuperLink r
 SERVERAPP = "flwr-serverapp"  # the ServerApp's executable: one process per run
 SLEEP_CAP = 0.1  # runtime/supernode_launcher.py --sleep-cap (1 node: 5.4 -> 2.5-3.0 s a round)
 TELEMETRY_OFF = {"FLWR_TELEMETRY_ENABLED": "0"}  # every process started here (Flower reads it at import)
-# what `flwr run` prints once the SuperLink has accepted the run (Flower 1.42: flwr/cli/run/run.py)
-STARTED_RUN = re.compile(r"Successfully started run (\d+)")
-# `flwr ls`'s status of a run whose ServerApp returned (status:sub-status, flwr/cli/run_utils.py format_runs;
-# the others: finished:failed, finished:stopped, and pending, starting, running before the end)
-COMPLETED = "finished:completed"
-UNKNOWN = "unknown"  # RunStatus.status when the SuperLink could not be asked, or did not answer
-# Federation.run's return value when `flwr run` exited 0 but the run did not complete (or its status is unknown)
-RUN_NOT_COMPLETED = 3
-
-
-@dataclass(frozen=True)
-class RunStatus:
-    """What the SuperLink says of a run after its log stream ended (`flwr ls --run-id N --format json`)."""
-
-    run_id: int | None
-    status: str  # COMPLETED, "finished:failed", "finished:stopped", ... or UNKNOWN
-    details: str = ""  # Flower's status details ("No heartbeat received from the task"), or why UNKNOWN
-
-    @property
-    def completed(self) -> bool:
-        return self.status == COMPLETED
-
-    def __str__(self) -> str:
-        return f"run {self.run_id}: {self.status}" + (f" ({self.details})" if self.details else "")
-
-
-def parse_run_status(stdout: str, run_id: int) -> RunStatus:
-    """Run `run_id`'s status from the output of `flwr ls ... --run-id N --format json` (Flower 1.42:
-    flwr/cli/ls.py `_to_json`, {"success": true, "runs": [{"run-id": "N", "status": ..., "status-details": ...}]};
-    on an error {"success": false, "error-message": ...}, flwr/supercore/logger.py `print_json_error`, often
-    with exit status 0). ValueError if it holds no status of that run."""
-    start = stdout.find("{")
-    if start < 0:
-        raise ValueError(f"no JSON in flwr ls's output: {stdout[-500:]!r}")
-    doc, _ = json.JSONDecoder().raw_decode(stdout[start:])
-    if not isinstance(doc, dict) or doc.get("success") is not True:
-        why = doc.get("error-message") if isinstance(doc, dict) else doc
-        raise ValueError(f"flwr ls failed: {str(why).strip()[-500:]}")
-    runs = [r for r in doc.get("runs") or [] if isinstance(r, dict) and str(r.get("run-id")) == str(run_id)]
-    if len(runs) != 1 or not isinstance(runs[0].get("status"), str):
-        raise ValueError(f"flwr ls listed no status of run {run_id}: {json.dumps(doc)[:500]}")
-    details = str(runs[0].get("status-details") or "")
-    return RunStatus(run_id, runs[0]["status"], "" if details == "N/A" else details)
-
-
-def _namespaced(key: str, root: Path) -> str:
-    """A RunConfig key ("privacy.q_u") as the app at `root` lists it in its run config: under the project's
-    namespace ("uedp.privacy.q_u"), unless that app's pyproject.toml lists its keys without one (the code of
-    an earlier revision, which a benchmark runs side by side: studies/scaling.py --baseline-rev)."""
-    import tomllib
-
-    from uedp.config import NAMESPACE
-
-    if key.startswith(f"{NAMESPACE}."):
-        return key
-    project = root / "pyproject.toml"
-    listed = (tomllib.loads(project.read_text()).get("tool", {}).get("flwr", {}).get("app", {}).get("config", {})
-              if project.is_file() else {NAMESPACE: {}})
-    return f"{NAMESPACE}.{key}" if NAMESPACE in listed else key
 
 
 def free_port() -> int:
@@ -178,7 +115,7 @@ class Federation:
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     port: int = 0
     keys: dict[int, NodeKey] = field(default_factory=dict)  # node i's key pair (auth)
-    stage_app: bool = True  # `flwr run` a copy of the app's source (see the module docstring), not `root`
+    stage_app: bool = True  # `flwr run` a copy of the app's source (runtime/app_source.py), not `root`
     # the ClientApp the staged copy names ("module:attribute", e.g. studies.fault_app.FAULT_APP, the
     # fault-injecting app of the fault tests); "": the app's own (pyproject.toml's clientapp). Needs stage_app.
     client_app: str = ""
@@ -471,45 +408,33 @@ class Federation:
             return {**overrides, "federation.node_order_places": True}
         return overrides
 
-    def run(self, overrides: dict[str, Any], *, timeout: float = 900.0, on_round=None,
+    def run(self, overrides: dict[str, Any], *, timeout: float = 900.0, on_round: Callable[[int], None] | None = None,
             echo: Callable[[str], None] | None = None) -> int:
         """`flwr run . --stream` with `overrides` as the run config; returns 0 only if the run completed:
         flwr's exit status when it is not 0, else `RUN_NOT_COMPLETED` unless the SuperLink says the run is
-        "finished:completed" (`run_status`; flwr exits 0 also when the ServerApp failed or was killed: see the
-        module docstring). `self.last_run` keeps the status, and a run that did not complete adds a line saying
-        so to the stream. `on_round` is called with each round number the ServerApp logs; each line of the
-        stream goes to `echo` (default: printed) and to logs/flwr-run.log."""
+        "finished:completed" (`run_status`; flwr exits 0 also when the ServerApp failed or was killed:
+        runtime/flwr_run.py). `self.last_run` keeps the status, and a run that did not complete adds a line
+        saying so to the stream. `on_round` is called with each round number the ServerApp logs; each line of
+        the stream goes to `echo` (default: printed) and to logs/flwr-run.log."""
         self.last_run = None
-        run_id: int | None = None
-        overrides = self.with_places(overrides)
-        path = self.home / "run-config.toml"  # the project's keys live under its namespace (uedp.privacy.q_u)
-        path.write_text("".join(f"{_namespaced(k, self.root)} = {_toml(v)}\n" for k, v in overrides.items()))
-        log = (self.home / "logs" / "flwr-run.log").open("w")
-        app = self.app_source()
-        proc = subprocess.Popen([executable("flwr"), "run", "." if app == self.root else str(app), CONNECTION,
-                                 "--stream", "--run-config", str(path)],
-                                cwd=self.root, env=self._env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)
-        self.procs["flwr-run"] = proc
-        timer = threading.Timer(timeout, lambda: self.kill("flwr-run"))
-        timer.daemon = True  # an interrupted run must not keep the interpreter alive until the time-out
-        try:
-            timer.start()
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                log.write(line)
-                log.flush()
-                if echo is None:
-                    print(line, end="", flush=True)
-                else:
-                    echo(line.rstrip("\n"))
-                m = ROUND_LINE.search(line)
-                if m and on_round is not None:
-                    on_round(int(m.group(1)))
-                if run_id is None and (started := STARTED_RUN.search(line)):
-                    run_id = int(started.group(1))
-            rc = proc.wait()
-            timer.cancel()
+        # the project's keys live under its namespace (uedp.privacy.q_u)
+        path = write_run_config(self.home / "run-config.toml", self.with_places(overrides), self.root)
+        with (self.home / "logs" / "flwr-run.log").open("w") as log:
+            app = self.app_source()
+            proc = subprocess.Popen([executable("flwr"), "run", "." if app == self.root else str(app), CONNECTION,
+                                     "--stream", "--run-config", str(path)],
+                                    cwd=self.root, env=self._env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, start_new_session=True)
+            self.procs["flwr-run"] = proc
+            timer = threading.Timer(timeout, lambda: self.kill("flwr-run"))
+            timer.daemon = True  # an interrupted run must not keep the interpreter alive until the time-out
+            try:
+                timer.start()
+                assert proc.stdout is not None
+                run_id = follow_stream(proc.stdout, log, on_round=on_round, echo=echo)
+                rc = proc.wait()
+            finally:
+                timer.cancel()
             if rc != 0:  # flwr's own failure (or killed): nothing more to ask
                 return rc
             if run_id is None:
@@ -518,41 +443,15 @@ class Federation:
             else:
                 status = self.run_status(run_id)
             self.last_run = status
-            line = f"flwr run exited 0; the SuperLink's status of {status}"
-            if not status.completed:
-                line = f"FAILED: {line}, not {COMPLETED}"
-            log.write(line + "\n")
-            if not status.completed:
-                if echo is None:
-                    print(line, flush=True)
-                else:
-                    echo(line)
+            report_status(status, log, echo)
             return 0 if status.completed else RUN_NOT_COMPLETED
-        finally:
-            timer.cancel()
-            log.close()
 
     def run_status(self, run_id: int, *, timeout: float = 60.0, tries: int = 3) -> RunStatus:
-        """The SuperLink's status of run `run_id`: `flwr ls CONNECTION --run-id N --format json` (asked up to
-        `tries` times, a second apart, while it fails); status UNKNOWN, with why, if it never answers.
-        Asking Flower, not reading the ServerApp's own files (summary.json), also catches a run whose files
-        are those of an earlier run in the same folder."""
-        argv = [executable("flwr"), "ls", CONNECTION, "--run-id", str(run_id), "--format", "json"]
-        why = ""
-        for attempt in range(tries):
-            if attempt:
-                time.sleep(1.0)
-            try:
-                proc = subprocess.run(argv, cwd=self.root, env=self._env(), capture_output=True, text=True,
-                                      timeout=timeout)
-            except subprocess.TimeoutExpired:
-                why = f"flwr ls --run-id {run_id} timed out after {timeout:.0f} s"
-                continue
-            try:
-                return parse_run_status(proc.stdout, run_id)
-            except ValueError as exc:
-                why = f"flwr ls --run-id {run_id} exited {proc.returncode}: {exc} {proc.stderr.strip()[-500:]}".strip()
-        return RunStatus(run_id, UNKNOWN, why)
+        """The SuperLink's status of run `run_id` (`flwr ls`, runtime/flwr_run.py `ask_run_status`). Asking
+        Flower, not reading the ServerApp's own files (summary.json), also catches a run whose files are those
+        of an earlier run in the same folder."""
+        return ask_run_status(executable("flwr"), CONNECTION, run_id, cwd=self.root, env=self._env(),
+                              timeout=timeout, tries=tries)
 
 
 def kill_process(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
@@ -565,61 +464,6 @@ def kill_process(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=10)
         kill_all(below, sig)
-
-
-def ignored_directories(root: Path) -> list[str]:
-    """The directory patterns of root/.gitignore (lines ending in "/", without it), and .git."""
-    gitignore = root / ".gitignore"
-    lines = gitignore.read_text().splitlines() if gitignore.is_file() else []
-    return [".git", *(ln.strip().rstrip("/").lstrip("/") for ln in lines
-                      if ln.strip().endswith("/") and not ln.strip().startswith(("#", "!")))]
-
-
-def stage_app_source(root: Path, dest: Path, *, client_app: str = "") -> Path:
-    """Copy the app's source tree `root` to `dest` (replaced), less the directories .gitignore names and
-    .git, and return `dest`: what `flwr run` then submits (Flower applies .gitignore and its include rules to
-    the copy, so the FAB holds the same files, without walking the virtual environment and outputs/).
-    `client_app` ("module:attribute"): the copy's pyproject.toml names that ClientApp instead of its own."""
-    skip = ignored_directories(root)
-    if dest.exists():
-        shutil.rmtree(dest)
-    for here, dirs, files in os.walk(root):
-        rel = Path(here).relative_to(root)
-        dirs[:] = [d for d in dirs if not any(fnmatch.fnmatch(d, pat) for pat in skip)
-                   and not (Path(here) / d).is_symlink() and (Path(here) / d).resolve() != dest.resolve()]
-        (dest / rel).mkdir(parents=True, exist_ok=True)
-        for f in files:
-            src = Path(here) / f
-            if not src.is_symlink():  # Flower skips symbolic links too
-                shutil.copy2(src, dest / rel / f)
-    if client_app:
-        set_client_app(dest / "pyproject.toml", client_app)
-    return dest
-
-
-CLIENTAPP_LINE = re.compile(r'^(clientapp\s*=\s*)"[^"]*"', re.MULTILINE)
-
-
-def set_client_app(pyproject: Path, client_app: str) -> None:
-    """Make `pyproject`'s [tool.flwr.app.components] clientapp `client_app` ("module:attribute")."""
-    if not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", client_app):
-        raise ConfigError(f"Federation client_app must be 'module:attribute', got {client_app!r}")
-    text = pyproject.read_text()
-    table = text.find("[tool.flwr.app.components]")
-    line = CLIENTAPP_LINE.search(text, table) if table >= 0 else None
-    if line is None:
-        raise ConfigError(f"{pyproject}: no clientapp under [tool.flwr.app.components] to replace")
-    pyproject.write_text(f"{text[:line.start()]}{line.group(1)}\"{client_app}\"{text[line.end():]}")
-
-
-def _toml(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    raise TypeError(f"run config values are str, int, float or bool, got {v!r}")
 
 
 @contextlib.contextmanager

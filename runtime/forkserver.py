@@ -55,12 +55,12 @@ PRELOAD = ("numpy", "torch", "flwr.supernode.cli", "flwr.supernode.runtime.run_c
 # (supernode/start_client_internal.py:411-418), so a ClientApp that starts at once asks for objects that are not
 # there yet and waits PULL_INITIAL_BACKOFF = 1 s (doubling, capped at 10 s) before asking again; a cold ClientApp
 # hid that behind its 2 s of imports. Warm ones start the backoff at `--pull-backoff` s and cap it at
-# PULL_CAP s (their pulls go to their own SuperNode), with no limit on tries: Flower's bound on the total wait,
-# max_time 7200 s, stays (its 500 tries at up to 10 s each came to about as long).
+# WARM_PULL_CAP s (their pulls go to their own SuperNode), with no limit on tries: Flower's bound on the total
+# wait, max_time 7200 s, stays (its 500 tries at up to 10 s each came to about as long).
 PULL_MODULE = "flwr.supercore.inflatable.inflatable_utils"
 PULL_FUNCTIONS = ("pull_objects", "pull_and_inflate_object_from_tree")
 PULL_DEFAULTS = {"initial_backoff": 1, "backoff_cap": 10, "max_tries_per_object": 500}  # Flower 1.42's
-PULL_CAP = 0.2
+WARM_PULL_CAP = 0.2
 ENTRY = "flwr.supernode.cli:flwr_clientapp"  # what each child runs: the `flwr-clientapp` command's function
 FORKED, COLD = b"P", b"F"
 LENGTH, INT = struct.Struct("!I"), struct.Struct("!i")
@@ -75,7 +75,7 @@ def die_with_parent(sig: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
 
-def faster_object_pulls(initial: float, cap: float = PULL_CAP) -> None:
+def faster_object_pulls(initial: float, cap: float = WARM_PULL_CAP) -> None:
     """Object pulls of this process back off from `initial` to `cap` seconds, tries unlimited (within
     Flower's max_time); a second call changes nothing."""
     module = importlib.import_module(PULL_MODULE)

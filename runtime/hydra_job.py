@@ -51,9 +51,9 @@ def to_run_config(cfg: DictConfig) -> tuple[RunConfig, str]:
         if isinstance(data.get(group), dict):
             data[group].setdefault("options", {})
     run_cfg = RunConfig.from_nested(data)  # types and values checked, each naming its key
-    if replicate and run_cfg.privacy.seed >= 0:
+    if replicate and run_cfg.privacy.seed is not None:
         raise ConfigError(f"replicate={replicate} with a fixed privacy.seed would repeat replicate 0 exactly; "
-                          "leave privacy.seed at -1 for independent replicates")
+                          "leave privacy.seed unset (null) for independent replicates")
     return run_cfg, runner
 
 

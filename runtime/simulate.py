@@ -23,6 +23,10 @@ The ServerApp is server/app.py's, except that Flower's in-memory grid pulls repl
 SIMULATION_PULL_INTERVAL seconds instead of its default 0.1 s (studies/benchmark.py measured ~10% of a
 round's time here: the last reply waited for the next pull, and answered messages stay in the simulated
 SuperLink, where Flower's dispatcher scans them for each of the N nodes every 0.1 s, until a pull removes them).
+That dispatcher, which hands the pushed messages to the actors, looks every SIMULATION_DISPATCH_INTERVAL seconds
+instead of every 0.1 s, and only at the nodes with a pending message (`dispatch_promptly`); and the actors share
+the users they encode (client/shared_users.py: each user is read and encoded once per simulation, not once per
+actor that happens to serve it).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from client.app import make_client_app
+from client.shared_users import shared_user_cache
 from server.app import make_server_app
 from uedp.config import RunConfig
 from uedp.devices import (
@@ -78,6 +83,7 @@ def _quiet_libraries() -> None:
 
 
 SIMULATION_PULL_INTERVAL = 0.02  # seconds between the ServerApp's pulls of replies (Flower's default 0.1)
+SIMULATION_DISPATCH_INTERVAL = 0.005  # seconds between the dispatcher's looks for pushed messages (Flower's 0.1)
 # A Ray started here passes task arguments and results up to 4 MiB inline (Ray's default: 100 kB, above which
 # each goes through the shared-memory object store): every message carries the model (0.93 MB for the default
 # LSTM) to an actor and an update back, and inline transfer cost the driver ~1 ms less a message (benchmark:
@@ -124,6 +130,45 @@ def index_pending_messages() -> None:
 
     get_message_ins.indexed_by_uedp = True  # type: ignore[attr-defined]
     InMemoryLinkState.get_message_ins = get_message_ins  # type: ignore[method-assign]
+
+
+def _pending_nodes(state: Any) -> set[int] | None:
+    """The destinations of `state`'s undelivered messages (Flower 1.42's InMemoryLinkState), None for any other
+    link state."""
+    lock, store = getattr(state, "lock", None), getattr(state, "message_ins_store", None)
+    if lock is None or not isinstance(store, dict):
+        return None
+    with lock:
+        return {m.metadata.dst_node_id for m in store.values() if m.metadata.delivered_at == ""}
+
+
+def dispatch_promptly() -> None:
+    """Make Flower 1.42's simulation hand pushed messages to the actors within SIMULATION_DISPATCH_INTERVAL.
+
+    Its dispatcher thread (flwr/server/superlink/fleet/vce/vce_api.py, add_messages_to_queue) asks the link state
+    for each node's next message, then waits 0.1 s: a round's messages waited ~50 ms on average before the first
+    actor saw one. The replacement looks every SIMULATION_DISPATCH_INTERVAL seconds and asks only the nodes that
+    have an undelivered message (all nodes, every 0.1 s, where the link state is not the in-memory one); each
+    message is still taken by Flower's own get_message_ins, at most one per node a pass. Idempotent."""
+    from flwr.server.superlink.fleet.vce import vce_api
+
+    if getattr(vce_api.add_messages_to_queue, "prompt_by_uedp", False):
+        return
+
+    def add_messages_to_queue(state: Any, queue: Any, nodes_mapping: Any, f_stop: Any) -> None:
+        while not f_stop.is_set():
+            pending = _pending_nodes(state)
+            if pending is None:
+                nodes = nodes_mapping.keys()
+            else:  # in the nodes' order, as Flower's pass
+                nodes = [n for n in nodes_mapping if n in pending] if pending else []
+            for node_id in nodes:
+                for msg in state.get_message_ins(node_id=node_id, limit=1):
+                    queue.put(msg)
+            f_stop.wait(0.1 if pending is None else SIMULATION_DISPATCH_INTERVAL)
+
+    add_messages_to_queue.prompt_by_uedp = True  # type: ignore[attr-defined]
+    vce_api.add_messages_to_queue = add_messages_to_queue
 
 
 def optimizer_states(cfg: RunConfig) -> int:
@@ -218,6 +263,7 @@ def simulate(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float | None 
 
     _quiet_libraries()
     index_pending_messages()
+    dispatch_promptly()
 
     check_simulation_device(cfg)
     manifest = prepare(cfg)  # before Ray starts: clients only read the prepared files
@@ -230,9 +276,10 @@ def simulate(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float | None 
         logging.getLogger("flwr.uedp").setLevel(logging.INFO)  # UeDP's own set-up and resume lines stay
     summary_path = Path(cfg.federation.out_dir) / SUMMARY
     summary_path.unlink(missing_ok=True)
-    run_simulation(server_app=make_simulation_server_app(cfg) if server_app is None else server_app,
-                   client_app=make_client_app(cfg) if client_app is None else client_app,
-                   num_supernodes=len(manifest.users), backend_config=backend, verbose_logging=verbose)
+    with shared_user_cache():  # before Ray starts: its actors inherit the directory's name
+        run_simulation(server_app=make_simulation_server_app(cfg) if server_app is None else server_app,
+                       client_app=make_client_app(cfg) if client_app is None else client_app,
+                       num_supernodes=len(manifest.users), backend_config=backend, verbose_logging=verbose)
     if not summary_path.is_file():
         raise RuntimeError(f"the simulation ended without a summary ({summary_path}); see the log above")
     return read_summary(summary_path)

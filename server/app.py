@@ -29,13 +29,13 @@ from server.round_log import RoundLog
 from server.setup import Components, RunContext, RunState, evaluate, setup
 from uedp.config import RunConfig
 from uedp.entities.public import policy_record
-from uedp.entity_tokens import evaluation_split
 from uedp.errors import ConfigError
 from uedp.files import atomic_path
 from uedp.flower.places import Places
 from uedp.flower.strategy import PrivacyBudgetExhausted
 from uedp.models.base import get_weights, parameter_counts
-from uedp.models.export import export_release, release_options
+from uedp.models.export import export_release
+from uedp.pipeline import evaluation_split, release_options
 from uedp.privacy.holders import holders_epsilon
 from uedp.privacy.mechanisms import spec_for
 from uedp.summary import write_summary
@@ -112,9 +112,9 @@ def holders_record(ctx: RunContext) -> dict[str, Any] | None:
     (uedp.privacy.holders); None otherwise."""
     k = ctx.cfg.privacy.target_holders
     ledger = ctx.strategy.accountant.ledger
-    if k < 0 or not ctx.spec.private or not len(ledger):
+    if k is None or not ctx.spec.private or not len(ledger):
         return None
-    h = holders_epsilon(ledger.groups(), k, delta=ctx.cfg.privacy.delta, num_users=ledger.num_users)
+    h = holders_epsilon(ledger.runs(), k, delta=ctx.cfg.privacy.delta, num_users=ledger.num_users)
     return {"k": k, "epsilon": h.epsilon, "bound": h.bound, "bounds": h.bounds}
 
 

@@ -27,7 +27,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -36,19 +36,26 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
 from server.metrics import MetricsWriter
-from server.setup import run_places
+from strategies import run_places
 from uedp.config import RunConfig
 from uedp.devices import resolve_device
 from uedp.files import atomic_path, atomic_write_json
 from uedp.models.base import CLASSIFICATION, UedpModel, get_weights
-from uedp.models.export import export_release, release_options
-from uedp.pipeline import EncodedSentences, encode_sentences
+from uedp.models.export import export_release
+from uedp.pipeline import EncodedSentences, encode_sentences, release_options
 from uedp.privacy.mechanisms import spec_for
 from uedp.privacy.noise import FIXED_SEED_WARNING
 from uedp.protocol import REWRITE_RECORD, REWRITES_RECORD
 from uedp.rewriting.public_text import check_rewriter_sources
-from uedp.rewriting.rewrite import guarantee, mechanism_for, rewriter_corpus, rewriter_digest, rewriter_for
-from uedp.server_data import server_data
+from uedp.rewriting.rewrite import (
+    RewriteSettings,
+    guarantee,
+    mechanism_for,
+    rewriter_corpus,
+    rewriter_digest,
+    rewriter_for,
+)
+from uedp.server_data import ServerData, server_data
 from uedp.summary import write_summary
 from uedp.tasks import get_task
 from uedp.training import LocalTraining, evaluate_encoded, local_train
@@ -84,7 +91,28 @@ def all_cores() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+@dataclass(frozen=True)
+class Rewrites:
+    """The owners' answers to the query: the pooled rewrites (and labels), the largest owner's count of documents,
+    and the operator counts of metrics row 0 (outside the guarantee)."""
+
+    texts: list[str]
+    labels: list[int] | None
+    most: int
+    sampled: int
+    replies: int
+    failed: int
+    seconds: float
+
+    def row(self) -> dict[str, Any]:
+        return {"round": 0, "seconds": round(self.seconds, 3), "sampled": self.sampled, "replies": self.replies,
+                "failed": self.failed, "missing": self.sampled - self.replies - self.failed,
+                "documents": len(self.texts)}
+
+
 def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any]:
+    """The dp_bart run (module docstring): the guarantee checked, the query, local_dp.json, the central training,
+    then summary.json, model.pt and a Hugging Face release."""
     t_start = time.monotonic()
     check_rewriter_sources(cfg)  # the rewriter's public text is not the users' own (before anything is written)
     out = Path(cfg.federation.out_dir)
@@ -93,52 +121,23 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
     settings = cfg.rewrite_settings()
     data = server_data(cfg)
     rewriter = rewriter_for(settings, rewriter_corpus(cfg), path=cfg.rewrite.rewriter)
-    fixed = cfg.privacy.seed >= 0
-    warnings = [FIXED_SEED_WARNING] if fixed else []
-    if cfg.task.name == CLASSIFICATION and settings.label_epsilon <= 0:
-        warnings.append(LABELS_IN_CLEAR)
-    if not settings.max_documents:
-        warnings.append("rewrite.max_documents = 0: the per-user epsilon is computed from the data")
-    for w in warnings:
-        print(f"WARNING: {w}", file=stream, flush=True)
+    fixed = cfg.privacy.seed is not None
+    warnings = local_warnings(cfg, settings, fixed=fixed, stream=stream)
     mechanism = mechanism_for(rewriter, settings)
     # The guarantee BEFORE any owner releases anything: bad settings fail here, and with the public cap it is the
     # final one (max_documents = 0: recomputed below from the largest owner's count).
     local = guarantee(mechanism, settings, documents_per_user=settings.max_documents or 1,
                       warning="; ".join(warnings) or None)
-    # the run's place map (server/setup.py run_places): the invited owners' keys where federation.places names
-    # them; otherwise node order on any grid (dp_bart's guarantee is per document: which owners are asked does
-    # not change one document's rewrite, and who replied is released in the clear: module docstring)
-    assignment = run_places(cfg, spec_for(cfg.strategy.name, cfg.strategy.estimator), data.population).assign(grid)
-    nodes = [n for n in assignment.nodes if n is not None]
     digest = rewriter_digest(rewriter)  # sent with the query (a node with another rewriter refuses) and recorded
-    ask = RecordDict({REWRITE_RECORD: ConfigRecord({**asdict(settings), "rewriter": digest})})
-    t0 = time.monotonic()
-    replies = list(grid.send_and_receive([Message(ask, dst_node_id=n, message_type="query") for n in nodes],
-                                         timeout=cfg.federation.round_timeout))
-    texts: list[str] = []
-    labels: list[int] | None = [] if cfg.task.name == CLASSIFICATION else None
-    failed = most = 0
-    for reply in replies:
-        if reply.has_error():
-            failed += 1
-            continue
-        record = reply.content[REWRITES_RECORD]
-        got = list(record["texts"])
-        texts.extend(got)
-        most = max(most, len(got))
-        if labels is not None:
-            labels.extend(int(y) for y in record["labels"])
+    rewrites = query_owners(grid, cfg, {**asdict(settings), "rewriter": digest}, population=data.population)
     metrics = MetricsWriter(out, stream=stream)
-    metrics.write({"round": 0, "seconds": round(time.monotonic() - t0, 3), "sampled": len(nodes),
-                   "replies": len(replies) - failed, "failed": failed, "missing": len(nodes) - len(replies),
-                   "documents": len(texts)})
-    print(f"rewrites from {len(replies) - failed} of {len(nodes)} owners: {len(texts)} documents "
-          f"({time.monotonic() - t0:.1f} s)", file=stream, flush=True)
-    if not texts:
+    metrics.write(rewrites.row())
+    print(f"rewrites from {rewrites.replies} of {rewrites.sampled} owners: {len(rewrites.texts)} documents "
+          f"({rewrites.seconds:.1f} s)", file=stream, flush=True)
+    if not rewrites.texts:
         raise RuntimeError("dp_bart: no owner returned a rewrite; see the clients' errors")
     # The public cap, or (max_documents = 0) the largest owner's count: the per-user composition covers it.
-    documents = settings.max_documents or most
+    documents = settings.max_documents or rewrites.most
     if documents != local["documents_per_user"]:
         local = guarantee(mechanism, settings, documents_per_user=documents, warning="; ".join(warnings) or None)
     local["rewriter"], local["public_text"] = rewriter.identity(), rewriter.public
@@ -147,24 +146,9 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
     print(f"dp_bart ({local['mechanism']}): per document eps {settings.epsilon:g} delta "
           f"{settings.mechanism_delta:g} sigma {local['sigma']:.4g}; per user eps {local['epsilon_user']:.4g} over "
           f"{documents} documents; population={data.population}", file=stream, flush=True)
-
-    device = resolve_device(cfg.federation.device)
-    print(f"device: {device} (federation.device = {cfg.federation.device}: the central training and evaluation)",
-          file=stream, flush=True)
-    with all_cores():  # every owner has replied: nothing else competes for the cores now
-        model = data.new_model(cfg, seed=cfg.privacy.seed if fixed else None)
-        model = model if device.type == "cpu" else model.to(device)
-        initial = evaluate_encoded(model, data.test) if data.test is not None else {}
-        pooled = encode_sentences(data.tokenizer, texts, labels, task=cfg.task.name, max_len=cfg.task.max_len)
-        metric = get_task(cfg.task.name).metric  # the task registry (uedp.tasks)
-        final: dict[str, float] = initial
-        t_epoch = time.monotonic()
-        for epoch, loss, steps, final in pooled_epochs(model, pooled, data.test, cfg):
-            metrics.write({"round": epoch, "seconds": round(time.monotonic() - t_epoch, 3), "train_loss": loss,
-                           "steps": steps, **{f"test_{k}": v for k, v in final.items()}})
-            t_epoch = time.monotonic()
-            metrics.progress(round=epoch, rounds=cfg.rewrite.epochs, eps=None,
-                             metric=(metric, final[metric]) if metric in final else None, extra=f"steps={steps}")
+    metric = get_task(cfg.task.name).metric  # the task registry (uedp.tasks)
+    model, device, initial, final = train_on_rewrites(cfg, data, rewrites, metrics, metric=metric,
+                                                      seed=cfg.privacy.seed if fixed else None, stream=stream)
     spec = spec_for(cfg.strategy.name, cfg.strategy.estimator)  # local (dp_bart): summary method "local_dp"
     summary = {
         "strategy": spec.strategy, "method": spec.summary_method, "estimator": None, "rounds": cfg.rewrite.epochs,
@@ -186,3 +170,71 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
                                  **release_options(cfg)):
         print(f"released in Hugging Face format: {folder}", file=stream, flush=True)
     return summary
+
+
+def local_warnings(cfg: RunConfig, settings: RewriteSettings, *, fixed: bool, stream: TextIO) -> list[str]:
+    """Why the run is not private or its per-user epsilon depends on the data, each printed: a fixed seed, labels
+    in the clear (a classification run with rewrite.label_epsilon = 0), rewrite.max_documents = 0."""
+    warnings = [FIXED_SEED_WARNING] if fixed else []
+    if cfg.task.name == CLASSIFICATION and settings.label_epsilon <= 0:
+        warnings.append(LABELS_IN_CLEAR)
+    if not settings.max_documents:
+        warnings.append("rewrite.max_documents = 0: the per-user epsilon is computed from the data")
+    for w in warnings:
+        print(f"WARNING: {w}", file=stream, flush=True)
+    return warnings
+
+
+def query_owners(grid: Grid, cfg: RunConfig, query: dict[str, Any], *, population: int) -> Rewrites:
+    """The one query, `query` (the rewrite settings and the rewriter's digest), to every node that stands in a
+    place, and their rewrites pooled. The run's place map (strategies/build.py run_places): the invited owners'
+    keys where federation.places names them; otherwise node order on any grid (dp_bart's guarantee is per
+    document: which owners are asked does not change one document's rewrite, and who replied is released in the
+    clear: module docstring)."""
+    assignment = run_places(cfg, spec_for(cfg.strategy.name, cfg.strategy.estimator), population).assign(grid)
+    nodes = [n for n in assignment.nodes if n is not None]
+    ask = RecordDict({REWRITE_RECORD: ConfigRecord(query)})
+    t0 = time.monotonic()
+    replies = list(grid.send_and_receive([Message(ask, dst_node_id=n, message_type="query") for n in nodes],
+                                         timeout=cfg.federation.round_timeout))
+    texts: list[str] = []
+    labels: list[int] | None = [] if cfg.task.name == CLASSIFICATION else None
+    failed = most = 0
+    for reply in replies:
+        if reply.has_error():
+            failed += 1
+            continue
+        record = reply.content[REWRITES_RECORD]
+        got = list(record["texts"])
+        texts.extend(got)
+        most = max(most, len(got))
+        if labels is not None:
+            labels.extend(int(y) for y in record["labels"])
+    return Rewrites(texts, labels, most, sampled=len(nodes), replies=len(replies) - failed, failed=failed,
+                    seconds=time.monotonic() - t0)
+
+
+def train_on_rewrites(cfg: RunConfig, data: ServerData, rewrites: Rewrites, metrics: MetricsWriter, *, metric: str,
+                      seed: int | None, stream: TextIO) -> tuple[UedpModel, torch.device, dict[str, float],
+                                                                 dict[str, float]]:
+    """The central training on the pooled rewrites (`pooled_epochs`), on the device federation.device resolves to
+    here, a metrics row and a progress line per epoch; returns the model, the device, the initial and the final
+    evaluation on the original test split ({} without one)."""
+    device = resolve_device(cfg.federation.device)
+    print(f"device: {device} (federation.device = {cfg.federation.device}: the central training and evaluation)",
+          file=stream, flush=True)
+    with all_cores():  # every owner has replied: nothing else competes for the cores now
+        model = data.new_model(cfg, seed=seed)
+        model = model if device.type == "cpu" else model.to(device)
+        initial = evaluate_encoded(model, data.test) if data.test is not None else {}
+        pooled = encode_sentences(data.tokenizer, rewrites.texts, rewrites.labels, task=cfg.task.name,
+                                  max_len=cfg.task.max_len)
+        final: dict[str, float] = initial
+        t_epoch = time.monotonic()
+        for epoch, loss, steps, final in pooled_epochs(model, pooled, data.test, cfg):
+            metrics.write({"round": epoch, "seconds": round(time.monotonic() - t_epoch, 3), "train_loss": loss,
+                           "steps": steps, **{f"test_{k}": v for k, v in final.items()}})
+            t_epoch = time.monotonic()
+            metrics.progress(round=epoch, rounds=cfg.rewrite.epochs, eps=None,
+                             metric=(metric, final[metric]) if metric in final else None, extra=f"steps={steps}")
+    return model, device, initial, final

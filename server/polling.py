@@ -19,16 +19,16 @@ from flwr.serverapp import Grid
 
 # Flower 1.42's SuperLink lists a reply before its objects are all pushed, and the grid's `pull_objects` then
 # waits PULL_INITIAL_BACKOFF = 1 s (doubling, capped at 10 s) before asking again: a PollingGrid starts that
-# backoff at its own interval, capped at PULL_CAP s, tries unlimited within Flower's max_time (7200 s). The same
-# patch, for warm ClientApps and the SuperNodes, is in runtime/forkserver.py (a script that may import nothing of
+# backoff at its own interval, capped at SERVER_PULL_CAP s, tries unlimited within Flower's max_time (7200 s). The
+# same patch, for warm ClientApps and the SuperNodes, is in runtime/forkserver.py (a script that may import nothing of
 # the app's own: hence a second copy; tests/test_supernode_launcher.py checks that both match).
 PULL_MODULE = "flwr.supercore.inflatable.inflatable_utils"
 PULL_FUNCTIONS = ("pull_objects", "pull_and_inflate_object_from_tree")
 PULL_DEFAULTS = {"initial_backoff": 1, "backoff_cap": 10, "max_tries_per_object": 500}  # Flower 1.42's
-PULL_CAP = 1.0
+SERVER_PULL_CAP = 1.0
 
 
-def faster_object_pulls(initial: float, cap: float = PULL_CAP) -> bool:
+def faster_object_pulls(initial: float, cap: float = SERVER_PULL_CAP) -> bool:
     """Object pulls of this process back off from `initial` to `cap` seconds, tries unlimited (within
     Flower's max_time); a second call changes nothing. On a Flower whose pulls are not where they were (another
     version) it warns, leaves Flower's own backoff and returns False: the grid still works, a little slower."""

@@ -1,19 +1,11 @@
 """Set-up of a run: from a RunConfig (and injected components) to a frozen `RunContext` and its `RunState`.
 
 `setup` prepares the data, picks the mechanism spec the config names (uedp.privacy.mechanisms), fixes the
-cohort cap (privacy.m_max = 0: the smallest whose truncation charge is at most 1% of delta for this N,
-uedp.privacy.accounting.safe_m_max), builds the model (or a public start) and wraps the project's server
-optimizer (strategies.ModelOptimizer) in UeDP's Flower component, `uedp.flower.UserEntityDP`, which holds
-the noise multiplier (given, or calibrated so that every claimed epsilon reaches privacy.target_epsilon
-over federation.rounds), the ledger and the checkpoints, and with federation.resume continues the saved
-ledger from the last checkpoint, fail-closed (uedp.flower.resume).
-
-The places (uedp.flower.places): in owners mode the invited owners, by the public place map federation.places (a
-file of their registered public keys' fingerprints, needed by every private owners-mode run: without SuperNode
-authentication there is no such map, so the run is refused); in corpus mode the corpus's users, by the same kind
-of map where federation.places names one (real processes under SuperNode authentication), else filled by the
-connected nodes in id order, which the wrapper accepts on a simulation's grid only, unless
-federation.node_order_places opts in (real processes without authentication: labelled not private).
+cohort cap (privacy.m_max = "auto": the smallest whose truncation charge is at most 1% of delta for this N,
+uedp.privacy.accounting.safe_m_max), builds the model (or a public start) and the project's strategy around it
+(strategies.build: the place map, the server optimizer wrapped in `uedp.flower.UserEntityDP`, which holds the
+noise multiplier, the ledger and the checkpoints, and with federation.resume continues the saved ledger), then
+starts the model from a resumed run's checkpoint and labels what makes the run not private.
 
 `Components` are the seams: the noise source, the aggregation function, the noise multiplier and the place
 map may be passed in instead of being built from the config. Real runs pass none. The audit's broken controls
@@ -21,7 +13,6 @@ pass a noise source that draws too little noise or an aggregator without the nor
 `broken`, which every output of the run then carries as its warning (such a run is never private); the
 in-process runner passes the place map of its own owners (runtime/local_grid.py).
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -33,11 +24,10 @@ from typing import Any, TextIO
 from flwr.app import ArrayRecord
 
 from server.metrics import MetricsWriter
-from strategies import ModelOptimizer
-from uedp.config import RunConfig
+from strategies import PAPER_Z_WARNING, build_strategy, paper_denominator, run_places
+from uedp.config import AUTO, RunConfig
 from uedp.devices import evaluation_model, resolve_device
-from uedp.errors import ConfigError
-from uedp.flower.places import Places, SortedNodes, read_places
+from uedp.flower.places import Places
 from uedp.flower.store import RunStore
 from uedp.flower.strategy import Seams, UserEntityDP
 from uedp.models.base import UedpModel, get_weights, parameter_counts, set_weights
@@ -45,11 +35,11 @@ from uedp.models.checkpoints import base_digest, checkpoint_of, recorded_public_
 from uedp.models.public_start import load_public_start, refuse_private_start
 from uedp.pipeline import EncodedSentences
 from uedp.privacy.accounting import safe_m_max
-from uedp.privacy.aggregation import Aggregator, aggregate, denominator
+from uedp.privacy.aggregation import Aggregator, aggregate
 from uedp.privacy.mechanisms import MechanismSpec, spec_for
 from uedp.privacy.noise import FIXED_SEED_WARNING, NoiseSource
 from uedp.protocol import BASE_RECORD
-from uedp.server_data import ServerData, server_data
+from uedp.server_data import server_data
 from uedp.tasks import get_task
 from uedp.tokenization import TextTokenizer
 from uedp.training import LocalTraining, evaluate_encoded
@@ -114,53 +104,14 @@ class RunState:
     stopped_by_budget: bool = False
 
 
-PAPER_Z_WARNING = ("not private: privacy.paper_z computes Z from the entity and extended-entity counts of the "
-                   "users' data (W_e, W_s), outside the privacy proof (docs/proofs.md section 7)")
-
-
 def resolve_m_max(cfg: RunConfig, spec: MechanismSpec, *, population: int) -> RunConfig:
-    """cfg with privacy.m_max = 0 replaced by the automatic cap (safe_m_max for N places, q_u, the planned
+    """cfg with privacy.m_max = "auto" replaced by the automatic cap (safe_m_max for N places, q_u, the planned
     rounds and delta), for mechanisms that truncate; unchanged otherwise."""
     p = cfg.privacy
-    if p.m_max > 0 or not spec.truncate:
+    if p.m_max != AUTO or not spec.truncate:
         return cfg
     m_max = safe_m_max(population, p.q_u, cfg.federation.rounds, p.delta)
     return dataclasses.replace(cfg, privacy=dataclasses.replace(p, m_max=m_max))
-
-
-def run_places(cfg: RunConfig, spec: MechanismSpec, population: int) -> Places:
-    """The run's place map (module docstring): ConfigError for a private owners-mode run without one, or one
-    whose size is not the number of places (federation.num_nodes, or the corpus's users)."""
-    fed = cfg.federation
-    if fed.node_order_places and fed.places:
-        raise ConfigError("federation.node_order_places and federation.places exclude each other: a place map "
-                          "needs no opt-in")
-    if not fed.places and not spec.private:  # no guarantee to keep: places by node order, wherever it runs
-        return SortedNodes(population, outside_simulation=True)
-    if not cfg.owners and not fed.places:
-        return SortedNodes(population, outside_simulation=fed.node_order_places)
-    if not fed.places:
-        raise ConfigError(
-            "federation.data = owners: a private run needs federation.places, the public place map (a file of "
-            "the invited owners' registered public-key fingerprints, one per line: `uedp fingerprint "
-            "KEY.pub ...`), and SuperNode authentication (flower-superlink --enable-supernode-auth); without "
-            "them any node could take an owner's place or push one out (docs/proofs.md section 1)")
-    places = read_places(fed.places)
-    if places.size != population:
-        what = "federation.num_nodes is" if cfg.owners else "the corpus has users:"
-        raise ConfigError(f"federation.places {fed.places} lists {places.size} places, {what} {population}: they "
-                          "must agree (N is public)")
-    return places
-
-
-def paper_denominator(cfg: RunConfig, spec: MechanismSpec, data: ServerData, population: int) -> float | None:
-    """The paper's Z = q_u N (q_e W_e + q_s W_s) with privacy.paper_z (labelled not private), else None."""
-    p = cfg.privacy
-    if not (spec.private and p.paper_z and spec.keyed):
-        return None
-    q_e, q_s = spec.rates(p)
-    return denominator(spec.rule, q_u=p.q_u, num_users=population, paper_z=True, q_e=q_e,
-                       W_e=float(data.num_entities), q_s=q_s, W_s=float(data.num_extended))
 
 
 def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[RunContext, RunState]:
@@ -173,7 +124,7 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
     places = components.places or run_places(cfg, spec, population)
     (out / "config.json").write_text(json.dumps(cfg.to_nested(), indent=1))
     p = cfg.privacy
-    fixed = p.seed >= 0
+    fixed = p.seed is not None
     if components.broken:
         print(f"WARNING: {components.broken}; this run is NOT private", file=stream, flush=True)
     device = str(resolve_device(cfg.federation.device))
@@ -193,16 +144,17 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
     shipped = data.shipped()
     extra = {**({"tokenizer": shipped} if shipped is not None else {}), **base_record}
     store = RunStore(out, checkpoint_every=cfg.federation.checkpoint_every, resume=cfg.federation.resume)
-    strategy = build_strategy(
-        cfg, spec, ModelOptimizer(model, name=cfg.server.optimizer, lr=cfg.server.lr, momentum=cfg.server.momentum),
-        places=places, store=store, components=components, records=extra or None,
-        denominator=paper_denominator(cfg, spec, data, population))
+    paper_z = paper_denominator(cfg, spec, data, population)
+    strategy = build_strategy(cfg, spec, model, places=places, store=store, records=extra or None,
+                              noise_multiplier=components.noise_multiplier,
+                              seams=Seams(noise=components.noise, aggregator=components.aggregator,
+                                          denominator=paper_z))
     arrays = strategy.initial_arrays(ArrayRecord(get_weights(model)))
     set_weights(model, arrays.to_numpy_ndarrays())  # a resumed run continues from its checkpoint's model
     initial: dict[str, float] = {}  # evaluated at round 0 of Flower's start (server/round_log.py)
     warning = components.broken or (FIXED_SEED_WARNING if fixed else None)
     labels = [data.tokenizer_warning,  # tokenizer.source=private_split: refused nowhere, labelled
-              PAPER_Z_WARNING if spec.private and p.paper_z and spec.keyed else None,
+              PAPER_Z_WARNING if paper_z is not None else None,
               places.not_private if spec.private else None]  # places by node order outside a simulation
     for label in filter(None, labels):
         print(f"WARNING: {label}", file=stream, flush=True)
@@ -216,20 +168,6 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
     )
     state = RunState(model=model, arrays=arrays, initial=initial, last_eval=initial)
     return ctx, state
-
-
-def build_strategy(cfg: RunConfig, spec: MechanismSpec, optimizer: ModelOptimizer, *, places: Places,
-                   store: RunStore, components: Components, records: dict | None,
-                   denominator: float | None) -> UserEntityDP:
-    """UeDP's wrapper around the project's server optimizer (`UserEntityDP.from_privacy`: z given by the
-    components, or privacy.noise_multiplier with privacy.target_epsilon = 0, or calibrated to the target), the
-    run store (federation.out_dir, checkpoint_every, resume), the schedule (federation.round_period) and the
-    seams."""
-    fed = cfg.federation
-    return UserEntityDP.from_privacy(
-        optimizer, places=places, num_rounds=fed.rounds, privacy=cfg.privacy, mechanism=spec.name, store=store,
-        noise_multiplier=components.noise_multiplier, round_period=fed.round_period, records=records,
-        seams=Seams(noise=components.noise, aggregator=components.aggregator, denominator=denominator))
 
 
 def describe_model(cfg: RunConfig, model: UedpModel, stream: TextIO) -> tuple[dict | None, dict[str, dict]]:

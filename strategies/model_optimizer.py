@@ -1,6 +1,6 @@
 """The project's server optimizer, as the strategy UeDP's wrapper applies released updates with.
 
-`ModelOptimizer(model, name=, lr=, momentum=)` is what server/setup.py wraps in uedp.flower.UserEntityDP: it
+`ModelOptimizer(model, name=, lr=, momentum=)` is what strategies/build.py wraps in uedp.flower.UserEntityDP: it
 holds the server's torch model and applies each released (noisy, mean) update to it as a pseudo-gradient,
 theta <- theta - lr * g with g = -update (torch SGD, optional momentum; or Adam: server.optimizer), then
 returns the model's trainable parameters as the next global arrays. Applying a released update is

@@ -1,7 +1,7 @@
 """Empirical privacy audit: `python -m experiments.audit [--quick] [--out outputs/audit]`.
 
 `python -m experiments.audit mechanism ...` runs the crafted-update audit of the mechanism instead
-(experiments/audit_mechanism.py).
+(studies/audit_mechanism.py).
 
 Trains one model per variant (uedp.audit.variants) in process, with the real server loop and client code
 over a LocalGrid, on the synthetic corpus with coin-flipped canaries (`audit_synthetic`,
@@ -48,7 +48,7 @@ from uedp.config import RunConfig  # noqa: E402
 from uedp.data.store import load_corpus_dir  # noqa: E402
 from uedp.errors import ConfigError  # noqa: E402
 from uedp.flower.mod import UeDPMod, uedp_mod  # noqa: E402
-from uedp.pipeline import load_manifest, prepare  # noqa: E402
+from uedp.pipeline import final_model, load_manifest, prepare  # noqa: E402
 from uedp.privacy.noise import GaussianNoise  # noqa: E402
 
 
@@ -56,7 +56,7 @@ def train(variant: Variant, cfg: RunConfig, log: TextIO) -> dict[str, Any]:
     """One training run; returns run_server's summary plus what the control did."""
     set_local_task_identity()
     manifest = prepare(cfg)  # the pipeline as is: the private_tokenizer control differs only by its config
-    seed = cfg.privacy.seed if cfg.privacy.seed >= 0 else None
+    seed = cfg.privacy.seed
     components, client_fn, mod, extra = Components(), ClientRound(), uedp_mod, {}
     if variant.defect == TOO_LITTLE_NOISE:
         noise = ReducedNoise(GaussianNoise(seed=seed))
@@ -102,7 +102,7 @@ def run_audit(*, quick: bool, out: Path, variants: tuple[str, ...] = tuple(VARIA
                 (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
                 continue
             canaries = load_corpus_dir(load_manifest(cfg).corpus_dir).meta["audit_canaries"]
-            rows = score(cfg, canaries, num_candidates=n)
+            rows = score(*final_model(cfg), canaries, num_candidates=n, max_len=cfg.task.max_len)
             groups = analyse(variant, summary, rows, num_candidates=n, delta=cfg.privacy.delta)
             results["runs"][variant] = summary
             results["groups"] += [g.to_dict() for g in groups]
@@ -148,3 +148,17 @@ def report(out: Path, results: dict[str, Any], command: str) -> None:
     """report.md and exposure.png of an audit's results."""
     write_report(out, results, command)
     plot(out, results)
+
+
+def audit(*, quick: bool, out: Path, variants: tuple[str, ...], num_candidates: int | None,
+          overrides: dict[str, Any], command: str, again: bool = False) -> str:
+    """The audit (`run_audit`), or with `again` the verdicts of the finished one in `out` (`reanalyse`, no
+    training), then its report.md and exposure.png; returns report.md."""
+    if again:
+        results = reanalyse(out)
+        command = results.get("command", command)
+    else:
+        results = run_audit(quick=quick, out=out, variants=variants, num_candidates=num_candidates,
+                            overrides=overrides, command=command)
+    report(out, results, command)
+    return (out / "report.md").read_text()

@@ -27,23 +27,21 @@ from typing import Any
 import numpy as np
 from scipy.stats import chisquare, ks_2samp
 
+from uedp.audit.law import Law, realizable_law
 from uedp.audit.mechanism import (
     CONTROLS,
     PROBES,
     AuditedMechanism,
-    AuditSetting,
-    Law,
-    Scenario,
     audit,
-    calibrate,
+    calibrated_z,
     control_mechanism,
     entity_free_undetected,
-    realizable_law,
     run_real,
     run_vectorized,
     score,
     sound_epsilon_at,
 )
+from uedp.audit.scenario import AuditSetting, Scenario
 from uedp.config import FederationConfig, PrivacyConfig
 from uedp.errors import ConfigError
 from uedp.privacy.accounting import mechanism as make_mechanism
@@ -52,7 +50,7 @@ from uedp.privacy.mechanisms import audited_spec
 from uedp.privacy.noise import FIXED_SEED_WARNING, GaussianNoise, NoiseSource
 
 # The main job's privacy defaults for 200 users and the canary's place (201 places). m_max is explicit: the value
-# the main job's privacy.m_max = 0 (automatic) resolves to for 201 places (safe_m_max: 89).
+# the main job's privacy.m_max = "auto" (automatic) resolves to for 201 places (safe_m_max: 89).
 MAIN = AuditSetting(name="main", m_max=safe_m_max(201, PrivacyConfig.q_u, FederationConfig.rounds, PrivacyConfig.delta))
 SETTINGS = {
     "main": MAIN,
@@ -212,7 +210,7 @@ def refusals() -> list[dict[str, Any]]:
                                  "delta_trunc": truncation_delta([(m, s.rounds)], s.places),
                                  "safe_m_max": safe_m_max(s.places, s.q_u, s.rounds, s.delta)}
         try:
-            calibrate(Scenario(s, "uedp", "uedp"))
+            calibrated_z(Scenario(s, "uedp", "uedp"))
             entry["refused"] = None
         except ConfigError as exc:
             entry["refused"] = str(exc)

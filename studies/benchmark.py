@@ -14,9 +14,9 @@
    took beyond the busiest worker's time in the ClientApp), and CPU seconds per round of each process.
    Both runs use privacy.seed, so they draw the same cohort sizes round by round.
 3. Noise calibration for the main job's setting (q_u 0.25, q_e 0.2, q_s 0.2, k_cap 1, N = 200 places, m_max
-   automatic as privacy.m_max = 0 picks it: safe_m_max, 89 at T = 30; target epsilon 8, delta 1e-5) at T = 30,
-   60, 100: `uedp.privacy.calibration.calibrate_noise_multiplier` versus the reference search it replaced
-   (same guarantee), each from cold accounting caches (`clear_caches`); z of both and seconds.
+   automatic as privacy.m_max = "auto" picks it: safe_m_max, 89 at T = 30; target epsilon 8, delta 1e-5) at T = 30,
+   60, 100: `uedp.privacy.calibration.calibrate` on eps_uedp, from cold accounting caches (`clear_caches`;
+   calibrate keeps no disk cache); z, seconds, and eps_uedp at z and at z - tol (the guarantee).
 
 4. Caches and the corpus generator (what the tests check by behaviour, measured here): the entity-detection
    cache (spacy+rules on the synthetic corpus: first run, detect and write, versus the cached run), the
@@ -310,38 +310,39 @@ def bench_rounds(cfg: RunConfig, out: Path) -> dict:
 
 CALIBRATION_SETTING = dict(q_u=0.25, q_e=0.2, q_s=0.2, k_cap=1, num_users=200)  # the main job's (m_max: auto)
 CALIBRATION_TARGET = 8.0
+CALIBRATION_TOL = 1e-3
 
 
 def bench_calibration(rounds: list[int]) -> list[dict]:
-    """For each T: the reference and the fast calibration, each timed from cold accounting caches
-    (uedp.privacy.calibration.clear_caches: every in-memory cache; these functions use no disk cache)."""
-    from uedp.privacy.accounting import DEFAULT_DELTA, safe_m_max
-    from uedp.privacy.calibration import (
-        calibrate_noise_multiplier,
-        calibrate_noise_multiplier_reference,
-        clear_caches,
-    )
+    """For each T: the calibration timed from cold accounting caches (uedp.privacy.calibration.clear_caches:
+    every in-memory cache; `calibrate` uses no disk cache), and the guarantee eps(z) <= target < eps(z - tol)."""
+    from uedp.privacy.accounting import DEFAULT_DELTA, epsilon_of, mechanism, safe_m_max
+    from uedp.privacy.calibration import calibrate, clear_caches
 
+    setting = {k: v for k, v in CALIBRATION_SETTING.items() if k != "num_users"}
+    n = CALIBRATION_SETTING["num_users"]
     rows = []
     for t in rounds:
-        # privacy.m_max = 0 (the main job's): the cap server/setup.py picks for these N, q_u, T and delta
-        m_max = safe_m_max(CALIBRATION_SETTING["num_users"], CALIBRATION_SETTING["q_u"], t, DEFAULT_DELTA)
-        row: dict = {"rounds": t, "m_max": m_max}
-        for name, calibrate in (("reference", calibrate_noise_multiplier_reference),
-                                ("new", calibrate_noise_multiplier)):  # fmt: skip
-            clear_caches()
-            start = time.perf_counter()
-            row[f"z_{name}"] = calibrate(CALIBRATION_TARGET, **CALIBRATION_SETTING, m_max=m_max, rounds=t)
-            row[f"{name}_s"] = time.perf_counter() - start
-        rows.append(row)
+        # privacy.m_max = "auto" (the main job's): the cap server/setup.py picks for these N, q_u, T and delta
+        m_max = safe_m_max(n, CALIBRATION_SETTING["q_u"], t, DEFAULT_DELTA)
+
+        def runs(z: float, t: int = t, m_max: int = m_max) -> list:
+            return [(mechanism("uedp", z=z, m_max=m_max, **setting), t)]
+
+        clear_caches()
+        start = time.perf_counter()
+        z = calibrate(runs, CALIBRATION_TARGET, "uedp", delta=DEFAULT_DELTA, num_users=n, tol=CALIBRATION_TOL)
+        seconds = time.perf_counter() - start
+        eps = [epsilon_of(runs(x), "uedp", delta=DEFAULT_DELTA, num_users=n) for x in (z, z - CALIBRATION_TOL)]
+        rows.append({"rounds": t, "m_max": m_max, "z": z, "seconds": seconds, "eps_at_z": eps[0],
+                     "eps_below": eps[1]})
     return rows
 
 
 def calibration_table(rows: list[dict]) -> str:
-    return table(["T", "m_max", "z reference", "z new", "abs dz", "seconds reference", "seconds new", "ratio"],
-                 [[r["rounds"], r["m_max"], f"{r['z_reference']:.6f}", f"{r['z_new']:.6f}",
-                   f"{abs(r['z_new'] - r['z_reference']):.1e}", f"{r['reference_s']:.2f}", f"{r['new_s']:.2f}",
-                   f"{r['reference_s'] / r['new_s']:.1f}x"] for r in rows], fmt=str)
+    return table(["T", "m_max", "z", "eps_uedp(z)", f"eps_uedp(z - {CALIBRATION_TOL:g})", "seconds"],
+                 [[r["rounds"], r["m_max"], f"{r['z']:.6f}", f"{r['eps_at_z']:.5f}", f"{r['eps_below']:.5f}",
+                   f"{r['seconds']:.2f}"] for r in rows], fmt=str)
 
 
 def save(out: Path, name: str, result: Any, text: str) -> None:

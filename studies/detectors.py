@@ -12,6 +12,7 @@ and .json, and prints the table.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -183,3 +184,33 @@ def agreement(name: str = "informal") -> dict[str, Any]:
             "flag_agreement": observed, "flag_kappa": (observed - chance) / (1 - chance) if chance < 1 else 1.0,
             "flags": {f"A {'entity' if k[0] else 'none'} / B {'entity' if k[1] else 'none'}": v
                       for k, v in sorted(flags.items())}}
+
+
+def detectors_report(detectors: list[str], split: str, out: Path | None, command: str) -> str:
+    """`evaluate` of `detectors` on `split`, rendered; with `out`, OUT/detectors-SPLIT.md (ending with `command`)
+    and OUT/detectors-SPLIT.json. Returns the table."""
+    results = evaluate(detectors, split)
+    text = publish(out, f"detectors-{split}.md", render(results, split), command)
+    if out is not None:
+        (out / f"detectors-{split}.json").write_text(json.dumps(results, indent=1))
+    return text
+
+
+def levers_report(out: Path | None, command: str) -> str:
+    """Each lever of the profiles on the valid halves (`lever_specs`); with `out`, OUT/detectors-levers.md."""
+    specs = lever_specs()
+    return publish(out, "detectors-levers.md", render_levers(evaluate([spec for _, spec in specs], "valid"), specs,
+                                                             "valid"), command)
+
+
+def agreement_report(out: Path | None) -> str:
+    """The informal gold set's inter-annotator agreement as JSON; with `out`, OUT/ner-agreement.json."""
+    return publish(out, "ner-agreement.json", json.dumps(agreement("informal"), indent=1))
+
+
+def publish(out: Path | None, name: str, text: str, command: str | None = None) -> str:
+    """`text`, and with `out` written to out/name, a report ending with the command that made it."""
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text + (f"\n\nCommand: `{command}`\n" if command else "\n"))
+    return text

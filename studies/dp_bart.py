@@ -30,10 +30,10 @@ project's classification default model (uedp.config.CLASSIFICATION_MODEL: frozen
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,45 @@ from uedp.summary import has_summary, read_summary, write_summary
 NO_NOISE = 1e9  # per-document epsilon whose noise is negligible next to the clip bound
 CENTRAL_EPSILON = 8.0
 CENTRAL = "central-original"  # the job name of the noiseless central reference on the original text
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What one comparison runs (experiments.dp_bart's options): the corpus (`path`: a JSONL corpus's file), the
+    task, the per-document epsilons of each variant (`pr_epsilons`, `adept_epsilons`: None for `epsilons`; PR+
+    only at `pr_plus_epsilons`), the users, the replicates of each CLV and PR+ setting, where the tables go
+    (`out`) and where the jobs run (`runs`)."""
+
+    dataset: str
+    task: str
+    epsilons: tuple[float, ...]
+    variants: tuple[str, ...]
+    pr_plus_epsilons: tuple[float, ...]
+    users: int
+    replicates: int
+    out: Path
+    runs: Path
+    path: str = ""
+    pr_epsilons: tuple[float, ...] | None = None
+    adept_epsilons: tuple[float, ...] | None = None
+
+    def config(self, out: Path, **groups: dict[str, Any]) -> RunConfig:
+        """The RunConfig of a job on this comparison's corpus and task, writing to `out`."""
+        return _config(out, self.dataset, self.task, self.path, self.users, **groups)
+
+    @property
+    def command(self) -> str:
+        """The experiments.dp_bart command line that runs this comparison."""
+        path = f"--path {self.path} " if self.path else ""
+        extra = "".join(f" --{flag} " + _numbers(values) for flag, values in (
+            ("pr-epsilons", self.pr_epsilons), ("adept-epsilons", self.adept_epsilons)) if values)
+        return (f"python -m experiments.dp_bart --dataset {self.dataset} {path}--users {self.users} "
+                f"--task {self.task} --epsilons {_numbers(self.epsilons)} --variants {' '.join(self.variants)} "
+                f"--pr-plus-epsilons {_numbers(self.pr_plus_epsilons)}{extra} --replicates {self.replicates}")
+
+
+def _numbers(values: tuple[float, ...]) -> str:
+    return " ".join(f"{e:g}" for e in values)
 
 
 def _dataset_options(dataset: str, path: str, users: int) -> dict[str, Any]:
@@ -80,16 +119,16 @@ def replicate_of(name: str) -> tuple[str, int]:
     return (base, int(k)) if base and k.isdigit() else (name, 0)
 
 
-def jobs(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
+def jobs(comparison: Comparison) -> list[tuple[str, dict[str, Any]]]:
     """Each job's name and config groups. A replicate k > 0 of a setting is job NAME-rk with rewrite.replicate =
     k: every owner rewrites again (fresh noise, its own cache entry) and the downstream model starts from a
     fresh initialisation (a CSPRNG draw, as in every private run)."""
     out: list[tuple[str, dict[str, Any]]] = []
-    for variant in args.variants:
-        epsilons = {"pr+": args.pr_plus_epsilons, "pr": getattr(args, "pr_epsilons", None),
-                    "adept": getattr(args, "adept_epsilons", None)}.get(variant) or args.epsilons
+    for variant in comparison.variants:
+        epsilons = {"pr+": comparison.pr_plus_epsilons, "pr": comparison.pr_epsilons,
+                    "adept": comparison.adept_epsilons}.get(variant) or comparison.epsilons
         for eps in epsilons:
-            for k in range(args.replicates if variant in REPLICATED else 1):
+            for k in range(comparison.replicates if variant in REPLICATED else 1):
                 out.append((f"dp_bart-{variant}-eps{eps:g}" + (f"-r{k}" if k else ""), {
                     "strategy": {"name": "dp_bart"},
                     "rewrite": {"variant": variant, "epsilon": float(eps), "replicate": k}}))
@@ -126,32 +165,33 @@ def central_reference(cfg: RunConfig) -> dict[str, Any]:
     return summary
 
 
-def stem_of(args: argparse.Namespace) -> str:
+def stem_of(comparison: Comparison) -> str:
     """The comparison's name: dp_bart-DATASET[-uUSERS]-TASK (a JSONL corpus by its file's stem)."""
-    dataset = Path(args.path).stem if args.dataset == "jsonl" else args.dataset
-    users = f"-u{args.users}" if args.users != 200 and args.dataset != "jsonl" else ""  # another corpus
-    return f"dp_bart-{dataset}{users}-{args.task}"
+    dataset = Path(comparison.path).stem if comparison.dataset == "jsonl" else comparison.dataset
+    other = comparison.users != 200 and comparison.dataset != "jsonl"  # another corpus
+    users = f"-u{comparison.users}" if other else ""
+    return f"dp_bart-{dataset}{users}-{comparison.task}"
 
 
 TIMING = "timing.json"  # in the comparison's run directory: each finished job's wall-clock seconds
 
 
-def reported(args: argparse.Namespace) -> dict[str, Any]:
+def reported(comparison: Comparison) -> dict[str, Any]:
     """The comparison's last written report (OUT/STEM.json: results, survival, timing, rewriter_training_s), or
     {}: what --report-only falls back on for a job whose run directory is gone (another machine, a clean
     checkout)."""
-    path = args.out / f"{stem_of(args)}.json"
+    path = comparison.out / f"{stem_of(comparison)}.json"
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def run_jobs(args: argparse.Namespace, root: Path, prior: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+def run_jobs(comparison: Comparison, root: Path, prior: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Run every job not finished yet (a finished one is read back: rewriting again would spend again). With
     `prior` (--report-only), run nothing: a job without a run directory is taken from the prior report, or
     left out (and named as not finished in the output)."""
     results: dict[str, dict[str, Any]] = {}
     timing_path = root / TIMING
     timing = json.loads(timing_path.read_text()) if timing_path.is_file() else {}
-    for name, groups in jobs(args):
+    for name, groups in jobs(comparison):
         job = root / name
         if has_summary(job):  # finished before: reuse (rewriting again would spend again)
             results[name] = read_summary(job)
@@ -164,7 +204,7 @@ def run_jobs(args: argparse.Namespace, root: Path, prior: dict[str, Any] | None 
             continue
         t0 = time.monotonic()
         print(f"== {name}", flush=True)
-        cfg = _config(job, args.dataset, args.task, args.path, args.users, **groups)
+        cfg = comparison.config(job, **groups)
         results[name] = central_reference(cfg) if name == CENTRAL else run_local(cfg)
         timing[name] = round(time.monotonic() - t0, 1)
         root.mkdir(parents=True, exist_ok=True)
@@ -181,26 +221,20 @@ def prior_survival(prior: dict[str, Any]) -> dict[str, dict[str, Any]]:
             for n, v in prior.get("survival", {}).items()}
 
 
-def write_outputs(args: argparse.Namespace, results: dict[str, dict[str, Any]], surv: dict[str, dict[str, Any]],
+def write_outputs(comparison: Comparison, results: dict[str, dict[str, Any]], surv: dict[str, dict[str, Any]],
                   root: Path, *, seconds: float, prior: dict[str, Any] | None = None) -> str:
     """OUT/STEM.md (tables, compute time, the command), .json and .png; returns the markdown. The jobs' timing
     comes from the run directory, or from `prior` (a report written before) for the jobs it lacks."""
-    stem = stem_of(args)
+    stem = stem_of(comparison)
     timing_path = root / TIMING
     timing = {**(prior or {}).get("timing", {}),
               **(json.loads(timing_path.read_text()) if timing_path.is_file() else {})}
     training = {n: v.pop("rewriter_training_s") for n, v in surv.items() if "rewriter_training_s" in v}
-    eps = " ".join(f"{e:g}" for e in args.epsilons)
-    path = f"--path {args.path} " if args.path else ""
-    extra = "".join(f" --{flag} " + " ".join(f"{e:g}" for e in values) for flag, values in (
-        ("pr-epsilons", args.pr_epsilons), ("adept-epsilons", args.adept_epsilons)) if values)
-    command = (f"python -m experiments.dp_bart --dataset {args.dataset} {path}--users {args.users} "
-               + f"--task {args.task} --epsilons {eps} --variants {' '.join(args.variants)} --pr-plus-epsilons "
-               + " ".join(f"{e:g}" for e in args.pr_plus_epsilons) + extra + f" --replicates {args.replicates}")
     train_text = "; ".join(f"{n}: {s:.0f} s" for n, s in training.items())
-    missing = [n for n, _ in jobs(args) if n not in results]
+    missing = [n for n, _ in jobs(comparison) if n not in results]
     unsampled = [n for n in results if n.startswith("dp_bart-") and not replicate_of(n)[1] and n not in surv]
-    text = (f"{render(args, results, surv)}\n\nCompute: {sum(timing.values()):.0f} s over the {len(timing)} timed jobs "
+    text = (f"{render(comparison, results, surv)}\n\n"
+            f"Compute: {sum(timing.values()):.0f} s over the {len(timing)} timed jobs "
             f"(each job's seconds in {root / TIMING}; the first job of a variant includes training its rewriter); "
             f"rewriter training, from each rewriter's own log (a PR+ one includes its CLV and PR stages): "
             f"{train_text or 'n/a'}. "
@@ -209,28 +243,29 @@ def write_outputs(args: argparse.Namespace, results: dict[str, dict[str, Any]], 
             + (f" NOT FINISHED (not in the tables): {', '.join(missing)}." if missing else "")
             + (f" No rewrite sample (BLEU and entity survival '-'; run without --report-only): "
                f"{', '.join(unsampled)}." if unsampled else "")
-            + f"\n\nCommand: `{command}`\n")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{stem}.md").write_text(text)
-    (args.out / f"{stem}.json").write_text(json.dumps({"results": results, "survival": surv, "timing": timing,
-                                                       "rewriter_training_s": training}, indent=1, default=str))
-    plot(args, results, args.out / f"{stem}.png")
+            + f"\n\nCommand: `{comparison.command}`\n")
+    comparison.out.mkdir(parents=True, exist_ok=True)
+    (comparison.out / f"{stem}.md").write_text(text)
+    (comparison.out / f"{stem}.json").write_text(json.dumps(
+        {"results": results, "survival": surv, "timing": timing, "rewriter_training_s": training},
+        indent=1, default=str))
+    plot(comparison, results, comparison.out / f"{stem}.png")
     return text
 
 
-def compare(args: argparse.Namespace) -> str:
-    """The whole comparison (experiments.dp_bart's arguments): run the jobs not finished yet in RUNS/STEM (with
-    --report-only, none: the finished ones, else the previous report in OUT), measure the rewrites' survival,
-    write OUT/STEM.md/.json/.png; returns the markdown."""
+def compare(comparison: Comparison, *, report_only: bool = False) -> str:
+    """The whole comparison: run the jobs not finished yet in RUNS/STEM (with `report_only`, none: the finished
+    ones, else the previous report in OUT), measure the rewrites' survival, write OUT/STEM.md/.json/.png; returns
+    the markdown."""
     t0 = time.monotonic()
-    root = args.runs / stem_of(args)
-    prior = reported(args) if args.report_only else None
-    results = run_jobs(args, root, prior)
-    surv = prior_survival(prior) if prior is not None else survival(args, list(results))
-    return write_outputs(args, results, surv, root, seconds=time.monotonic() - t0, prior=prior)
+    root = comparison.runs / stem_of(comparison)
+    prior = reported(comparison) if report_only else None
+    results = run_jobs(comparison, root, prior)
+    surv = prior_survival(prior) if prior is not None else survival(comparison, list(results))
+    return write_outputs(comparison, results, surv, root, seconds=time.monotonic() - t0, prior=prior)
 
 
-def survival(args: argparse.Namespace, names: list[str], sample: int = 1000) -> dict[str, dict[str, float]]:
+def survival(comparison: Comparison, names: list[str], sample: int = 1000) -> dict[str, dict[str, float]]:
     """BLEU and entity survival of each DP-BART setting on `sample` training sentences holding entities."""
     import numpy as np
 
@@ -240,7 +275,7 @@ def survival(args: argparse.Namespace, names: list[str], sample: int = 1000) -> 
     from uedp.rewriting.evaluation import corpus_bleu, entity_survival
     from uedp.rewriting.rewrite import mechanism_for, rewrite_texts, rewriter_corpus, rewriter_for
 
-    base = _config(Path("unused"), args.dataset, args.task, args.path, args.users)
+    base = comparison.config(Path("unused"))
     _, corpus = materialize(base.dataset.name, **base.loader_options())
     _, ann = annotate_cached(corpus, base.detector())
     rows = corpus.table.to_pylist()
@@ -255,8 +290,8 @@ def survival(args: argparse.Namespace, names: list[str], sample: int = 1000) -> 
         if not name.startswith("dp_bart-") or replicate_of(name)[1]:  # one rewrite sample per setting
             continue
         _, variant, eps = name.split("-", 2)
-        cfg = _config(Path("unused"), args.dataset, args.task, args.path, args.users, strategy={"name": "dp_bart"},
-                      rewrite={"variant": variant, "epsilon": float(eps[3:])})
+        cfg = comparison.config(Path("unused"), strategy={"name": "dp_bart"},
+                                rewrite={"variant": variant, "epsilon": float(eps[3:])})
         settings = cfg.rewrite_settings()
         rewriter = rewriter_for(settings, rewriter_corpus(cfg), progress=False)
         rng, _ = secure_generator(None)
@@ -267,7 +302,7 @@ def survival(args: argparse.Namespace, names: list[str], sample: int = 1000) -> 
     return out
 
 
-def figure_table(args: argparse.Namespace, results: dict[str, dict[str, Any]], metric: str) -> str:
+def figure_table(comparison: Comparison, results: dict[str, dict[str, Any]], metric: str) -> str:
     """The Fig. 3 numbers as one table: a row per variant, a column per per-document epsilon, each cell the mean
     of `metric` over the setting's replicates (and their min - max when more than one); under it, what each
     epsilon means per user and per entity (the same for every variant: one mechanism calibration per epsilon)."""
@@ -290,7 +325,7 @@ def figure_table(args: argparse.Namespace, results: dict[str, dict[str, Any]], m
         mean = sum(values) / len(values)
         return f"{mean:.3f}" + (f" ({min(values):.3f}-{max(values):.3f})" if len(values) > 1 else "")
 
-    rows = [[MECHANISM_NAMES[v], *[cell(cells.get((v, e))) for e in epsilons]] for v in args.variants]
+    rows = [[MECHANISM_NAMES[v], *[cell(cells.get((v, e))) for e in epsilons]] for v in comparison.variants]
     rows.append(["per user (PLD, over the cap)", *[f"{local_at[e].get('epsilon_user', math.nan):.4g}"
                                                     for e in epsilons]])
     rows.append(["entity in 4 documents", *[f"{(local_at[e].get('epsilon_entity') or {}).get('4', math.nan):.4g}"
@@ -302,8 +337,8 @@ def figure_table(args: argparse.Namespace, results: dict[str, dict[str, Any]], m
             + ("\n\nAt eps = infinity: " + "; ".join(refs) + "." if refs else ""))
 
 
-def render(args: argparse.Namespace, results: dict[str, dict[str, Any]], surv: dict[str, dict[str, float]]) -> str:
-    metric = "macro_f1" if args.task == "classification" else "perplexity"
+def render(comparison: Comparison, results: dict[str, dict[str, Any]], surv: dict[str, dict[str, float]]) -> str:
+    metric = "macro_f1" if comparison.task == "classification" else "perplexity"
     rows = []
     for name, s in results.items():
         local = s.get("local") or {}
@@ -319,7 +354,7 @@ def render(args: argparse.Namespace, results: dict[str, dict[str, Any]], surv: d
                      f"{sv['bleu']:.1f}" if sv else "-", f"{sv['fraction']:.3f}" if sv else "-",
                      "yes" if s["private"] else f"no ({s.get('warning') or 'no guarantee'})"])
     head = ["job", "guarantee (its own units)", metric, "error", "BLEU of rewrites", "entity survival", "private"]
-    figure = figure_table(args, results, metric)
+    figure = figure_table(comparison, results, metric)
     text = (f"The figure's numbers (mean over replicates, min-max in brackets):\n\n{figure}\n\nEvery job:\n\n"
             if figure else "") + md_table(head, rows)
     spread = replicate_rows(results, metric)
@@ -346,11 +381,11 @@ def replicate_rows(results: dict[str, dict[str, Any]], metric: str) -> list[tupl
     return out
 
 
-def plot(args: argparse.Namespace, results: dict[str, dict[str, Any]], path: Path) -> None:
-    metric = "macro_f1" if args.task == "classification" else "perplexity"
+def plot(comparison: Comparison, results: dict[str, dict[str, Any]], path: Path) -> None:
+    metric = "macro_f1" if comparison.task == "classification" else "perplexity"
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for variant in args.variants:
+    for variant in comparison.variants:
         by_eps: dict[float, list[float]] = {}
         for n, s in results.items():
             if n.startswith(f"dp_bart-{variant}-") and s["eps_local_document"] < NO_NOISE:
@@ -372,6 +407,6 @@ def plot(args: argparse.Namespace, results: dict[str, dict[str, Any]], path: Pat
     ax.set_xscale("log")
     ax.set_xlabel("DP-BART: local epsilon per document (not comparable with the central epsilons)")
     ax.set_ylabel(metric)
-    ax.set_title(f"{args.dataset}, {args.task}")
+    ax.set_title(f"{comparison.dataset}, {comparison.task}")
     ax.legend(fontsize=7)
     save(fig, path)

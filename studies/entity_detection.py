@@ -28,7 +28,7 @@ delta 1e-5; the same settings for all four sets):
   uedp.privacy.accounting.safe_m_max), `missed=K'` (K' = 0: detected everywhere, eps_uedp; 0 < K' < K the
   mixed case; K' = K undetected);
 - user-level DP (and de-identification + user-level DP, the same accounting): q_u 0.25 (the BBC runs'
-  default), z calibrated to eps_user 8 (uedp.privacy.calibration.calibrate_claims, as `uedp epsilon
+  default), z calibrated to eps_user 8 (uedp.privacy.calibration.calibrate_identical, as `uedp epsilon
   --strategy user_dp --target-epsilon 8`); detection does not matter;
 - FedAvg and de-identification alone (no noise): infinite.
 Each distinct (K, K') is computed once. Aggregates are counts (no percentile: most entities have one mention):
@@ -60,7 +60,7 @@ from uedp.entities.annotations import annotate, annotation_path
 from uedp.entities.detectors import DETECTORS, entity_sets
 from uedp.markdown import table as md_table
 from uedp.privacy.accounting import Mechanism, mechanism, safe_m_max
-from uedp.privacy.calibration import calibrate_claims
+from uedp.privacy.calibration import calibrate_identical
 from uedp.privacy.holders import holders_epsilon
 
 METHODS = ("uedp", "user_dp", "fedavg")
@@ -99,9 +99,9 @@ class Settings:
     def user_dp_z(self) -> float:
         """z of user-level DP at eps_user = user_target: the problem `uedp epsilon --strategy user_dp
         --target-epsilon` solves (so its calibration cache serves both)."""
-        return calibrate_claims(self.user_target, ("user",), rule="user_dp", q_u=self.user_q_u, q_e=1.0, q_s=1.0,
-                                m_max=None, k_cap=None, rounds=self.rounds, delta=self.delta,
-                                num_users=self.num_users, tol=1e-3, gamma=0.0)
+        return calibrate_identical(self.user_target, ("user",), rule="user_dp", q_u=self.user_q_u, q_e=1.0,
+                                   q_s=1.0, m_max=None, k_cap=None, rounds=self.rounds, delta=self.delta,
+                                   num_users=self.num_users)
 
 
 @dataclass(frozen=True)
@@ -363,11 +363,9 @@ def _eps(x: float) -> str:
     return "inf" if math.isinf(x) else f"{x:.3g}"
 
 
-def render(result: dict[str, Any]) -> str:
-    """The Markdown report of `study`'s result: counts only."""
+def _heading(result: dict[str, Any]) -> str:
     s = result["settings"]
-    sets = result["sets"]
-    head = (f"Per gold entity (a distinct key, docs/ner-gold.md gold sets, both halves): the share of its mentions "
+    return (f"Per gold entity (a distinct key, docs/ner-gold.md gold sets, both halves): the share of its mentions "
             f"the `{result['detector']}` detector finds with the exact key (the sentence's entity set holds the gold "
             "key: same category and case-folded string), its holders K (distinct users with a mention) and K' "
             "(holders with a missed mention), and the epsilon for one user u' that is not a holder AND the entity "
@@ -379,70 +377,113 @@ def render(result: dict[str, Any]) -> str:
             f"{s['user_target']:g}); FedAvg and de-identification alone: inf. K counts holders WITHIN the gold "
             "set (one sentence per BBC article): a run's corpus has more mentions and holders of the same entity. "
             "Counts only (most entities have one mention: no percentile).")
-    summary = []
+
+
+def _summary_table(sets: dict[str, Any]) -> str:
+    """Per set: its size, its mentions and those detected, and its entities by detected share."""
+    rows = []
     for name, r in sets.items():
         n = r["entities_count"]
         d = r["detection"]
-        summary.append([name, r["lines"], r["users"], r["mentions"],
-                        f"{r['detected_mentions']} ({r['mention_recall']:.2f})", r["near_missed_mentions"], n,
-                        _count(d["always"], n), _count(d["partly"], n), _count(d["never"], n)])
-    t_summary = md_table(["gold set", "lines", "users", "gold mentions", "detected with exact key (recall)",
-                          "missed, another key overlaps", "entities", "all mentions detected (K' = 0)", "some",
-                          "none"], summary)
-    by_m = []
+        rows.append([name, r["lines"], r["users"], r["mentions"],
+                     f"{r['detected_mentions']} ({r['mention_recall']:.2f})", r["near_missed_mentions"], n,
+                     _count(d["always"], n), _count(d["partly"], n), _count(d["never"], n)])
+    return md_table(["gold set", "lines", "users", "gold mentions", "detected with exact key (recall)",
+                     "missed, another key overlaps", "entities", "all mentions detected (K' = 0)", "some", "none"],
+                    rows)
+
+
+def _mentions_table(sets: dict[str, Any]) -> str:
+    """Per set and number of mentions (MENTION_BINS): entities by detected share."""
+    rows = []
     for name, r in sets.items():
         for _, _, label in MENTION_BINS:
             d = r["detection_by_mentions"][label]
             if sum(d.values()):
-                by_m.append([name, label, sum(d.values()), d["never"], d["partly"], d["always"]])
-    t_by_m = md_table(["gold set", "mentions", "entities", "share 0", "share in (0, 1)", "share 1"], by_m)
-    bands = []
-    for name, r in sets.items():
-        for m in METHODS:
-            bands.append([name, METHOD_LABELS[m], *(r["bands"][m][b] for b in BAND_LABELS)])
-    t_bands = md_table(["gold set", "method", *(f"eps {b}" for b in BAND_LABELS)], bands)
-    cats = []
+                rows.append([name, label, sum(d.values()), d["never"], d["partly"], d["always"]])
+    return md_table(["gold set", "mentions", "entities", "share 0", "share in (0, 1)", "share 1"], rows)
+
+
+def _bands_table(sets: dict[str, Any]) -> str:
+    """Per set and method: entities per epsilon band."""
+    rows = [[name, METHOD_LABELS[m], *(r["bands"][m][b] for b in BAND_LABELS)]
+            for name, r in sets.items() for m in METHODS]
+    return md_table(["gold set", "method", *(f"eps {b}" for b in BAND_LABELS)], rows)
+
+
+def _category_table(sets: dict[str, Any]) -> str:
+    """Per set and category: entities, mentions detected, entities by detected share and per epsilon band."""
+    rows = []
     for name, r in sets.items():
         for c, v in r["per_category"].items():
             d = v["detection"]
-            cats.append([name, c, v["entities"], f"{v['detected_mentions']} / {v['mentions']}",
+            rows.append([name, c, v["entities"], f"{v['detected_mentions']} / {v['mentions']}",
                          f"{d['always']} / {d['partly']} / {d['never']}",
                          " / ".join(str(v["bands"]["uedp"][b]) for b in BAND_LABELS),
                          " / ".join(str(v["bands"]["user_dp"][b]) for b in BAND_LABELS)])
     bl = " / ".join(BAND_LABELS)
-    t_cats = md_table(["gold set", "category", "entities", "mentions detected", "entities detected all / some / none",
-                       f"UeDP eps {bl}", f"user-level DP eps {bl}"], cats)
-    held = defaultdict(int)
-    for r in sets.values():
+    return md_table(["gold set", "category", "entities", "mentions detected", "entities detected all / some / none",
+                     f"UeDP eps {bl}", f"user-level DP eps {bl}"], rows)
+
+
+def _holders_table(result: dict[str, Any]) -> str:
+    """Per (K, K') computed: the entities of all sets with it and each method's epsilon with its bound."""
+    held: dict[tuple[int, int], int] = defaultdict(int)
+    for r in result["sets"].values():
         for e in r["entities"]:
             held[(e["holders"], e["missed_holders"])] += 1
-    t_eps = md_table(["K", "K'", "entities (all sets)", "UeDP eps (bound)", "user-level DP eps (bound)"],
-                     [[row["k"], row["missed"], held[(row["k"], row["missed"])],
-                       f"{_eps(row['uedp'])} ({row['uedp_bound']})",
-                       f"{_eps(row['user_dp'])} ({row['user_dp_bound']})"] for row in result["epsilons"]])
-    corr = []
+    return md_table(["K", "K'", "entities (all sets)", "UeDP eps (bound)", "user-level DP eps (bound)"],
+                    [[row["k"], row["missed"], held[(row["k"], row["missed"])],
+                      f"{_eps(row['uedp'])} ({row['uedp_bound']})",
+                      f"{_eps(row['user_dp'])} ({row['user_dp_bound']})"] for row in result["epsilons"]])
+
+
+def _correlation_table(sets: dict[str, Any]) -> str:
+    """Per set and CORRELATION_BINS: entities with every / no mention detected, observed against predicted."""
+    rows = []
     for name, r in sets.items():
         for c in r["correlation"]:
             if c["entities"]:
-                corr.append([name, c["mentions"], c["entities"], c["all_observed"],
+                rows.append([name, c["mentions"], c["entities"], c["all_observed"],
                              f"{c['all_predicted']:.1f} ± {c['all_sd']:.1f}",
                              f"{c['all_predicted_category']:.1f} ± {c['all_sd_category']:.1f}", c["none_observed"],
                              f"{c['none_predicted']:.1f} ± {c['none_sd']:.1f}"])
-    t_corr = md_table(["gold set", "mentions", "entities", "all detected: observed",
-                       "predicted at the set's r (± sd)", "at the category's r (± sd)", "none detected: observed",
-                       "predicted at the set's r (± sd)"], corr)
+    return md_table(["gold set", "mentions", "entities", "all detected: observed",
+                     "predicted at the set's r (± sd)", "at the category's r (± sd)", "none detected: observed",
+                     "predicted at the set's r (± sd)"], rows)
+
+
+def render(result: dict[str, Any]) -> str:
+    """The Markdown report of `study`'s result: counts only."""
+    sets = result["sets"]
     return "\n\n".join([
-        head, t_summary,
-        "Detected share by number of mentions (entities):", t_by_m,
-        "Entities by epsilon band, per method:", t_bands,
-        "Per category: entities, detection, and entities per epsilon band:", t_cats,
-        "The epsilon per (K, K') that occurs (u' not a holder; K' = 0: eps_uedp for UeDP):", t_eps,
+        _heading(result), _summary_table(sets),
+        "Detected share by number of mentions (entities):", _mentions_table(sets),
+        "Entities by epsilon band, per method:", _bands_table(sets),
+        "Per category: entities, detection, and entities per epsilon band:", _category_table(sets),
+        "The epsilon per (K, K') that occurs (u' not a holder; K' = 0: eps_uedp for UeDP):", _holders_table(result),
         "Correlation of misses (entities with >= 2 mentions): observed counts with every / no mention detected "
         "against independent misses at the set's mention-level recall r (expected sum of r^m, resp. (1 - r)^m, "
         "Poisson-binomial sd), and at the recall of the entity's category (which removes the part of the "
-        "correlation that is only categories differing in recall):", t_corr,
+        "correlation that is only categories differing in recall):", _correlation_table(sets),
         f"Computed in {result['seconds']:.0f} s (detection: "
         + ", ".join(f"{n} " + ("from the annotation cache" if r["seconds_detect"] is None else
                                f"{r['seconds_detect']:.1f} s") for n, r in sets.items())
         + "; annotations are cached as a run caches them, uedp.entities.annotations).",
     ])
+
+
+def report(sets: Sequence[str], detector: str, *, gold_dir: Path = GOLD_DIR, vdi: float | None = None,
+           out: Path | None = None) -> str:
+    """The study as `python -m experiments.entity_detection` runs it: `study` of the gold sets `sets` with
+    `detector` (holders_epsilon's grid `vdi`), and with `out` OUT/entity-detection.md (the report and the
+    command) and OUT/entity-detection.json (`to_json`); the Markdown report."""
+    result = study(sets, detector, gold_dir=gold_dir, settings=Settings(vdi=vdi))
+    text = render(result)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        command = f"python -m experiments.entity_detection --sets {','.join(sets)} --detector {detector}"
+        command += f" --out {out}" + (f" --vdi {vdi:g}" if vdi is not None else "")
+        (out / "entity-detection.md").write_text(text + f"\n\nCommand: `{command}`\n")
+        (out / "entity-detection.json").write_text(to_json(result) + "\n")
+    return text

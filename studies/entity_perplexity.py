@@ -8,7 +8,7 @@ limits UeDP").
 
 Each RUN_DIR is a finished job (config.json and model.pt). The test sentences are those of the run's central
 evaluation (the same fixed subset: federation.eval_sentences, or --limit; in owners mode federation.eval_data).
-Every number comes from one pass of the model over them (uedp.entity_tokens.evaluation_split, the function
+Every number comes from one pass of the model over them (uedp.pipeline.evaluation_split, the function
 summary.json's `final_tokens` comes from): its NLL on every predicted token. Entity spans are the corpus's gold
 spans where it has them, else the run's detector's (the `spans` field says which), protected as the run
 protected them (its categories; public entities, if the run had a policy, are not protected). A sentence is
@@ -30,10 +30,11 @@ import numpy as np
 import torch
 
 from uedp.config import RunConfig
-from uedp.entity_tokens import TokenSplit, evaluation_split, excess_share
+from uedp.entity_tokens import TokenSplit, excess_share
 from uedp.errors import ConfigError
+from uedp.markdown import table
 from uedp.models.base import UedpModel, set_weights
-from uedp.pipeline import load_manifest, new_model, run_tokenizer
+from uedp.pipeline import evaluation_split, load_manifest, new_model, owner_task, run_tokenizer
 from uedp.tokenization import TextTokenizer
 
 
@@ -44,7 +45,7 @@ def load_run(run: Path) -> tuple[RunConfig, UedpModel, TextTokenizer]:
         from uedp.owners import model_shape
 
         tokenizer = run_tokenizer(cfg, None)[0]
-        model = new_model(cfg, model_shape(cfg, tokenizer))
+        model = new_model(cfg, model_shape(tokenizer, owner_task(cfg)))
     else:
         manifest = load_manifest(cfg)
         tokenizer, model = manifest.text_tokenizer(), new_model(cfg, manifest)
@@ -80,3 +81,36 @@ def split_perplexity(run: Path, limit: int = 0, *, reference: TokenSplit | None 
                               "task.max_len or evaluation subset): the excess NLL needs the same tokens")
         out["excess_share"] = excess_share(split.nll, reference.nll, split.entity)
     return out
+
+
+def perplexity_table(runs: list[Path], *, reference: Path | None = None, limit: int = 0, out: Path | None = None
+                     ) -> str:
+    """The table of `split_perplexity` over `runs` (with `reference`, a FedAvg run: the share of each run's excess
+    NLL on entity tokens); with `out`, also written to OUT and its rows to OUT with suffix .json."""
+    if out:  # before the evaluations: a missing folder must not cost them
+        out.parent.mkdir(parents=True, exist_ok=True)
+    split = token_split(reference, limit) if reference else None
+    rows = [split_perplexity(r, limit, reference=split) for r in runs]
+    header = ["run", "strategy", "perplexity, all", "with an entity", "entity-free", "sentences (with / free)",
+              "entity tokens", "other tokens", "tokens (entity / other)", "spans"]
+    if reference is not None:
+        header.append(f"share of excess NLL over {reference.name} on entity tokens")
+    body = []
+    for r in rows:
+        line = [Path(str(r["run"])).name, r["strategy"], _ppl(r["all"]), _ppl(r["with_entity"]),
+                _ppl(r["entity_free"]), f"{r['with_entity_sentences']} / {r['entity_free_sentences']}",
+                _ppl(r["entity_tokens"]), _ppl(r["other_tokens"]),
+                f"{r['entity_token_count']} / {r['other_token_count']}", r["spans"]]
+        if reference is not None:
+            share = r["excess_share"]
+            line.append("- (no excess)" if share is None else f"{share:.3f}")
+        body.append(line)
+    text = table(header, body)
+    if out:
+        out.write_text(text + "\n")
+        out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
+    return text
+
+
+def _ppl(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"

@@ -4,7 +4,7 @@ interval, on the whole-text and the non-entity-token metric, at two populations 
 
     python -m experiments.frontier [--reps 3] [--runs outputs/figures] [--out docs/figures] [--resamples 2000]
 
-Reads the finished jobs of the figures `frontier-5000` and `frontier-20000` (studies/figures.py; run them
+Reads the finished jobs of the figures `frontier-5000` and `frontier-20000` (studies/figure_settings.py; run them
 with `python -m experiments.figures frontier-5000 frontier-20000 --reps 3`: jobs are resumable, and this
 command reads whatever has finished). For each population and metric:
 - per arm and K: the mean over replicates and n;
@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from studies.figures import FIGURES, FRONTIER_K, jobs
+from studies.figure_jobs import jobs
+from studies.figure_settings import FIGURES, FRONTIER_K
 from uedp.markdown import table
 from uedp.summary import has_summary, read_summary
 

@@ -4,7 +4,7 @@ uses per round, how large the noise is against one clipped update, and what it r
     python -m experiments.limits [--populations 200 1000 5000] [--users 400] [--keys 20]
                                  [--noise-free 5000] [--runs outputs/figures] [--out docs/figures]
 
-Sentences used (for each population N, the population figure's settings: studies/figures.py
+Sentences used (for each population N, the population figure's settings: studies/figure_settings.py
 `population_setting`): user-level DP and FedAvg train on every sentence of a sampled user. UeDP (k_cap 1)
 trains on a sentence only if each of its entities is sampled (q_e) AND permitted in the user's slot (one of
 m_max), or, for a sentence with no detected entity, if it is sampled as an extended entity (q_s). The
@@ -34,9 +34,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from studies.figures import job_id, population_setting
+from studies.figure_jobs import job_id
+from studies.figure_settings import COHORT, population_setting
 from uedp.commands.options import parse_options
 from uedp.config import RunConfig
+from uedp.markdown import table
 from uedp.pipeline import load_user_data, prepare
 from uedp.privacy.sampling import new_round_key
 from uedp.privacy.selection import SelectionParams, select_sentences
@@ -112,3 +114,41 @@ def noise_free(runs: Path, n: int, strategy: str) -> float:
     summary = run_local(cfg, components=Components(
         noise=noise, broken=f"diagnostic: noise std x {NOISE_FREE_FACTOR:g} (experiments.limits, not private)"))
     return summary["final"]["perplexity"]
+
+
+def limits(populations: list[int], *, users: int, keys: int, noise_free_at: list[int], runs: Path, out: Path
+           ) -> str:
+    """Per population: the measured use of a client's text, the noise against one clipped update of the
+    figures' jobs in `runs`, and (at each population of `noise_free_at`, a full run each) the perplexity
+    without noise; writes OUT/limits.json and OUT/limits.md and returns the table."""
+    results = []
+    for n in populations:
+        cfg = population_config(n)
+        r: dict[str, float | None] = {"N": n, "q_u": cfg.privacy.q_u, **measure(cfg, users=users, keys=keys)}
+        for m in ("user_dp", "uedp"):
+            r[f"noise_to_clip_{m}"] = noise_to_clip(runs, n, m)
+            r[f"noise_free_{m}"] = noise_free(runs, n, m) if n in noise_free_at else None
+        results.append(r)
+        print(json.dumps(r), flush=True)
+    text = limits_table(results)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "limits.json").write_text(json.dumps(results, indent=1))
+    (out / "limits.md").write_text(text + "\n")
+    return text
+
+
+def limits_table(results: list[dict]) -> str:
+    """The limits table (docs/results.md section 7): a row per population."""
+
+    def fmt(x: float | None) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    rows = [[f"{r['N']:,}", f"{r['q_u']:g}", f"{r['sentences_per_user']:.1f}", f"{r['entity_free_share']:.1%}",
+             "100%", f"{r['uedp_used']:.1%}", f"{r['uedp_used_entity_free']:.1%} + {r['uedp_used_entity']:.2%}",
+             f"{COHORT * r['sentences_per_user']:.0f} / {COHORT * r['sentences_per_user'] * r['uedp_used']:.0f}",
+             fmt(r["noise_to_clip_user_dp"]), fmt(r["noise_to_clip_uedp"]), fmt(r["noise_free_user_dp"]),
+             fmt(r["noise_free_uedp"])] for r in results]
+    return table(["N", "q_u", "train sentences per user", "entity-free share", "FedAvg / user-level DP use",
+                  "UeDP uses", "UeDP: entity-free + entity sentences", "sentences per round (user DP / UeDP)",
+                  "noise / clip, user-level DP", "noise / clip, UeDP",
+                  "perplexity without noise, user-level DP", "same, UeDP"], rows, fmt=str)

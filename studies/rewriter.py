@@ -12,16 +12,16 @@ Gaussian) at each epsilon; plus the training time (from the rewriter's own log, 
 time it took when it was trained). The default kind is the one with the higher mean BLEU over the no-noise and
 noised columns (within 1 BLEU: the faster to train). Unless --no-pr, the winner's "pr" and "pr+" (one per
 epsilon) rewriters are trained and measured too. Noise here is on public text and seeded (a measurement).
-Writes OUT (markdown) and prints it.
+Writes OUT (markdown); the command prints it.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import platform
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -61,46 +61,31 @@ def examples(rw: Any, texts: list[str], epsilons: list[float]) -> list[list[str]
     return rows
 
 
-def run(args: argparse.Namespace) -> str:
-    from uedp.rewriting.model import RewriterConfig, load_rewriter
-    from uedp.rewriting.public_text import public_text_for
+def compare_rewriters(private_corpus: str, kinds: list[str], epsilons: list[float], *, out: Path,
+                      threads: int | None = None, pr: bool = True, overrides: dict[str, int] | None = None,
+                      conditions: str = "") -> str:
+    """Train (or load) and measure each kind's rewriter, pick the default, measure the winner's pr and pr+
+    rewriters (unless not `pr`); writes the report to `out` and returns it. `overrides`: RewriterConfig fields
+    (steps, max_sentences: smoke runs); `threads`: torch threads; `conditions`: a sentence on the machine's load."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if threads:
+        import torch
 
-    overrides = {k: v for k, v in (("steps", args.steps), ("max_sentences", args.max_sentences)) if v is not None}
-    epsilons = [float(e) for e in args.epsilons.split(",")]
-    kinds = args.kinds.split(",")
+        torch.set_num_threads(threads)
+    overrides = overrides or {}
     started = time.time()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    results: dict[str, dict[str, Any]] = {}
-    rewriters: dict[str, Any] = {}
-    description = ""
-    for kind in kinds:
-        config = RewriterConfig(**{**dataclasses.asdict(RewriterConfig()), "kind": kind, **overrides})
-        rw = load_rewriter(private_corpus=args.private_corpus, config=config, progress=True)
-        description, sentences = public_text_for(args.private_corpus, max_sentences=config.max_sentences)
-        valid = sentences[-config.valid_sentences :]
-        results[kind] = {**measure(rw, valid, epsilons), "seconds": _train_seconds(rw), "config": config,
-                         "history": rw.log[0]["evals"], "trained": sum(p.numel() for p in rw.net.parameters()
-                                                                         if p.requires_grad)}
-        rewriters[kind] = (rw, valid)
-
-    def score(kind: str) -> float:
-        r = results[kind]
-        return float(np.mean([r["bleu"], *r["noised"].values()]))
-
-    ranked = sorted(kinds, key=score, reverse=True)
-    winner = ranked[0]
-    if len(ranked) > 1 and score(ranked[0]) - score(ranked[1]) < 1.0:
-        winner = min(ranked[:2], key=lambda k: results[k]["seconds"])
-
+    results, rewriters, description = measure_kinds(private_corpus, kinds, epsilons, overrides)
+    winner = default_kind(results, kinds)
+    command = (f"python -m experiments.rewriter --private-corpus {private_corpus} --kinds {','.join(kinds)} "
+               f"--epsilons {','.join(f'{e:g}' for e in epsilons)}" + (f" --threads {threads}" if threads else "")
+               + ("" if pr else " --no-pr") + "".join(f" --{k.replace('_', '-')} {v}" for k, v in overrides.items()))
     lines = [
         "# The DP-BART rewriter: bart or minilm (measured)",
         "",
-        f"Command: `python -m experiments.rewriter --private-corpus {args.private_corpus} --kinds {args.kinds} "
-        f"--epsilons {args.epsilons}" + (f" --threads {args.threads}" if args.threads else "")
-        + (" --no-pr" if args.no_pr else "")
-        + "".join(f" --{k.replace('_', '-')} {v}" for k, v in overrides.items()) + "`",
+        f"Command: `{command}`",
         "",
-        f"Public training text (for private corpus {args.private_corpus}): "
+        f"Public training text (for private corpus {private_corpus}): "
         f"{description.removeprefix('public text: ')}. Validation: its last "
         f"{results[kinds[0]]['config'].valid_sentences} sentences, held out of training (public text; BLEU is "
         "sacrebleu corpus BLEU of the rewrite against the validation sentence, or against the window the encoder "
@@ -108,80 +93,138 @@ def run(args: argparse.Namespace) -> str:
         f"ClvMechanism (clip C = 0.1, analytic Gaussian, delta {DELTA:g}), one seeded draw per sentence.",
         "",
         f"Machine: {os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}), torch threads "
-        f"{args.threads or 'default'}, 1-minute load average {load:.1f} when the run started (other jobs on the "
+        f"{threads or 'default'}, 1-minute load average {load:.1f} when the run started (other jobs on the "
         "machine slow training down; the times are wall-clock seconds of training, as logged by the rewriter)."
-        + (f" {args.conditions}" if args.conditions else ""),
+        + (f" {conditions}" if conditions else ""),
         "",
-        "## clv rewriters (clip by value, no noise in training)",
-        "",
+        *kinds_section(results, kinds, epsilons, winner),
     ]
+    if pr:
+        rw, valid = rewriters[winner]
+        lines += variants_section(private_corpus, winner, results[winner], rw, valid, epsilons)
+    lines += notes(time.time() - started)
+    text = "\n".join(lines) + "\n"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    return text
+
+
+def measure_kinds(private_corpus: str, kinds: list[str], epsilons: list[float], overrides: dict[str, int]
+                  ) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[Any, list[str]]], str]:
+    """Each kind's default RewriterConfig (with `overrides`) trained or loaded, measured on the held-out public
+    validation sentences: (results per kind, (rewriter, validation sentences) per kind, the public text's
+    description)."""
+    from uedp.rewriting.model import RewriterConfig
+    from uedp.rewriting.public_text import public_text_for
+    from uedp.rewriting.store import load_rewriter
+
+    results: dict[str, dict[str, Any]] = {}
+    rewriters: dict[str, tuple[Any, list[str]]] = {}
+    description = ""
+    for kind in kinds:
+        config = RewriterConfig(**{**dataclasses.asdict(RewriterConfig()), "kind": kind, **overrides})
+        rw = load_rewriter(private_corpus=private_corpus, config=config, progress=True)
+        description, sentences = public_text_for(private_corpus, max_sentences=config.max_sentences)
+        valid = sentences[-config.valid_sentences :]
+        results[kind] = {**measure(rw, valid, epsilons), "seconds": _train_seconds(rw), "config": config,
+                         "history": rw.log[0]["evals"], "trained": sum(p.numel() for p in rw.net.parameters()
+                                                                         if p.requires_grad)}
+        rewriters[kind] = (rw, valid)
+    return results, rewriters, description
+
+
+def score(result: dict[str, Any]) -> float:
+    """A kind's mean BLEU over the no-noise and noised columns."""
+    return float(np.mean([result["bleu"], *result["noised"].values()]))
+
+
+def default_kind(results: dict[str, dict[str, Any]], kinds: list[str]) -> str:
+    """The kind with the higher mean BLEU (`score`); within 1 BLEU, the faster to train."""
+    ranked = sorted(kinds, key=lambda k: score(results[k]), reverse=True)
+    if len(ranked) > 1 and score(results[ranked[0]]) - score(results[ranked[1]]) < 1.0:
+        return min(ranked[:2], key=lambda k: results[k]["seconds"])
+    return ranked[0]
+
+
+def kinds_section(results: dict[str, dict[str, Any]], kinds: list[str], epsilons: list[float], winner: str
+                  ) -> list[str]:
+    """The report's clv rewriters (a row per kind, their noise scales, their training history) and its default."""
     header = ["kind", "d", "l*d", "z inside [-C, C]", "trained params", "steps", "training s", "BLEU no noise",
-              "vs window",
-              *[f"eps {e:g}" for e in epsilons], "mean"]
+              "vs window", *[f"eps {e:g}" for e in epsilons], "mean"]
     rows = []
     for kind in kinds:
         r, c = results[kind], results[kind]["config"]
         rows.append([kind, c.width, c.length * c.width, f"{r['inside']:.0%} (std {r['z_std']:.2f})", r["trained"],
                      c.steps, r["seconds"], round(r["bleu"], 1),
-                     round(r["bleu_window"], 1), *[round(r["noised"][e], 1) for e in epsilons], round(score(kind), 1)])
-    lines += [md_table(header, rows), ""]
+                     round(r["bleu_window"], 1), *[round(r["noised"][e], 1) for e in epsilons], round(score(r), 1)])
+    lines = ["## clv rewriters (clip by value, no noise in training)", "", md_table(header, rows), ""]
     sig_header = ["kind", *[f"sigma at eps {e:g}" for e in epsilons]]
     lines += [md_table(sig_header, [[k, *[round(results[k]["sigma"][e], 4) for e in epsilons]] for k in kinds]), ""]
     lines += ["Validation BLEU during training (no noise):", ""]
     hist_rows = [[k, ", ".join(f"{h['step']}: {h['bleu']:.1f}" for h in results[k]["history"])] for k in kinds]
     lines += [md_table(["kind", "step: BLEU"], hist_rows), ""]
     others = [k for k in kinds if k != winner]
-    lines += [
+    return lines + [
         "## Default",
         "",
         f"`RewriterConfig.kind` defaults to **{winner}**: mean BLEU over the no-noise and noised columns "
-        f"{score(winner):.1f}" + "".join(f" against {score(k):.1f} for {k}" for k in others)
+        f"{score(results[winner]):.1f}" + "".join(f" against {score(results[k]):.1f} for {k}" for k in others)
         + f"; trained in {results[winner]['seconds']:.0f} s"
         + "".join(f" against {results[k]['seconds']:.0f} s" for k in others) + ". Rule: higher mean BLEU; within "
         "1 BLEU, the faster to train.",
         "",
     ]
-    if not args.no_pr:
-        config = results[winner]["config"]
-        rw, valid = rewriters[winner]
-        pr = load_rewriter(private_corpus=args.private_corpus, variant="pr", config=config, progress=True)
-        var_rows = [["clv", rw.dim, results[winner]["seconds"], round(results[winner]["bleu"], 1),
-                     *[round(results[winner]["noised"][e], 1) for e in epsilons]]]
-        m = measure(pr, valid, epsilons)
-        var_rows.append(["pr", len(pr.kept) if pr.kept is not None else pr.dim, _train_seconds(pr), round(m["bleu"], 1),
-                         *[round(m["noised"][e], 1) for e in epsilons]])
-        plus: dict[float, Any] = {}
-        for eps in epsilons:
-            plus[eps] = load_rewriter(private_corpus=args.private_corpus, variant="pr+", epsilon=eps, config=config,
-                                      progress=True)
-            m = measure(plus[eps], valid, epsilons, only=eps)
-            var_rows.append([f"pr+ (eps {eps:g})", len(plus[eps].kept) if plus[eps].kept is not None else rw.dim,
-                             _train_seconds(plus[eps]), round(m["bleu"], 1),
-                             *[round(m["noised"][e], 1) if e == eps else "" for e in epsilons]])
-        lines += [
-            f"## {winner}: pruning (pr) and noisy training (pr+)",
-            "",
-            "d' is the number of released coordinates per token; training s is cumulative (pr includes clv, pr+ "
-            "includes pr). A pr+ rewriter is trained for one epsilon and measured at that epsilon only.",
-            "",
-            md_table(["variant", "d'", "training s", "BLEU no noise", *[f"eps {e:g}" for e in epsilons]], var_rows),
-            "",
-            "Pruning rounds: " + "; ".join(
-                f"d' {s['kept']}: BLEU {s['evals'][-1]['bleu']:.1f}" for s in pr.log[1:] if "evals" in s)
-            + "".join(f"; d' {s['rejected_kept']} rejected (BLEU {s['bleu']:.1f})" for s in pr.log
-                      if "rejected_kept" in s) + ".",
-            "",
-        ]
-        texts = valid[:3]
-        lines += [f"Examples ({winner} clv, then pr+ at each epsilon, validation sentences):", ""]
-        ex = examples(rw, texts, epsilons)
-        lines += [md_table(["clv", *[f"sentence {i + 1}" for i in range(len(texts))]], ex), ""]
-        ex_plus = [["(original)", *texts]]
-        for eps in epsilons:
-            ex_plus.append(examples(plus[eps], texts, [eps])[2])
-            ex_plus[-1][0] = f"pr+ epsilon {eps:g}"
-        lines += [md_table(["pr+", *[f"sentence {i + 1}" for i in range(len(texts))]], ex_plus), ""]
-    lines += [
+
+
+def variants_section(private_corpus: str, winner: str, result: dict[str, Any], rw: Any, valid: list[str],
+                     epsilons: list[float]) -> list[str]:
+    """The report's pr and pr+ rewriters of the winning kind (`rw`, its clv rewriter; `result`, its measurement):
+    their BLEU, the pruning rounds, and examples."""
+    from uedp.rewriting.store import load_rewriter
+
+    config = result["config"]
+    pr = load_rewriter(private_corpus=private_corpus, variant="pr", config=config, progress=True)
+    var_rows = [["clv", rw.dim, result["seconds"], round(result["bleu"], 1),
+                 *[round(result["noised"][e], 1) for e in epsilons]]]
+    m = measure(pr, valid, epsilons)
+    var_rows.append(["pr", len(pr.kept) if pr.kept is not None else pr.dim, _train_seconds(pr), round(m["bleu"], 1),
+                     *[round(m["noised"][e], 1) for e in epsilons]])
+    plus: dict[float, Any] = {}
+    for eps in epsilons:
+        plus[eps] = load_rewriter(private_corpus=private_corpus, variant="pr+", epsilon=eps, config=config,
+                                  progress=True)
+        m = measure(plus[eps], valid, epsilons, only=eps)
+        var_rows.append([f"pr+ (eps {eps:g})", len(plus[eps].kept) if plus[eps].kept is not None else rw.dim,
+                         _train_seconds(plus[eps]), round(m["bleu"], 1),
+                         *[round(m["noised"][e], 1) if e == eps else "" for e in epsilons]])
+    lines = [
+        f"## {winner}: pruning (pr) and noisy training (pr+)",
+        "",
+        "d' is the number of released coordinates per token; training s is cumulative (pr includes clv, pr+ "
+        "includes pr). A pr+ rewriter is trained for one epsilon and measured at that epsilon only.",
+        "",
+        md_table(["variant", "d'", "training s", "BLEU no noise", *[f"eps {e:g}" for e in epsilons]], var_rows),
+        "",
+        "Pruning rounds: " + "; ".join(
+            f"d' {s['kept']}: BLEU {s['evals'][-1]['bleu']:.1f}" for s in pr.log[1:] if "evals" in s)
+        + "".join(f"; d' {s['rejected_kept']} rejected (BLEU {s['bleu']:.1f})" for s in pr.log
+                  if "rejected_kept" in s) + ".",
+        "",
+    ]
+    texts = valid[:3]
+    lines += [f"Examples ({winner} clv, then pr+ at each epsilon, validation sentences):", ""]
+    ex = examples(rw, texts, epsilons)
+    lines += [md_table(["clv", *[f"sentence {i + 1}" for i in range(len(texts))]], ex), ""]
+    ex_plus = [["(original)", *texts]]
+    for eps in epsilons:
+        ex_plus.append(examples(plus[eps], texts, [eps])[2])
+        ex_plus[-1][0] = f"pr+ epsilon {eps:g}"
+    return lines + [md_table(["pr+", *[f"sentence {i + 1}" for i in range(len(texts))]], ex_plus), ""]
+
+
+def notes(seconds: float) -> list[str]:
+    """The report's closing notes (exploratory findings behind the rewriters' recipe) and this run's wall time."""
+    return [
         "## Notes",
         "",
         "- Both kinds share the decoder recipe (BART decoder, width d_model, tied output layer over the public "
@@ -197,6 +240,5 @@ def run(args: argparse.Namespace) -> str:
         "decoder writes cased BPE: it has to guess case. A frozen encoder cannot adapt to the clip: the column "
         "'z inside [-C, C]' is the fraction of its raw outputs on the validation text that the clamp leaves "
         "unchanged (the rest are cut to +-C), whereas the bart encoder learns to put its code inside [-C, C].",
-        f"- Total wall time of this run: {time.time() - started:.0f} s (cached rewriters are loaded, not retrained).",
+        f"- Total wall time of this run: {seconds:.0f} s (cached rewriters are loaded, not retrained).",
     ]
-    return "\n".join(lines) + "\n"

@@ -32,6 +32,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -228,3 +229,21 @@ def _cell(v: Any) -> str:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     return dict_table(rows, fmt=_cell)  # every column any row has (a failed run lacks some: empty cells)
+
+
+def scaling(what: str, *, users: list[int], nodes: int, rounds: int, out: Path | None = None,
+            work: Path | None = None, baseline_rev: str | None = None) -> tuple[str, bool]:
+    """`users` (`bench_users` at each population of `users`) or `overhead` (`bench_overhead` with `nodes` nodes),
+    run in `work` (default: a temporary directory), written as OUT.json and OUT.md (default
+    docs/figures/scaling or docs/figures/overhead); returns the table and whether every run succeeded."""
+    work = work or Path(tempfile.mkdtemp(prefix="uedp-scaling-"))
+    work.mkdir(parents=True, exist_ok=True)
+    if what == "users":
+        rows = bench_users(users, rounds, work)
+    else:
+        rows = bench_overhead(nodes, rounds, work, baseline_rev=baseline_rev)
+    out = out or Path("docs/figures") / ("scaling" if what == "users" else "overhead")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
+    out.with_suffix(".md").write_text(markdown(rows) + "\n")
+    return markdown(rows), all(r.get("status", "ok") == "ok" for r in rows)

@@ -16,6 +16,9 @@ a fixed seed (80/10/10 train/valid/test).
 from __future__ import annotations
 
 import hashlib
+import json
+import random
+from pathlib import Path
 
 from uedp.data.shakespeare import available_plays, parse_play, read_text
 
@@ -38,3 +41,23 @@ def owners(min_sentences: int) -> list[tuple[str, str, list[str]]]:
 def population(owner: str) -> str:
     """"tuning" or "reported", from a stable hash of the owner's name (disjoint halves)."""
     return "tuning" if hashlib.sha256(owner.encode()).digest()[0] % 2 else "reported"
+
+
+def write_corpus(out: Path, *, min_sentences: int) -> dict[str, dict[str, int]]:
+    """OUT/shakespeare-genres-reported.jsonl and OUT/shakespeare-genres-tuning.jsonl; returns the owners and
+    sentences in each."""
+    out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(SPLIT_SEED)
+    files = {name: (out / f"shakespeare-genres-{name}.jsonl").open("w") for name in ("reported", "tuning")}
+    counts = {name: {"owners": 0, "sentences": 0} for name in files}
+    for owner, label, sentences in owners(min_sentences):
+        name = population(owner)
+        counts[name]["owners"] += 1
+        for text in sentences:
+            r = rng.random()
+            split = "train" if r < 0.8 else "valid" if r < 0.9 else "test"
+            files[name].write(json.dumps({"user": owner, "text": text, "split": split, "label": label}) + "\n")
+            counts[name]["sentences"] += 1
+    for f in files.values():
+        f.close()
+    return counts

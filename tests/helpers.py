@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from uedp.config import RunConfig
-from uedp.privacy.accounting import Mechanism, epsilon
+from uedp.privacy.accounting import Mechanism, epsilon_of, rdp_epsilon_of
 
 
 def tiny_config(out_dir: Path, **groups: dict[str, Any]) -> RunConfig:
@@ -29,26 +29,28 @@ def tiny_config(out_dir: Path, **groups: dict[str, Any]) -> RunConfig:
 
 def _options(mechanism: Mechanism, options: dict[str, Any]) -> dict[str, Any]:
     """num_users defaults to m_max (or 1,000 without truncation): N <= m_max places can never be truncated,
-    so no truncation charge (docs/proofs.md section 4) enters a test that compares with a reference."""
+    so no truncation charge (docs/proofs.md section 4) enters a test that compares with a reference. delta
+    defaults to 1e-5."""
     options.setdefault("num_users", mechanism.m_max or 1000)
+    options.setdefault("delta", 1e-5)
     return options
 
 
 def eps_uedp(mechanism: Mechanism, *, rounds: int, **options: Any) -> float:
-    """epsilon("uedp", [(mechanism, rounds)], **options): one mechanism run `rounds` times."""
-    return epsilon("uedp", [(mechanism, rounds)], **_options(mechanism, options))
+    """epsilon_of([(mechanism, rounds)], "uedp", **options): one mechanism run `rounds` times."""
+    return epsilon_of([(mechanism, rounds)], "uedp", **_options(mechanism, options))
 
 
 def eps_user(mechanism: Mechanism, *, rounds: int, **options: Any) -> float:
-    return epsilon("user", [(mechanism, rounds)], **_options(mechanism, options))
+    return epsilon_of([(mechanism, rounds)], "user", **_options(mechanism, options))
 
 
 def eps_undetected(mechanism: Mechanism, *, rounds: int, **options: Any) -> float:
-    return epsilon("undetected", [(mechanism, rounds)], **_options(mechanism, options))
+    return epsilon_of([(mechanism, rounds)], "undetected", **_options(mechanism, options))
 
 
 def eps_rdp_bound(mechanism: Mechanism, *, rounds: int, **options: Any) -> float:
-    return epsilon("rdp_bound", [(mechanism, rounds)], **_options(mechanism, options))
+    return rdp_epsilon_of([(mechanism, rounds)], "uedp", **_options(mechanism, options))
 
 
 def compose_run_config(overrides: list[str]) -> RunConfig:
@@ -150,3 +152,13 @@ def split_probes(messages: Any) -> tuple[list[Any], list[Any]]:
 
     messages = list(messages)
     return [probe_answer(m) for m in messages if is_probe(m)], [m for m in messages if not is_probe(m)]
+
+
+def assert_each_fault_fired_once(counts: Any, attempts: list[dict[str, Any]], why: Any = None) -> None:
+    """A run given one fault of each kind (studies.fault_schedule.FAULT_KINDS): `counts` (kind -> faults fired) says
+    each fired once, and the run took three attempts, ended by the SuperLink kill, by the ServerApp kill, and by nothing
+    (it finished). `why` goes into the first assertion's message."""
+    from studies.fault_schedule import FAULT_KINDS, SERVER_FAULT_KINDS
+
+    assert {k: counts[k] for k in FAULT_KINDS} == dict.fromkeys(FAULT_KINDS, 1), why
+    assert [a["ended_by"] for a in attempts] == [*SERVER_FAULT_KINDS, None], attempts

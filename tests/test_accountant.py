@@ -15,7 +15,7 @@ from uedp import cli
 from uedp.config import PrivacyConfig
 from uedp.errors import ConfigError
 from uedp.privacy.accountant import ClaimedPrivacySpent, UeDPAccountant
-from uedp.privacy.accounting import epsilons, mechanism
+from uedp.privacy.accounting import epsilons_of, mechanism
 from uedp.privacy.ledger import RoundRecord
 
 PRIVACY = PrivacyConfig(q_u=0.25, q_e=0.2, q_s=0.2, m_max=0, k_cap=1, beta=0.5, target_epsilon=3.0, delta=1e-4)
@@ -35,7 +35,7 @@ def test_the_accountants_epsilons_are_its_ledgers_one_per_claim():
     assert acc.get_epsilon() == 0.0 and acc.epsilons() == {}
     for rnd in (1, 2, 3):
         acc.compose(_record(acc, rnd))
-    direct = epsilons(_record(acc, 1).mechanism, rounds=3, delta=1e-4, num_users=40)
+    direct = epsilons_of([(_record(acc, 1).mechanism, 3)], delta=1e-4, num_users=40)
     everything = acc.epsilons()
     assert everything["eps_uedp"] == direct.eps_uedp and everything["eps_undetected"] == direct.eps_undetected
     spent = acc.get_privacy_spent()
@@ -110,6 +110,6 @@ def test_uedp_epsilon_charges_its_rounds_to_the_accountant(monkeypatch, capsys):
     import json
 
     out = json.loads(capsys.readouterr().out)
-    direct = epsilons(mechanism("uedp", z=1.0, q_u=0.25, q_e=0.2, q_s=0.2, m_max=out["m_max"], k_cap=1), rounds=7,
-                      num_users=200)
+    mech = mechanism("uedp", z=1.0, q_u=0.25, q_e=0.2, q_s=0.2, m_max=out["m_max"], k_cap=1)
+    direct = epsilons_of([(mech, 7)], num_users=200, delta=1e-5)
     assert out["eps_uedp"] == direct.eps_uedp and out["eps_undetected"] == direct.eps_undetected

@@ -7,17 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from uedp.audit import membership
 from uedp.audit.controls import ReducedNoise, UnclippedUpdate, broken_std, clip_each_step, unchecked_aggregate
 from uedp.audit.exposure import chance_p_value, exposure, rank_epsilon_lower_bound, rank_of
-from uedp.audit.membership import (
-    Confusion,
-    clopper_pearson,
-    cp_epsilon_lower_bound,
-    median_threshold,
-    one_run_epsilon_lower_bound,
-    one_run_guesses,
-    threshold_attack,
-)
 from uedp.config import RunConfig
 from uedp.privacy.noise import GaussianNoise
 
@@ -57,39 +49,39 @@ def test_chance_p_value_uniform_ranks_not_significant_and_rank_one_is():
 
 def test_clopper_pearson_hand_computed():
     # k = 0: upper = 1 - (alpha/2)^(1/n); k = n: lower = (alpha/2)^(1/n)
-    lo, hi = clopper_pearson(0, 10)
+    lo, hi = membership.clopper_pearson(0, 10)
     assert lo == 0.0 and hi == pytest.approx(1 - 0.025 ** (1 / 10))
-    lo, hi = clopper_pearson(10, 10)
+    lo, hi = membership.clopper_pearson(10, 10)
     assert hi == 1.0 and lo == pytest.approx(0.025 ** (1 / 10))
-    lo, hi = clopper_pearson(5, 10)
+    lo, hi = membership.clopper_pearson(5, 10)
     # tabulated to 5 decimals: half a unit in the last place
     assert lo == pytest.approx(0.18709, abs=5e-6) and hi == pytest.approx(0.81291, abs=5e-6)
     with pytest.raises(ValueError):
-        clopper_pearson(3, 2)
+        membership.clopper_pearson(3, 2)
 
 
 def test_cp_epsilon_bound_hand_computed():
     # perfect attack on 20 + 20: FPR_hi = FNR_hi = 1 - 0.025^(1/20)
     u = 1 - 0.025 ** (1 / 20)
-    c = Confusion(tp=20, fn=0, fp=0, tn=20)
-    assert cp_epsilon_lower_bound(c, delta=1e-5) == pytest.approx(math.log((1 - 1e-5 - u) / u))
+    c = membership.Confusion(tp=20, fn=0, fp=0, tn=20)
+    assert membership.cp_epsilon_lower_bound(c, delta=1e-5) == pytest.approx(math.log((1 - 1e-5 - u) / u))
     # a coin-flip attack proves nothing
-    assert cp_epsilon_lower_bound(Confusion(tp=10, fn=10, fp=10, tn=10), delta=1e-5) == 0.0
+    assert membership.cp_epsilon_lower_bound(membership.Confusion(tp=10, fn=10, fp=10, tn=10), delta=1e-5) == 0.0
 
 
 def test_threshold_attack_and_median():
     scores = [0.1, 0.2, 0.9, 1.0]
     members = [True, False, False, True]
-    assert median_threshold(scores) == pytest.approx(0.55)
-    assert threshold_attack(scores, members, 0.55) == Confusion(tp=1, fn=1, fp=1, tn=1)
+    assert membership.median_threshold(scores) == pytest.approx(0.55)
+    assert membership.threshold_attack(scores, members, 0.55) == membership.Confusion(tp=1, fn=1, fp=1, tn=1)
 
 
 def test_one_run_bound_hand_computed():
-    assert one_run_guesses([0.1, 0.2, 0.8, 0.9], [True, True, False, False], k=1) == (2, 2)
+    assert membership.one_run_guesses([0.1, 0.2, 0.8, 0.9], [True, True, False, False], k=1) == (2, 2)
     # all 10 guesses right: p_lo = 0.05^(1/10); eps = logit(p_lo)
     p = 0.05 ** (1 / 10)
-    assert one_run_epsilon_lower_bound(10, 10) == pytest.approx(math.log(p / (1 - p)))
-    assert one_run_epsilon_lower_bound(10, 5) == 0.0
+    assert membership.one_run_epsilon_lower_bound(10, 10) == pytest.approx(math.log(p / (1 - p)))
+    assert membership.one_run_epsilon_lower_bound(10, 5) == 0.0
 
 
 def test_control_a_noise_is_at_least_100_times_too_small():

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import uedp.cli
-from uedp.privacy.accounting import epsilons, mechanism
+from uedp.privacy.accounting import epsilons_of, mechanism
 
 BASE = ["epsilon", "--q-u", "0.05", "--q-e", "0.5", "--q-s", "0.1", "--m-max", "20", "--rounds", "50",
         "--num-users", "20"]  # N <= m_max: no truncation charge
@@ -32,9 +32,9 @@ def test_json_output(capsys) -> None:
     for key in ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound", "noise_multiplier", "delta",
                 "q_u", "q_e", "q_s", "m_max", "k_cap", "rounds", "beta", "w_max", "sigma"):  # fmt: skip
         assert key in data
-    expected = epsilons(mechanism("uedp", z=2.0, q_u=0.05, q_e=0.5, q_s=0.1, m_max=20, k_cap=3), rounds=50,
-                        num_users=20)
-    # The very same computation: the command calls `epsilons` on this Mechanism (beta and w_max only scale
+    mech = mechanism("uedp", z=2.0, q_u=0.05, q_e=0.5, q_s=0.1, m_max=20, k_cap=3)
+    expected = epsilons_of([(mech, 50)], num_users=20, delta=1e-5)
+    # The very same computation: the command calls `epsilons_of` on this Mechanism (beta and w_max only scale
     # sigma, outside the units the accountant works in), and JSON writes a float's repr, which reads back
     # exactly. So the values are equal, not close.
     assert data["eps_uedp"] == expected.eps_uedp

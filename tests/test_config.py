@@ -47,7 +47,8 @@ def test_pyproject_app_config_lists_every_key():
     app_cfg = data["tool"]["flwr"]["app"]["config"]
     assert set(app_cfg) == {NAMESPACE}
     flat = dict(_flat(app_cfg[NAMESPACE]))  # a nested block's keys too: uedp.model.lora.r
-    defaults = RunConfig().to_flat()
+    # as a run config spells them: None and "auto" as their numbers (TOML has no null)
+    defaults = {k.removeprefix(f"{NAMESPACE}."): v for k, v in RunConfig().to_run_config().items()}
     assert set(flat) - set(defaults) == set(), "keys RunConfig does not have"
     assert set(defaults) - set(flat) == set(), "RunConfig keys missing (flwr run --run-config could not set them)"
     # the same value and TOML type as RunConfig's default (8.0, not 8): RunConfig is the one source

@@ -69,7 +69,8 @@ from opacus.accountants.analysis import rdp as opacus_rdp
 from scipy import integrate
 
 from tests.helpers import eps_rdp_bound, eps_user
-from uedp.privacy.accounting import auto_discretization, epsilon, mechanism, pairs_rdp_epsilon
+from uedp.privacy.accounting import epsilon_of, mechanism
+from uedp.privacy.composition import auto_discretization, pairs_rdp_epsilon
 
 DELTA = 1e-5
 POPULATION = 1000
@@ -241,8 +242,8 @@ def test_dp_accountings_pld_accountant_on_our_events_gives_our_epsilon(mech, pai
         if pair_name == "four_point_S":
             ours = mixture.pld(vdi).self_compose(rounds).get_epsilon_for_delta(DELTA)
         else:
-            ours = epsilon(pair_name, [(mech, rounds)], delta=DELTA, value_discretization_interval=vdi,
-                           num_users=mech.m_max)
+            ours = epsilon_of([(mech, rounds)], pair_name, delta=DELTA, value_discretization_interval=vdi,
+                              num_users=mech.m_max)
         assert 0.1 < ours < 50.0
         # the same dp-accounting PLD code on the same grid, composed along another sequence of FFT convolutions
         # (~1e-14 on delta each): measured 1.2e-11 apart in epsilon, so rel 1e-9
@@ -252,7 +253,7 @@ def test_dp_accountings_pld_accountant_on_our_events_gives_our_epsilon(mech, pai
 def test_dp_event_on_the_auto_grid_and_the_edge_cases():
     rounds = 30  # the ledger's own grid (auto-discretized)
     vdi = auto_discretization(pairs_rdp_epsilon(((MAIN.mixture("uedp"), rounds),), delta=DELTA))
-    ours = epsilon("uedp", [(MAIN, rounds)], delta=DELTA, num_users=80)
+    ours = epsilon_of([(MAIN, rounds)], "uedp", delta=DELTA, num_users=80)
     # as in the test above: the same PLD code and grid, other FFT compositions: rel 1e-9
     assert ours == pytest.approx(_pld_accountant(MAIN.mixture("uedp").dp_event(), rounds, vdi), rel=1e-9)
     full = mechanism("user_dp", z=3.0, q_u=1.0, m_max=None).mixture("user")  # {s_u: 1}: a plain Gaussian

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import server.local_dp as local_dp
-import uedp.rewriting.model as rewriter_model
+import uedp.rewriting.store as rewriter_store
 from runtime.local_grid import run_local
 from tests.helpers import tiny_config
 from uedp.rewriting.mechanism import ClvMechanism, compose_documents
@@ -67,7 +67,7 @@ def rewriter(monkeypatch, tmp_path):
         return out
 
     monkeypatch.setattr(ClvMechanism, "privatize", recording)
-    monkeypatch.setattr(rewriter_model, "load_rewriter", lambda **_: fake)
+    monkeypatch.setattr(rewriter_store, "load_rewriter", lambda **_: fake)
     pooled: list[list[str]] = []
     encode = local_dp.encode_sentences
 
@@ -220,14 +220,13 @@ def test_the_comparison_replicates_clv_and_pr_plus_and_summarizes_their_spread()
     """studies/dp_bart.py: --replicates R runs each CLV and PR+ setting R times with rewrite.replicate 0..R-1
     (PR once), every classification job on the classification default model; the replicate table gives each
     setting's mean and range."""
-    import argparse
-
-    from studies.dp_bart import _config, jobs, replicate_of, replicate_rows
+    from studies.dp_bart import Comparison, _config, jobs, replicate_of, replicate_rows
     from uedp.config import CLASSIFICATION_MODEL
 
-    args = argparse.Namespace(variants=["clv", "pr", "pr+", "adept"], epsilons=[1000.0, 3000.0],
-                              pr_plus_epsilons=[1000.0], replicates=3)
-    named = dict(jobs(args))
+    comparison = Comparison(dataset="synthetic", task="classification", variants=("clv", "pr", "pr+", "adept"),
+                            epsilons=(1000.0, 3000.0), pr_plus_epsilons=(1000.0,), users=200, replicates=3,
+                            out=Path("unused"), runs=Path("unused"))
+    named = dict(jobs(comparison))
     clv = [n for n in named if n.startswith("dp_bart-clv-eps1000")]
     assert clv == ["dp_bart-clv-eps1000", "dp_bart-clv-eps1000-r1", "dp_bart-clv-eps1000-r2"]
     assert [named[n]["rewrite"]["replicate"] for n in clv] == [0, 1, 2]
@@ -285,8 +284,6 @@ def test_report_only_rebuilds_the_report_from_the_finished_jobs_and_runs_nothing
     """`experiments.dp_bart --report-only` (studies.dp_bart.compare): a job with a run directory is read
     from it, one without is read from the comparison's previous JSON in --out (a clean checkout has no run
     directories), one in neither is named as not finished; no job, rewriter or survival sample is run."""
-    import argparse
-
     import studies.dp_bart as study
     from uedp.summary import write_summary
 
@@ -301,16 +298,15 @@ def test_report_only_rebuilds_the_report_from_the_finished_jobs_and_runs_nothing
         monkeypatch.setattr(study, name, lambda *a, **k: pytest.fail("--report-only ran something"))
     out, runs = tmp_path / "figures", tmp_path / "runs"
     out.mkdir()
-    args = argparse.Namespace(dataset="synthetic", path="", users=200, task="classification", epsilons=[1000.0],
-                              variants=["clv"], pr_plus_epsilons=[1000.0], pr_epsilons=None, adept_epsilons=None,
-                              replicates=2, out=out, runs=runs, report_only=True)  # experiments.dp_bart's
+    comparison = study.Comparison(dataset="synthetic", users=200, task="classification", epsilons=(1000.0,),
+                                  variants=("clv",), pr_plus_epsilons=(1000.0,), replicates=2, out=out, runs=runs)
     stem = "dp_bart-synthetic-classification"
     prior = {"results": {"dp_bart-clv-eps1000": local(0.4)},
              "survival": {"dp_bart-clv-eps1000": {"bleu": 1.5, "fraction": 0.01, "example": ["a", "b"]}},
              "timing": {"dp_bart-clv-eps1000": 12.0}, "rewriter_training_s": {"dp_bart-clv-eps1000": 600.0}}
     (out / f"{stem}.json").write_text(json.dumps(prior))
     write_summary(runs / stem / "dp_bart-clv-eps1000-r1", local(0.6), kind="local")
-    text = study.compare(args)
+    text = study.compare(comparison, report_only=True)
     assert (out / f"{stem}.md").read_text() == text
     assert "| DP-BART-CLV | 0.500 (0.400-0.600) |" in text  # one from the JSON, one from its run directory
     assert "| dp_bart-clv-eps1000 | 2 | 0.5 | 0.4 - 0.6 |" in text

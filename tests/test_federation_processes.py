@@ -191,8 +191,9 @@ DOCUMENTS = 5  # rewrite.max_documents of the DP-BART owners' run: each owner re
 def _tiny_rewriter(directory: Path) -> str:
     """A tiny clv rewriter trained on the synthetic generator's public text (no owner's text), saved; its digest."""
     from uedp.data.synthetic import public_texts
-    from uedp.rewriting.model import RewriterConfig, train_rewriter
+    from uedp.rewriting.model import RewriterConfig
     from uedp.rewriting.rewrite import rewriter_digest
+    from uedp.rewriting.training import train_rewriter
 
     config = RewriterConfig(kind="bart", d_model=32, layers=1, heads=2, ffn=64, vocab_size=500, dropout=0.0,
                             mask_prob=0.0, batch_size=32, steps=40, eval_every=40, valid_sentences=20)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from studies.figures import FIGURES, job_id, jobs, restates_default
+from studies.figure_jobs import job_id, jobs, restates_default
+from studies.figure_settings import FIGURES
 
 ROOT = Path(__file__).parents[1]
 TINY = ["dataset.options.num_users=6", "+dataset.options.min_sentences=20", "+dataset.options.max_sentences=25",
@@ -101,7 +102,7 @@ def test_qs_figure_end_to_end(tmp_path):
 
 
 def test_summary_of_a_diverged_setting_is_inf_not_a_crash():
-    from studies.figures import summarize
+    from studies.figure_tables import summarize
 
     row = {"metric": "perplexity", "z": 1.0, "eps_uedp": 8.0, "eps_user": 5.0, "eps_undetected": 8.0,
            "initial": 2000.0}
@@ -117,7 +118,8 @@ def test_summary_of_a_diverged_setting_is_inf_not_a_crash():
 
 
 def test_population_jobs_follow_the_fixed_cohort_rule_and_the_gap_table_divides_by_fedavg():
-    from studies.figures import COHORT, gap_rows
+    from studies.figure_settings import COHORT
+    from studies.figure_tables import gap_rows
 
     ids = {j["id"] for j in jobs(FIGURES["population"], 1, ())}
     assert len(ids) == 9  # 3 populations x 3 methods
@@ -140,7 +142,8 @@ def test_population_jobs_follow_the_fixed_cohort_rule_and_the_gap_table_divides_
 def test_the_matched_figure_covers_every_k_and_plots_utility_against_k(tmp_path):
     """matched-5000: user-level DP at every K, de-identification + user-level DP at its K, the references;
     the table gains the K-holder epsilon (summary.json `holders`) and the plot has one line per method."""
-    from studies.figures import MATCHED_DEID_K_5000, MATCHED_K_5000, write_outputs
+    from studies.figure_settings import MATCHED_DEID_K_5000, MATCHED_K_5000
+    from studies.figures import write_outputs
 
     fig = FIGURES["matched-5000"]
     settings = [dict(o.split("=", 1) for o in s) for s in fig.settings]

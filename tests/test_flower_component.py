@@ -19,7 +19,7 @@ from flwr.serverapp.strategy import FedAdam, FedAvg, FedMedian
 from runtime.local_grid import LocalGrid, node_key, owner_places, set_local_task_identity
 from server.app import run_server
 from server.setup import Components
-from tests.helpers import ZeroNoise, split_probes, tiny_config
+from tests.helpers import StandInGrid, ZeroNoise, split_probes, tiny_config
 from uedp.errors import ConfigError
 from uedp.flower.places import Assignment, KeyedPlaces, SortedNodes, key_fingerprint, read_places, write_places
 from uedp.flower.store import RunStore
@@ -144,7 +144,7 @@ def test_an_intruder_owner_changes_nothing(tmp_path):
 
 
 def test_a_private_owners_run_without_a_place_map_is_refused(tmp_path):
-    from server.setup import run_places
+    from strategies import run_places
     from uedp.privacy.mechanisms import spec_for
 
     cfg = tiny_config(tmp_path, federation={"data": "owners", "num_nodes": 4})
@@ -287,13 +287,8 @@ def test_a_resumed_wrapper_keeps_its_server_optimizers_state(tmp_path):
     set_local_task_identity()
     start = ArrayRecord([np.zeros(4, np.float32)])
 
-    class Constant:
+    class Constant(StandInGrid):
         """Every node replies the update [1, 0, 0, 0] (clipped by the wrapper's re-check to beta)."""
-
-        in_process_simulation = True
-
-        def get_node_ids(self):
-            return range(8)
 
         def send_and_receive(self, messages, *, timeout=None):
             from flwr.app import RecordDict
@@ -391,12 +386,7 @@ def test_a_round_schedule_makes_the_rounds_start_on_time(tmp_path):
     cfg = tiny_config(tmp_path, privacy={"q_u": 1.0, "seed": 1, "target_epsilon": 0.0})
     starts: list[float] = []
 
-    class Quick:
-        in_process_simulation = True
-
-        def get_node_ids(self):
-            return range(8)
-
+    class Quick(StandInGrid):
         def send_and_receive(self, messages, *, timeout=None):
             answers, messages = split_probes(messages)
             if messages:  # (not the probe, nor Flower's empty evaluation step)

@@ -43,7 +43,8 @@ def test_the_frontier_job_list_follows_its_cut_order() -> None:
     """The job list written before any run: replicate 0 of every arm first (FedAvg, UeDP, user-level DP at K = 0,
     the two K around the expected crossover, then the others, the 20,000-user K 80 and 340 last), then
     replicates 1 and 2 of FedAvg, UeDP and the two bracketing K only; the same expected cohort of 100."""
-    from studies.figures import FIGURES, FRONTIER_BRACKET, FRONTIER_K, jobs
+    from studies.figure_jobs import jobs
+    from studies.figure_settings import FIGURES, FRONTIER_BRACKET, FRONTIER_K
 
     for n in (5000, 20000):
         todo = jobs(FIGURES[f"frontier-{n}"], 3, ())
@@ -64,7 +65,8 @@ def test_the_frontier_job_list_follows_its_cut_order() -> None:
 def test_each_k_takes_the_learning_rate_of_the_nearer_tuned_k() -> None:
     """The tuning (seed 1) chose 1 at K = 0 and 0.3 at K = 60 of 5,000; the other K take the nearer one's choice
     as a share of N, and the job's overrides carry it."""
-    from studies.figures import FIGURES, frontier_lr, jobs
+    from studies.figure_jobs import jobs
+    from studies.figure_settings import FIGURES, frontier_lr
 
     assert [frontier_lr(5000, k) for k in (0, 20, 40, 60, 85)] == [1.0, 1.0, 0.3, 0.3, 0.3]
     assert [frontier_lr(20000, k) for k in (0, 80, 160, 240, 340)] == [1.0, 1.0, 0.3, 0.3, 0.3]

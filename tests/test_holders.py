@@ -155,7 +155,7 @@ def test_a_holder_with_many_sentences_breaks_the_per_sentence_bound_and_not_the_
     (Theorem 6)."""
     mech = acc.mechanism("uedp", z=0.8925, q_u=0.25, q_e=0.2, q_s=0.2, m_max=89, k_cap=1)
     runs, n = [(mech, 30)], 200
-    per_sentence = acc.undetected_epsilon(runs, delta=DELTA, num_users=n)[0]
+    per_sentence = acc.epsilon_and_bound(runs, "undetected", delta=DELTA, num_users=n)[0]
     shipped = holders_epsilon(runs, 1, delta=DELTA, num_users=n)
     # the world ignores truncation: it lower-bounds the epsilon at delta + delta_trunc
     world = world_epsilon(1, q_u=0.25, q_sel=1 - 0.8**20, sigma=mech.sigma, rounds=30,

@@ -312,26 +312,18 @@ def test_conll_max_users(conll_dir: Path) -> None:
     assert set(corpus.users()) <= {"test/doc0", "train/doc0", "train/doc2", "valid/doc0", "valid/doc1"}
 
 
-@pytest.mark.parametrize(
-    ("content", "message"),
-    [
-        ("-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects\n", r"train\.txt line 4: too few columns"),
-        ("EU NNP B-NP I-ORG\n\nGerman JJ B-NP B-NP\n", r"train\.txt line 3: invalid NER tag 'B-NP'"),
-        ("EU NNP B-NP E-ORG\n", r"train\.txt line 1: invalid NER tag 'E-ORG'"),
-        ("-DOCSTART- -X- -X- O\n\n\n", r"corpus is empty"),
-        ("", r"corpus is empty"),
-    ],
-)
-def test_conll_bad_input(tmp_path: Path, content: str, message: str) -> None:
-    write(tmp_path / "train.txt", content)
-    with pytest.raises(CorpusError, match=message):
-        load_corpus("conll2003", path=tmp_path)
+# a train.txt and the error it gets (test_bad_input_is_refused_naming_file_and_line)
+CONLL_BAD_INPUT: list[tuple[str | bytes, str]] = [
+    ("-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects\n", r"train\.txt line 4: too few columns"),
+    ("EU NNP B-NP I-ORG\n\nGerman JJ B-NP B-NP\n", r"train\.txt line 3: invalid NER tag 'B-NP'"),
+    ("EU NNP B-NP E-ORG\n", r"train\.txt line 1: invalid NER tag 'E-ORG'"),
+    ("-DOCSTART- -X- -X- O\n\n\n", r"corpus is empty"),
+    ("", r"corpus is empty"),
+    (b"-DOCSTART- O\n\nM\xfcller B-PER\n", r"train\.txt line 3: not valid UTF-8"),
+]
 
 
 def test_conll_bad_files(tmp_path: Path) -> None:
-    (tmp_path / "train.txt").write_bytes(b"-DOCSTART- O\n\nM\xfcller B-PER\n")
-    with pytest.raises(CorpusError, match=r"train\.txt line 3: not valid UTF-8"):
-        load_corpus("conll2003", path=tmp_path)
     with pytest.raises(CorpusError, match=r"nowhere: no such file or directory"):
         load_corpus("conll2003", path=tmp_path / "nowhere")
     (tmp_path / "empty").mkdir()
@@ -444,32 +436,37 @@ def test_ag_news_users_labels_and_sentences(ag_dir: Path) -> None:
     assert sample.num_users + sample.meta["dropped_users"] == 2
 
 
+# a train.csv and the error it gets
+AG_NEWS_BAD_INPUT: list[tuple[str | bytes, str]] = [
+    ('"1","a","b"\n"2","multi\nline","b"\n"3","only two"\n', r"train\.csv line 4: expected 3 columns.*got 2"),
+    ('"1","a","b","c"\n', r"train\.csv line 1: expected 3 columns.*got 4"),
+    ('"5","a","b"\n', r"train\.csv line 1: field 'class' must be 1, 2, 3 or 4, got '5'"),
+    ('"1","a","b"\n"World","a","b"\n', r"train\.csv line 2: field 'class'"),
+    ('"1","a","b"\n"1","a"x,"b"\n', r"train\.csv line 2: malformed CSV"),
+    ('"1","a","b"\n"1","a","unterminated\n\n', r"train\.csv line 2: malformed CSV"),
+    ("", "corpus is empty"),
+    ("\n\n", "corpus is empty"),
+    (b'"1","a","b"\n"2","caf\xe9","b"\n', r"train\.csv line 2: not valid UTF-8"),
+]
+
+
 @pytest.mark.parametrize(
-    ("content", "message"),
-    [
-        ('"1","a","b"\n"2","multi\nline","b"\n"3","only two"\n',
-         r"train\.csv line 4: expected 3 columns.*got 2"),
-        ('"1","a","b","c"\n', r"train\.csv line 1: expected 3 columns.*got 4"),
-        ('"5","a","b"\n', r"train\.csv line 1: field 'class' must be 1, 2, 3 or 4, got '5'"),
-        ('"1","a","b"\n"World","a","b"\n', r"train\.csv line 2: field 'class'"),
-        ('"1","a","b"\n"1","a"x,"b"\n', r"train\.csv line 2: malformed CSV"),
-        ('"1","a","b"\n"1","a","unterminated\n\n', r"train\.csv line 2: malformed CSV"),
-        ("", "corpus is empty"),
-        ("\n\n", "corpus is empty"),
-    ],
+    ("loader", "name", "content", "message"),
+    [("conll2003", "train.txt", *case) for case in CONLL_BAD_INPUT]
+    + [("ag_news", "train.csv", *case) for case in AG_NEWS_BAD_INPUT],
 )
-def test_ag_news_bad_input(tmp_path: Path, content: str, message: str) -> None:
-    write(tmp_path / "train.csv", content)
+def test_bad_input_is_refused_naming_file_and_line(
+    tmp_path: Path, loader: str, name: str, content: str | bytes, message: str
+) -> None:
+    (tmp_path / name).write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
     with pytest.raises(CorpusError, match=message):
-        load_corpus("ag_news", path=tmp_path)
+        load_corpus(loader, path=tmp_path)
 
 
 def test_ag_news_bad_files_and_options(tmp_path: Path) -> None:
-    (tmp_path / "train.csv").write_bytes(b'"1","a","b"\n"2","caf\xe9","b"\n')
-    with pytest.raises(CorpusError, match=r"train\.csv line 2: not valid UTF-8"):
-        load_corpus("ag_news", path=tmp_path)
     with pytest.raises(CorpusError, match="no such file"):
         load_corpus("ag_news", path=tmp_path / "nope.csv")
+    write(tmp_path / "train.csv", '"1","a","b"\n')
     with pytest.raises(ConfigError, match="articles_per_user"):
         load_corpus("ag_news", path=tmp_path, articles_per_user=0)
 

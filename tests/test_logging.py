@@ -27,13 +27,13 @@ hits = []
 class Count(logging.Handler):
     def emit(self, record):
         hits.append(record.getMessage())
-routed = logging.getLogger("uedp.privacy.accounting")
+routed = logging.getLogger("uedp.privacy.composition")
 routed.addHandler(Count())
 routed.setLevel(logging.DEBUG)
 
 log(logging.INFO, "line one")
 m = acc.mechanism("uedp", z=0.6, q_u=0.5, q_e=0.5, q_s=0.5, m_max=4, k_cap=1)
-eps = acc.compose_epsilons([(m, 3)], delta=1e-3, num_users=4)
+eps = acc.epsilons_of([(m, 3)], delta=1e-3, num_users=4)
 log(logging.INFO, "line two")
 print(len(logging.root.handlers), sum("failed to converge" in h for h in hits), eps.eps_rdp_bound)
 """
@@ -53,11 +53,11 @@ def test_flower_lines_print_once_after_eps_rdp_bound():
 
 
 def test_rdp_messages_reach_uedps_logger_and_the_module_is_restored(caplog):
-    with caplog.at_level(logging.DEBUG, logger="uedp.privacy.accounting"):
+    with caplog.at_level(logging.DEBUG, logger="uedp.privacy.composition"):
         # a z no other test uses, so the per-round RDP curve is not cached yet
         m = accounting.mechanism("uedp", z=0.6125, q_u=0.5, q_e=0.5, q_s=0.5, m_max=4, k_cap=1)
-        accounting.rdp_epsilon_of([(m, 2)], delta=1e-3, num_users=4)
-    routed = [r for r in caplog.records if r.name == "uedp.privacy.accounting"]
+        accounting.rdp_epsilon_of([(m, 2)], "uedp", delta=1e-3, num_users=4)
+    routed = [r for r in caplog.records if r.name == "uedp.privacy.composition"]
     assert routed and all(r.levelno == logging.DEBUG for r in routed)
     assert all(r.getMessage().startswith("dp-accounting RDP: ") for r in routed)
     assert rdp_privacy_accountant.logging is absl_logging

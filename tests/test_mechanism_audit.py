@@ -27,33 +27,29 @@ from uedp.audit.controls import (
     undetected_double_count,
     undetected_four_point_qu_qs,
 )
+from uedp.audit.law import distinct_slots, realizable_law
 from uedp.audit.mechanism import (
-    ENTITY,
-    AuditSetting,
     CraftedClients,
-    Scenario,
     accounted_epsilon,
-    accounted_mixture,
     build_mechanism,
     control_mechanism,
-    distinct_slots,
-    mixture_epsilon,
-    pair_pld,
     real_round,
-    realizable_law,
     run_real,
     run_vectorized,
     score,
     sound_epsilon_at,
-    template,
 )
 from uedp.audit.membership import Confusion, cp_epsilon_lower_bound
+from uedp.audit.scenario import ENTITY, AuditSetting, Scenario, template
 from uedp.config import PrivacyConfig
 from uedp.flower.store import RunStore
 from uedp.flower.strategy import Seams, UserEntityDP
 from uedp.privacy.accountant import UeDPAccountant
-from uedp.privacy.accounting import Mechanism, Mixture, pairs_epsilon, truncation_delta, undetected_epsilon
+from uedp.privacy.accounting import Mechanism, epsilon_and_bound, truncation_delta
+from uedp.privacy.composition import pairs_epsilon
 from uedp.privacy.noise import GaussianNoise
+from uedp.privacy.numeric import pair_pld
+from uedp.privacy.pairs import Mixture
 from uedp.privacy.sampling import RoundKey, entity_sampled, extended_entity, extended_sampled, permitted_slots
 from uedp.privacy.sensitivity import sensitivities
 from uedp.protocol import RoundInstructions
@@ -134,9 +130,9 @@ def test_general_log_likelihood_ratio_is_the_density_ratio_and_reduces_to_the_po
 # -- the numerical PLD of a pair of mixtures --------------------------------------------------------------------
 @pytest.mark.parametrize("sigma, shifts, probs", [(3.0, (0.0, 1.0, 2.0), (0.7, 0.2, 0.1)),
                                                   (2.5, (0.0, 1.0), (0.75, 0.25))])
-def test_pair_pld_agrees_with_mixture_epsilon_where_world_0_is_a_point(sigma, shifts, probs):
+def test_pair_pld_agrees_with_pairs_epsilon_where_world_0_is_a_point(sigma, shifts, probs):
     pld = pair_pld([0.0], [1.0], shifts, probs, sigma).self_compose(30)
-    want = mixture_epsilon(Mixture(sigma=sigma, sensitivities=shifts, probs=probs), 30, 1e-5)
+    want = pairs_epsilon([(Mixture(sigma=sigma, sensitivities=shifts, probs=probs), 30)], delta=1e-5)
     # two PLD constructions of the same pair on different grids: each pessimistic to ~1e-4 of epsilon
     # (uedp.privacy.accounting's docstring), so rel 1e-3
     assert float(pld.get_epsilon_for_delta(1e-5)) == pytest.approx(want, rel=1e-3)
@@ -175,9 +171,11 @@ def test_accounted_mixture_is_the_accountants(method, adjacency):
     mech = Mechanism(rule=sc.rule, z=0.9, q_u=0.25, q_e=sc.rates[0], q_s=sc.rates[1], m_max=sc.m_max,
                      k_cap=sc.k_cap)
     sens = sensitivities(beta=MAIN.beta, w_max=MAIN.w_max, m_max=sc.m_max, k_cap=sc.k_cap, rule=sc.rule)
-    got = accounted_mixture(adjacency, sens, sigma=mech.sigma * MAIN.unit, q_u=0.25, q_e=sc.rates[0])
+    _, got, bound = accounted_epsilon(adjacency, sens, sigma=mech.sigma * MAIN.unit, q_u=0.25, q_e=sc.rates[0],
+                                      q_s=sc.rates[1], rounds=3, delta=1e-5)
     want = mech.mixture(adjacency)
     # the accountant's mixture against the audit's, converted to units of b and back (an ulp or two): default rel
+    assert bound == adjacency and isinstance(got, Mixture)
     assert got.sensitivities == pytest.approx(want.sensitivities) and got.probs == pytest.approx(want.probs)
     assert got.sigma == pytest.approx(want.sigma)
     assert sens.s_u == pytest.approx(MAIN.unit)  # s_u = b (docs/proofs.md Theorem 1)
@@ -185,10 +183,10 @@ def test_accounted_mixture_is_the_accountants(method, adjacency):
 
 def test_accounted_undetected_epsilon_is_the_accountants():
     """With the real sensitivities the audit's accountant (used for broken ones) gives the accountant's
-    eps_undetected and bound: both run uedp.privacy.accounting.undetected_bound, on pairs built from these
+    eps_undetected and bound: both run uedp.privacy.composition.undetected_bound, on pairs built from these
     sensitivities and sigma."""
     mech = Mechanism(rule="uedp", z=0.5, q_u=0.25, q_e=0.2, q_s=1.0, m_max=89, k_cap=1)
-    want, bound = undetected_epsilon([(mech, 10)], delta=1e-5, num_users=201)
+    want, bound = epsilon_and_bound([(mech, 10)], "undetected", delta=1e-5, num_users=201)
     trunc = truncation_delta([(mech, 10)], 201)
     # In units of w_max * beta = 1 the audit's pairs are the accountant's, bit for bit (sens / 1.0): one
     # computation on the same inputs, so the values are equal.

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from uedp.audit import mechanism as audit
-from uedp.audit.mechanism import AuditSetting, Scenario, build_mechanism, realizable_law
+from uedp.audit import scenario as audit
+from uedp.audit.law import realizable_law
+from uedp.audit.mechanism import build_mechanism
+from uedp.audit.scenario import AuditSetting, Scenario
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
 from uedp.privacy import mechanisms

@@ -26,7 +26,7 @@ from uedp.models.causal import check_causal
 from uedp.models.checkpoints import SAMPLE_TEXT, TOKENIZER_FILES, check_encodes
 from uedp.models.registry import build_tokenizer
 from uedp.owners import model_shape
-from uedp.pipeline import ModelShape, encode_sentences, load_user_data, new_model, prepare, run_tokenizer
+from uedp.pipeline import ModelShape, encode_sentences, load_user_data, new_model, owner_task, prepare, run_tokenizer
 from uedp.privacy.sampling import RoundKey
 from uedp.tokenization import TextTokenizer, load_hf_tokenizer, tokenizer_digest
 
@@ -72,7 +72,7 @@ def test_a_checkpoint_without_tokenizer_files_is_refused_on_the_server_and_on_a_
         run_tokenizer(cfg, None)
     own = load_hf_tokenizer(checkpoints["gpt2"])  # a node given a tokenizer checks it against the directory's own
     with pytest.raises(ConfigError, match=f"{bare}.*no tokenizer files"):
-        new_model(cfg, model_shape(cfg, own))
+        new_model(cfg, model_shape(own, owner_task(cfg)))
     # today's silent failure, for the record: transformers builds a one-token tokenizer from such a directory
     assert load_hf_tokenizer(bare).encode(SAMPLE_TEXT) == []
 
@@ -160,8 +160,8 @@ def test_allow_missing_with_lora_is_refused_at_config_time_and_at_build(checkpoi
     bypassed = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, lora=dataclasses.replace(
         cfg.model.lora, r=2)))  # a config built without validation meets the build's own check
     with pytest.raises(ConfigError, match=r"model.options.allow_missing = true with model.lora.r = 2"):
-        new_model(bypassed, model_shape(bypassed, load_hf_tokenizer(checkpoints["llama"])))
-    new_model(cfg, model_shape(cfg, load_hf_tokenizer(checkpoints["llama"])))
+        new_model(bypassed, model_shape(load_hf_tokenizer(checkpoints["llama"]), owner_task(bypassed)))
+    new_model(cfg, model_shape(load_hf_tokenizer(checkpoints["llama"]), owner_task(cfg)))
 
 
 # -- 4. task.max_len above the model's positions -------------------------------------------------------------------

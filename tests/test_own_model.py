@@ -30,7 +30,7 @@ from uedp.models import build_model, get_weights, set_weights
 from uedp.models.base import parameter_counts
 from uedp.models.checkpoints import BaseCheckpointMismatch, base_digest, check_base
 from uedp.owners import model_shape, shipped_tokenizer, tokenizer_payload
-from uedp.pipeline import ModelShape, load_manifest, new_model, prepare, run_tokenizer
+from uedp.pipeline import ModelShape, load_manifest, new_model, owner_task, prepare, run_tokenizer
 from uedp.tokenization import load_hf_tokenizer, tokenizer_digest
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -246,8 +246,8 @@ def test_a_foreign_tokenizer_of_the_same_size_is_refused(checkpoints, tmp_path):
     cfg = _config(tmp_path, checkpoints["llama"])
     with pytest.raises(ConfigError, match=f"the run's tokenizer has digest {tokenizer_digest(foreign)}, the "
                                           f"checkpoint's is {tokenizer_digest(own)}"):
-        new_model(cfg, model_shape(cfg, foreign))
-    new_model(cfg, model_shape(cfg, own))
+        new_model(cfg, model_shape(foreign, owner_task(cfg)))
+    new_model(cfg, model_shape(own, owner_task(cfg)))
 
 
 def test_a_node_whose_base_differs_refuses_to_train(checkpoints, tmp_path):

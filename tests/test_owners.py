@@ -9,12 +9,13 @@ import pytest
 
 import uedp.data.loaders as loaders
 import uedp.pipeline as pipeline
+import uedp.prepare.users as prepared_users
 from runtime.local_grid import run_local
 from tests.helpers import operator_rows, tiny_config
 from uedp.errors import ConfigError, CorpusError
 from uedp.owner_files import OWNERS_FILE, write_owner_files
 from uedp.owners import owner_data, read_owner_file, shipped_tokenizer, tokenizer_payload
-from uedp.pipeline import run_tokenizer
+from uedp.pipeline import owner_task, run_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -85,9 +86,9 @@ def test_no_evaluation_file_means_no_evaluation(files, tmp_path):
 def test_owner_preparation_is_cached_on_its_disk(files, tmp_path, monkeypatch):
     cfg = _cfg(tmp_path / "run", files)
     tok, _ = run_tokenizer(cfg, None)
-    first = owner_data(cfg, files["owners"][0], tok)
-    monkeypatch.setattr(pipeline, "annotate_cached", lambda *a, **k: pytest.fail("detected again"))
-    again = owner_data(cfg, files["owners"][0], tok)
+    first = owner_data(files["owners"][0], tok, owner_task(cfg))
+    monkeypatch.setattr(prepared_users, "annotate_cached", lambda *a, **k: pytest.fail("detected again"))
+    again = owner_data(files["owners"][0], tok, owner_task(cfg))
     assert again.user == first.user == "owner-000" and again.entities == first.entities
     assert (again.encoded.ids == first.encoded.ids).all() and len(first.sids) > 0
 
@@ -106,13 +107,13 @@ def test_classification_labels_map_to_the_public_label_set(tmp_path):
                               for i, lab in enumerate(["tech", "sport", "tech"])) + "\n")
     cfg = tiny_config(tmp_path, task={"name": "classification", "labels": "business,sport,tech"},
                       federation={"data": "owners", "num_nodes": 2}, entities={"detector": "rules"})
-    corpus = read_owner_file(cfg, path)
+    corpus = read_owner_file(path, owner_task(cfg))
     assert corpus.label_names == ["business", "sport", "tech"]
     assert corpus.table.column("label").to_pylist() == [2, 1, 2]  # not the file's own order (sport, tech)
     bad = tiny_config(tmp_path, task={"name": "classification", "labels": "business,tech"},
                       federation={"data": "owners", "num_nodes": 2}, entities={"detector": "rules"})
     with pytest.raises(CorpusError, match="'sport' are not in task.labels"):
-        read_owner_file(bad, path)
+        read_owner_file(path, owner_task(bad))
 
 
 @pytest.mark.parametrize("groups, match", [

@@ -10,7 +10,9 @@ import pytest
 
 from tests.helpers import eps_rdp_bound, eps_uedp, eps_undetected, eps_user
 from uedp.errors import ConfigError
-from uedp.privacy.accounting import Mechanism, Mixture, compose_epsilons, epsilon, mechanism, undetected_epsilon
+from uedp.privacy.accounting import Mechanism, epsilon_and_bound, epsilon_of, epsilons_of, mechanism
+from uedp.privacy.composition import pairs_epsilon
+from uedp.privacy.pairs import Mixture
 
 DELTA = 1e-5
 SETTINGS = [  # (z, q_u, q_e, q_s, m_max, k_cap, rounds)
@@ -69,7 +71,7 @@ def test_two_point_mixture_fast_path_is_the_mixture(sigma, s, q, rounds) -> None
 def test_orderings(setting) -> None:
     *params, rounds = setting
     m = mech(*params)
-    e = compose_epsilons([(m, rounds)], delta=DELTA, num_users=m.m_max)
+    e = epsilons_of([(m, rounds)], delta=DELTA, num_users=m.m_max)
     assert 0.0 < e.eps_user <= e.eps_uedp <= e.eps_rdp_bound
     assert e.eps_user <= e.eps_undetected * (1 + 1e-3)  # two PLDs on the auto grid (~1e-4 epsilon each)
     # below: the same functions on the same inputs: bit-identical
@@ -121,7 +123,7 @@ def test_composition_of_distinct_rounds() -> None:
     vdi = 2e-3
 
     def eps(groups) -> float:
-        return epsilon("uedp", groups, value_discretization_interval=vdi, num_users=100)
+        return epsilon_of(groups, "uedp", value_discretization_interval=vdi, num_users=100, delta=1e-5)
 
     grouped = eps([(a, 30), (b, 20)])
     # The same per-round PLDs on the same grid, composed in another grouping or order (and by hand below): only
@@ -134,7 +136,7 @@ def test_composition_of_distinct_rounds() -> None:
     pld = a.mixture("uedp").pld(vdi).self_compose(30).compose(b.mixture("uedp").pld(vdi).self_compose(20))
     assert grouped == pytest.approx(pld.get_epsilon_for_delta(DELTA), rel=1e-9)
     # The default grid agrees with this one: both pessimistic, 2e-3 (~3e-4 epsilon) and the auto grid: rel 1e-3
-    assert epsilon("uedp", [(a, 30), (b, 20)], num_users=100) == pytest.approx(grouped, rel=1e-3)
+    assert epsilon_of([(a, 30), (b, 20)], "uedp", num_users=100, delta=1e-5) == pytest.approx(grouped, rel=1e-3)
 
 
 def test_beta_and_w_max_cancel() -> None:
@@ -162,10 +164,10 @@ def test_beta_and_w_max_cancel() -> None:
 def test_validation() -> None:
     m = mech(2.0, 0.05, 0.5, 0.1, 100, None)
     with pytest.raises(ConfigError, match="delta"):
-        epsilon("uedp", [(m, 10)], delta=1e-2, num_users=100)
+        epsilon_of([(m, 10)], "uedp", delta=1e-2, num_users=100)
     for bad in (0.0, 1.0, -1e-5, float("nan")):
         with pytest.raises(ConfigError, match="delta"):
-            epsilon("uedp", [(m, 10)], delta=bad)
+            epsilon_of([(m, 10)], "uedp", delta=bad, num_users=None)
     with pytest.raises(ConfigError, match="q_e"):
         mech(2.0, 0.05, 1.5, 0.1, 100, None)
     with pytest.raises(ConfigError, match="noise multiplier"):
@@ -184,19 +186,17 @@ def test_one_accountant_call_at_500_rounds() -> None:
     assert 0.0 < eps_user(m, rounds=500) <= eps_uedp(m, rounds=500) < math.inf
 
 
-def test_mixture_epsilon_is_the_ledgers_epsilon_for_a_ledgers_mixture():
-    """The public mixture_epsilon (the audit's accountant for mixtures that are not a ledger's) is the same
-    computation as epsilon() on the mechanism whose mixture it is."""
-    from uedp.privacy.accounting import mixture_epsilon
+def test_pairs_epsilon_is_the_ledgers_epsilon_for_a_ledgers_mixture():
+    """pairs_epsilon of a mechanism's mixture (the audit's accountant for mixtures that are not a ledger's) is
+    the same computation as epsilon_of on the mechanism whose mixture it is."""
 
     m = mechanism("uedp", z=1.0, q_u=0.25, q_e=0.2, q_s=0.2, m_max=80, k_cap=1)
     # the same computation (the same PLD code, pairs and grid; FFT compositions at most regrouped): rel 1e-9
     for adjacency in ("uedp", "user"):
-        assert mixture_epsilon(m.mixture(adjacency), 30, 1e-5) == pytest.approx(
-            epsilon(adjacency, [(m, 30)], delta=1e-5, num_users=80), rel=1e-9)
-    value, bound = undetected_epsilon([(m, 30)], delta=1e-5, num_users=80)
-    assert mixture_epsilon(m.undetected(bound), 30, 1e-5) == pytest.approx(value, rel=1e-9)
-    with pytest.raises(ValueError, match="rounds"):
-        mixture_epsilon(m.mixture("uedp"), 0, 1e-5)
+        assert pairs_epsilon([(m.mixture(adjacency), 30)], delta=1e-5) == pytest.approx(
+            epsilon_of([(m, 30)], adjacency, delta=1e-5, num_users=80), rel=1e-9)
+    value, bound = epsilon_and_bound([(m, 30)], "undetected", delta=1e-5, num_users=80)
+    assert pairs_epsilon([(m.undetected(bound), 30)], delta=1e-5) == pytest.approx(value, rel=1e-9)
+    assert pairs_epsilon([(m.mixture("uedp"), 0)], delta=1e-5) == 0.0  # no round: nothing composed
     with pytest.raises(ConfigError, match="delta"):
-        mixture_epsilon(m.mixture("uedp"), 3, 1.5)
+        pairs_epsilon([(m.mixture("uedp"), 3)], delta=1.5)

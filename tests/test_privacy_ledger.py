@@ -9,7 +9,7 @@ import math
 import pytest
 
 from uedp.errors import ConfigError
-from uedp.privacy.accounting import compose_epsilons
+from uedp.privacy.accounting import epsilons_of
 from uedp.privacy.ledger import Ledger, RoundRecord
 
 
@@ -70,8 +70,8 @@ def test_epsilons_are_computed_from_the_records() -> None:
         ledger.append(record(t))
     for t in range(5, 8):
         ledger.append(record(t, z=2.0, k_cap=None))
-    assert [(m.z, c) for m, c in ledger.groups()] == [(1.2, 4), (2.0, 3)]
-    expected = compose_epsilons(ledger.groups(), delta=1e-5, num_users=100).as_dict()
+    assert [(m.z, c) for m, c in ledger.runs()] == [(1.2, 4), (2.0, 3)]
+    expected = epsilons_of(ledger.runs(), delta=1e-5, num_users=100).as_dict()
     assert ledger.epsilons() == expected and expected["rounds"] == 7
     assert ledger.epsilons(delta=1e-6)["eps_uedp"] > expected["eps_uedp"]
 
@@ -239,57 +239,19 @@ def test_a_version_1_ledger_still_loads_and_is_saved_chained(tmp_path) -> None:
         Ledger.load(path)
 
 
-# A ledger saved before RoundRecord's `Z` became `denominator` and its `method` became `rule` (written by that
-# code, its hashes computed by it): the file format and every record's hash are unchanged by both renames.
-BEFORE_THE_RENAME = """{
- "format": "uedp-ledger",
- "version": 2,
- "chain": "sha256",
- "delta": 1e-05,
- "num_users": 200,
- "rounds": [
-  {
-   "round": 1,
-   "method": "uedp",
-   "q_u": 0.25,
-   "q_e": 0.2,
-   "q_s": 0.2,
-   "m_max": 40,
-   "k_cap": 1,
-   "beta": 0.2,
-   "w_max": 1.0,
-   "z": 1.5,
-   "Z": 50.0,
-   "gamma": 0.0,
-   "noise": "secure",
-   "sigma": 0.9,
-   "prev": "c76970a7a1afee936942682d8c55ea9c555101faf60efdb8568449a6331e872e",
-   "hash": "ef0dd28bbd6b1bbd20a6e39a3f8720c44183990ca127f61047d9f994bc56ab0a"
-  },
-  {
-   "round": 2,
-   "method": "uedp",
-   "q_u": 0.25,
-   "q_e": 0.2,
-   "q_s": 0.2,
-   "m_max": 40,
-   "k_cap": 1,
-   "beta": 0.2,
-   "w_max": 1.0,
-   "z": 1.5,
-   "Z": 50.0,
-   "gamma": 0.0,
-   "noise": "secure",
-   "sigma": 0.9,
-   "prev": "ef0dd28bbd6b1bbd20a6e39a3f8720c44183990ca127f61047d9f994bc56ab0a",
-   "hash": "4a41a713ca698234f5972122a34c7731b6b730655a63d7cea27c41ac9906a656"
-  }
- ],
- "head": {
-  "round": 2,
-  "hash": "4a41a713ca698234f5972122a34c7731b6b730655a63d7cea27c41ac9906a656"
- }
-}"""
+# A ledger saved before RoundRecord's `Z` became `denominator` and its `method` became `rule` (its fields and hashes
+# as that code wrote them, the file JSON with indent 1): the file format and every record's hash are unchanged by
+# both renames. Its two rounds differ only in their number and their place in the hash chain.
+HASHES = ("c76970a7a1afee936942682d8c55ea9c555101faf60efdb8568449a6331e872e",  # the chain's start, then rounds 1, 2
+          "ef0dd28bbd6b1bbd20a6e39a3f8720c44183990ca127f61047d9f994bc56ab0a",
+          "4a41a713ca698234f5972122a34c7731b6b730655a63d7cea27c41ac9906a656")
+BEFORE_THE_RENAME = json.dumps({
+    "format": "uedp-ledger", "version": 2, "chain": "sha256", "delta": 1e-05, "num_users": 200,
+    "rounds": [{"round": t, "method": "uedp", "q_u": 0.25, "q_e": 0.2, "q_s": 0.2, "m_max": 40, "k_cap": 1, "beta": 0.2,
+                "w_max": 1.0, "z": 1.5, "Z": 50.0, "gamma": 0.0, "noise": "secure", "sigma": 0.9,
+                "prev": HASHES[t - 1], "hash": HASHES[t]} for t in (1, 2)],
+    "head": {"round": 2, "hash": HASHES[2]},
+}, indent=1)
 
 
 def test_a_ledger_saved_before_the_rename_loads_and_saves_byte_identically(tmp_path) -> None:
@@ -297,7 +259,7 @@ def test_a_ledger_saved_before_the_rename_loads_and_saves_byte_identically(tmp_p
     path.write_text(BEFORE_THE_RENAME)
     loaded = Ledger.load(path)  # every hash and the head verified
     assert [r.denominator for r in loaded.records] == [50.0, 50.0] and [r.rule for r in loaded.records] == ["uedp"] * 2
-    assert loaded.head.hash == "4a41a713ca698234f5972122a34c7731b6b730655a63d7cea27c41ac9906a656"
+    assert loaded.head.hash == HASHES[2]
     assert loaded.to_dict() == json.loads(BEFORE_THE_RENAME)
     assert loaded.save(tmp_path / "again.json").read_text() == BEFORE_THE_RENAME
     # built afresh with the new name, the same rounds give the same file

@@ -32,16 +32,10 @@ from uedp.privacy.selection import (
 P_MIN = 1e-3  # binomial tests: fail only if the observed count has p-value < 1e-3
 
 
-def select_sentences_reference(
-    key: RoundKey | bytes | None,
-    *,
-    user: str,
-    sids: Sequence[int],
-    entities: Sequence[Collection[str]],
-    params: SelectionParams,
-    entity_weights: EntityWeights = None,
-    extended_weights: ExtendedWeights = None,
-) -> Selection:
+def select_sentences_reference(key: RoundKey | bytes | None, *, user: str, sids: Sequence[int],
+                               entities: Sequence[Collection[str]], params: SelectionParams,
+                               entity_weights: EntityWeights = None,
+                               extended_weights: ExtendedWeights = None) -> Selection:
     """Slow, obviously-correct reference of uedp.privacy.selection.select_sentences (plain loops)."""
     assert len(sids) == len(entities)
     mask, weights = [], []

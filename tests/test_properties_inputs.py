@@ -242,16 +242,23 @@ def file_with_bad_line(draw: st.DrawFn) -> tuple[bytes, int, str]:
     return data, position + 1, fragment
 
 
+def write_case(path: Path, case: tuple[bytes, int, str]) -> tuple[str, str]:
+    """Write a `file_with_bad_line` case to `path`: (how the error it must get starts, "<path> line <n>: ", and
+    the fragment that error names)."""
+    data, line, fragment = case
+    path.write_bytes(data)
+    return f"{path} line {line}: ", fragment
+
+
 @profile("jsonl_line")
 @given(case=file_with_bad_line())
 def test_jsonl_one_bad_line_is_refused_naming_file_and_line(work: Path, case: tuple[bytes, int, str]) -> None:
-    data, line, fragment = case
     path = work / "bad_line.jsonl"
-    path.write_bytes(data)
+    start, fragment = write_case(path, case)
     with pytest.raises(CorpusError) as err:
         load(path)
     message = str(err.value)
-    assert message.startswith(f"{path} line {line}: "), message
+    assert message.startswith(start), message
     assert fragment in message, message
     assert len(message) < 600, "a message repeats a huge value"
 
@@ -487,14 +494,13 @@ def run_cli(argv: list[str]) -> tuple[int, str]:
 def test_corpus_stats_exits_2_naming_file_and_line(work: Path, case: tuple[bytes, int, str]) -> None:
     from uedp.paths import cache_root
 
-    data, line, fragment = case
     path = work / "cli_bad_line.jsonl"
-    path.write_bytes(data)
+    start, fragment = write_case(path, case)
     corpora = cache_root() / "corpora"
     before = listing(corpora)
     status, err = run_cli(["corpus-stats", "--dataset", "jsonl", "-o", f"path={json.dumps(str(path))}"])
     assert status == 2, err
-    assert err.startswith(f"uedp corpus-stats: error: {path} line {line}: ") and fragment in err, err
+    assert err.startswith(f"uedp corpus-stats: error: {start}") and fragment in err, err
     assert "Traceback" not in err
     assert listing(corpora) == before, "a refused corpus left a file in the cache"
 

@@ -13,22 +13,18 @@ import dp_accounting
 import pytest
 
 from uedp.errors import ConfigError
-from uedp.privacy import accounting, calibration
+from uedp.privacy import accounting, calibration, composition, pairs
 from uedp.privacy.accounting import (
-    UNDETECTED_FREE,
-    UNDETECTED_WITH_ENTITIES,
-    as_groups,
-    compose_epsilons,
-    epsilon,
+    Mechanism,
+    epsilon_and_bound,
     epsilon_of,
-    pairs_epsilon,
-    pairs_rdp_epsilon,
+    epsilons_of,
     rdp_epsilon_of,
-    undetected_bound,
-    undetected_epsilon,
 )
 from uedp.privacy.calibration import calibrate, calibrate_epsilon_function, clear_caches
+from uedp.privacy.composition import pairs_epsilon, pairs_rdp_epsilon, undetected_bound
 from uedp.privacy.ledger import Ledger, RoundRecord
+from uedp.privacy.pairs import UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES
 from uedp.privacy.sensitivity import sensitivities
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,9 +152,22 @@ def test_every_exported_name_is_public_and_resolves():
 
     for name in privacy.__all__:
         assert not _private(name) and getattr(privacy, name) is not None
-    for name in ("epsilon_of", "rdp_epsilon_of", "pairs_epsilon", "pairs_rdp_epsilon", "undetected_bound",
-                 "as_groups", "ADJACENCIES", "calibrate", "calibrate_epsilon_function", "clear_caches"):
+    for name in ("epsilon_of", "rdp_epsilon_of", "epsilons_of", "pairs_epsilon", "pairs_rdp_epsilon",
+                 "undetected_bound", "Adjacency", "calibrate", "calibrate_epsilon_function", "clear_caches"):
         assert name in privacy.__all__
+    assert len(privacy.__all__) <= 25
+    documented = (ROOT / "docs" / "privacy-accounting.md").read_text(encoding="utf-8")
+    assert not [n for n in privacy.__all__ if f"`{n}`" not in documented and f"{n}(" not in documented]
+
+
+def test_adjacencies_and_rules_format_as_their_values():
+    """StrEnums: f-strings, JSON and dict keys see the plain value (summary.json, MetricRecord keys)."""
+    import json
+
+    from uedp.privacy import Adjacency, Rule
+
+    assert f"eps_{Adjacency.UEDP}" == "eps_uedp" and json.dumps({Adjacency.USER: Rule.USER_DP}) == '{"user": "user_dp"}'
+    assert {"uedp": 1}[Adjacency.UEDP] == 1 and Rule("uedp_split") is Rule.UEDP_SPLIT
 
 
 # -- epsilon_of against dp-accounting ----------------------------------------------------------------------------
@@ -199,7 +208,7 @@ def _dp_event(record: RoundRecord, adjacency: str) -> dp_accounting.DpEvent:
 
 
 def test_epsilon_of_a_ledger_is_dp_accountings_pld_accountant_on_the_same_events():
-    """epsilon_of(ledger.records, adjacency) against dp-accounting's PLDAccountant (ADD_OR_REMOVE_ONE, the
+    """epsilon_of(ledger.runs(), adjacency) against dp-accounting's PLDAccountant (ADD_OR_REMOVE_ONE, the
     same grid) composing one event per round, at delta - delta_trunc (the truncation charge, which
     dp-accounting does not know about, computed independently as 1 - prod(1 - P(Bin(N-2, q_u) >= m_max-1))).
 
@@ -217,14 +226,14 @@ def test_epsilon_of_a_ledger_is_dp_accountings_pld_accountant_on_the_same_events
     from scipy.stats import binom
 
     ledger = _ledger()
-    records = ledger.records
-    assert as_groups(records) == tuple(ledger.groups())  # the ledger's runs are the API's
+    records, runs = ledger.records, ledger.runs()
+    assert [c for _, c in runs] == [3, 2, 2]  # consecutive identical rounds form one run
     trunc = 1.0 - math.prod(1.0 - float(binom.sf(r.m_max - 2, N - 2, r.q_u)) for r in records)
     assert 0.0 < trunc < 1e-6
     vdi = 2.0**-7
-    compositions = len(records) + 2 * len(as_groups(records))
+    compositions = len(records) + 2 * len(runs)
     for adjacency in ("uedp", "user"):
-        ours = epsilon_of(records, adjacency, delta=DELTA, num_users=N, value_discretization_interval=vdi)
+        ours = epsilon_of(runs, adjacency, delta=DELTA, num_users=N, value_discretization_interval=vdi)
         acc = dp_accounting.pld.PLDAccountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
                                               value_discretization_interval=vdi)  # fmt: skip
         for record in records:
@@ -237,41 +246,38 @@ def test_epsilon_of_a_ledger_is_dp_accountings_pld_accountant_on_the_same_events
         assert abs(ours - theirs) <= tolerance, (adjacency, ours, theirs, tolerance)
 
 
-def test_the_records_functions_are_the_pairs_functions_on_the_records_pairs():
-    """Bit for bit (the very computation: epsilon_of is pairs_epsilon on the records' pairs at delta -
-    delta_trunc), and the ledger, the old wrappers and epsilon_of agree exactly for the same reason."""
+def test_the_runs_functions_are_the_pairs_functions_on_the_runs_pairs():
+    """Bit for bit (the very computation: epsilon_of is pairs_epsilon on the runs' pairs at delta -
+    delta_trunc), and the ledger and epsilon_of agree exactly for the same reason."""
     ledger = _ledger()
-    records, groups = ledger.records, as_groups(ledger.records)
-    d = DELTA - accounting.truncation_delta(records, N)
+    runs = ledger.runs()
+    d = DELTA - accounting.truncation_delta(runs, N)
     for adjacency in ("uedp", "user"):
-        pairs = [(m.mixture(adjacency), c) for m, c in groups]
-        assert epsilon_of(records, adjacency, delta=DELTA, num_users=N) == pairs_epsilon(pairs, delta=d)
-        assert rdp_epsilon_of(records, adjacency, delta=DELTA, num_users=N) == pairs_rdp_epsilon(pairs, delta=d)
-        assert epsilon(adjacency, list(groups), num_users=N) == epsilon_of(records, adjacency, delta=DELTA,
-                                                                          num_users=N)
-    candidates = [{b: [(m.undetected(b), c) for m, c in groups] for b in bounds}
+        pairs = [(m.mixture(adjacency), c) for m, c in runs]
+        assert epsilon_of(runs, adjacency, delta=DELTA, num_users=N) == pairs_epsilon(pairs, delta=d)
+        assert rdp_epsilon_of(runs, adjacency, delta=DELTA, num_users=N) == pairs_rdp_epsilon(pairs, delta=d)
+    candidates = [{b: [(m.undetected(b), c) for m, c in runs] for b in bounds}
                   for bounds in (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES)]
-    assert undetected_epsilon(records, delta=DELTA, num_users=N) == undetected_bound(candidates, delta=d)
-    assert ledger.epsilons() == compose_epsilons(records, num_users=N).as_dict()
-    assert epsilon_of(records, "undetected", delta=DELTA, num_users=N) == ledger.epsilons()["eps_undetected"]
+    assert epsilon_and_bound(runs, "undetected", delta=DELTA, num_users=N) == undetected_bound(candidates, delta=d)
+    assert ledger.epsilons() == epsilons_of(runs, delta=DELTA, num_users=N).as_dict()
+    assert epsilon_of(runs, "undetected", delta=DELTA, num_users=N) == ledger.epsilons()["eps_undetected"]
 
 
 def test_the_public_api_validates_its_arguments():
     ledger = _ledger()
+    runs = ledger.runs()
     with pytest.raises(ValueError, match="adjacency must be one of uedp, user, undetected, got 'kind'"):
-        epsilon_of(ledger.records, "kind", delta=DELTA, num_users=N)
+        epsilon_of(runs, "kind", delta=DELTA, num_users=N)
     with pytest.raises(ValueError, match="got 'undetected'"):
-        rdp_epsilon_of(ledger.records, "undetected", delta=DELTA, num_users=N)
-    with pytest.raises(TypeError, match="mix rounds"):
-        as_groups([*ledger.records[:1], *ledger.groups()])
-    with pytest.raises(TypeError, match="expected a RoundRecord"):
-        as_groups(["round 1"])
+        rdp_epsilon_of(runs, "undetected", delta=DELTA, num_users=N)
+    with pytest.raises(TypeError, match=r"\(Mechanism, count\) runs \(a ledger's are Ledger.runs\(\)\)"):
+        epsilon_of(ledger.records, "uedp", delta=DELTA, num_users=N)  # records, not runs
     with pytest.raises(TypeError, match="Mechanism"):
-        as_groups([("uedp", 3)])
+        epsilon_of([("uedp", 3)], "uedp", delta=DELTA, num_users=N)
     with pytest.raises(ConfigError, match="round count"):
-        as_groups([(ledger.records[0].mechanism, -1)])
+        epsilon_of([(runs[0][0], -1)], "uedp", delta=DELTA, num_users=N)
     with pytest.raises(ConfigError, match="number of places"):  # truncation needs N
-        epsilon_of(ledger.records, "uedp", delta=DELTA, num_users=None)
+        epsilon_of(runs, "uedp", delta=DELTA, num_users=None)
     with pytest.raises(TypeError, match="NumericPair pair, got Mechanism"):
         pairs_epsilon([(ledger.records[0].mechanism, 3)], delta=DELTA)
     with pytest.raises(ConfigError, match="delta"):
@@ -282,17 +288,20 @@ def test_the_public_api_validates_its_arguments():
     assert pairs_epsilon([(mixture, 0)], delta=DELTA) == 0.0  # zero rounds: nothing spent
 
 
-# -- calibration: records as a function of z -------------------------------------------------------------------
-def _two_mechanisms(z: float) -> list[RoundRecord]:
+# -- calibration: runs as a function of z -------------------------------------------------------------------
+def _two_mechanisms(z: float) -> list[tuple[Mechanism, int]]:
     """6 rounds of UeDP (entity cap 2) then 4 of f_E (no S, cap 1) at noise multiplier z: a ledger mixing two
     mechanisms, with a truncation charge (N = 40 places, m_max 25)."""
     uedp = dict(rule="uedp", q_u=0.2, q_e=0.3, q_s=0.5, m_max=25, k_cap=2)
     naive = dict(rule="uedp_naive", q_u=0.15, q_e=0.4, q_s=0.0, m_max=25, k_cap=1)
-    return [_record(t, z=z, **(uedp if t <= 6 else naive)) for t in range(1, 11)]
+    ledger = Ledger(delta=DELTA, num_users=N)
+    for t in range(1, 11):
+        ledger.append(_record(t, z=z, **(uedp if t <= 6 else naive)))
+    return ledger.runs()
 
 
-def test_calibrate_meets_the_guarantee_on_records_from_z_with_two_mechanisms():
-    """eps(z*) <= target < eps(z* - tol) with eps the max over the adjacencies of epsilon_of(records(z))
+def test_calibrate_meets_the_guarantee_on_runs_from_z_with_two_mechanisms():
+    """eps(z*) <= target < eps(z* - tol) with eps the max over the adjacencies of epsilon_of(runs(z))
     (the values a ledger of these rounds reports); the same z, within tol, as the search for any epsilon
     function run on that max."""
     target, tol, vdi = 3.0, 1e-3, 0.02
@@ -330,11 +339,11 @@ def test_calibrate_epsilon_function_from_its_own_start():
         calibrate_epsilon_function(lambda z: 1.0 / z, 1.0, tol=0.0)
 
 
-def test_clear_caches_empties_every_cache_of_accounting_and_calibration():
-    epsilon_of(_ledger().records, "uedp", delta=DELTA, num_users=N, value_discretization_interval=0.02)
+def test_clear_caches_empties_every_cache_of_the_accounting():
+    epsilon_of(_ledger().runs(), "uedp", delta=DELTA, num_users=N, value_discretization_interval=0.02)
 
     def caches():
-        return {f"{m.__name__}.{name}": obj.cache_info().currsize for m in (accounting, calibration)
+        return {f"{m.__name__}.{name}": obj.cache_info().currsize for m in (accounting, composition, pairs, calibration)
                 for name, obj in vars(m).items() if hasattr(obj, "cache_info") and obj.__module__ == m.__name__}
 
     before = caches()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-import uedp.pipeline
+import uedp.prepare.tokenizer
 from uedp.config import RunConfig
 from uedp.data.loaders import DatasetFacts, dataset_facts, dataset_names
 from uedp.data.synthetic import PUBLIC_SEED
@@ -59,7 +59,7 @@ def untrained(monkeypatch: pytest.MonkeyPatch, tiny_tokenizer: TextTokenizer) ->
         asked.append(source.name)
         return tiny_tokenizer
 
-    monkeypatch.setattr(uedp.pipeline, "get_public_tokenizer", fake)
+    monkeypatch.setattr(uedp.prepare.tokenizer, "get_public_tokenizer", fake)
     return asked
 
 

@@ -25,8 +25,8 @@ from uedp.config import RunConfig
 from uedp.data.synthetic import TOPICS
 from uedp.errors import ConfigError
 from uedp.models.checkpoints import checkpoint_of
-from uedp.models.export import ADAPTER_DIR, MODEL_DIR, export_release, model_card, public_datasets, release_labels
-from uedp.pipeline import load_manifest, new_model, prepare
+from uedp.models.export import ADAPTER_DIR, MODEL_DIR, export_release, model_card, public_datasets
+from uedp.pipeline import load_manifest, new_model, prepare, release_labels
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 checkpoints = test_own_model.checkpoints  # its tiny checkpoints (gpt2, llama, bert), a module fixture here too
@@ -173,7 +173,7 @@ def test_card_metadata_options_are_hub_ids_and_reach_the_card(checkpoints, tmp_p
     cfg.model.card_datasets, cfg.model.card_base_model = "Salesforce/wikitext, bbc_news", "openai-community/gpt2"
     manifest = prepare(cfg)
     model = new_model(cfg, manifest)
-    from uedp.models.export import release_options
+    from uedp.pipeline import release_options
 
     options = release_options(cfg)
     assert options["datasets"] == ["Salesforce/wikitext", "bbc_news"] and options["labels"] is None

@@ -129,7 +129,7 @@ def test_consistent_state_resumes_with_the_ledgers_z(finished, tmp_path):
 
 def _entry_point(cfg, out: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     """experiments.run on `cfg` (as a user would run it), in `out`."""
-    overrides = [f"{k}={json.dumps(v) if isinstance(v, str) and k.endswith('options') else v}"
+    overrides = [f"{k}={json.dumps(v) if isinstance(v, str) and k.endswith('options') else 'null' if v is None else v}"
                  for k, v in cfg.to_flat().items() if not k.startswith("federation.out_dir")]
     dataset = json.loads(cfg.dataset.options)
     model = json.loads(cfg.model.options)

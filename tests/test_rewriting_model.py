@@ -1,4 +1,5 @@
-"""The DP-BART rewriter model (uedp.rewriting.model) and its public training text (uedp.rewriting.public_text).
+"""The DP-BART rewriter model (uedp.rewriting.model, .training, .store) and its public training text
+(uedp.rewriting.public_text).
 
 Every rewriter here is TINY (width 64, one layer each side, a few hundred steps) and trained inside the test on a
 public fixture: the first 200 sentences of the synthetic generator's public personas (seed 1000003). Torch runs with
@@ -13,16 +14,12 @@ import torch
 
 from uedp.errors import ConfigError
 from uedp.rewriting import model as rewriting_model
+from uedp.rewriting import store as rewriter_store
 from uedp.rewriting.mechanism import ClvMechanism
-from uedp.rewriting.model import (
-    Rewriter,
-    RewriterConfig,
-    load_rewriter,
-    prune_rewriter,
-    reconstruction_bleu,
-    train_rewriter,
-)
+from uedp.rewriting.model import Rewriter, RewriterConfig, reconstruction_bleu
 from uedp.rewriting.public_text import PUBLIC_SOURCES, public_text_for, sources_for
+from uedp.rewriting.store import load_rewriter
+from uedp.rewriting.training import prune_rewriter, train_rewriter
 
 TINY = RewriterConfig(kind="bart", d_model=64, layers=1, heads=2, ffn=128, vocab_size=1000, dropout=0.0,
                       mask_prob=0.0, batch_size=32, lr=3e-3, steps=300, eval_every=300, valid_sentences=50,
@@ -163,7 +160,7 @@ def test_cache_round_trip_does_not_retrain(monkeypatch: pytest.MonkeyPatch) -> N
     def refuse(*args, **kwargs):
         raise AssertionError("retrained a cached rewriter")
 
-    monkeypatch.setattr(rewriting_model, "train_rewriter", refuse)
+    monkeypatch.setattr(rewriter_store, "train_rewriter", refuse)
     again = load_rewriter(private_corpus="bbc_news", variant="pr+", epsilon=5000.0, config=config, progress=False)
     assert again.identity() == first.identity()
     assert again.identity()["kept"] == first.kept.tolist() and again.identity()["noise"] == "gaussian"
@@ -223,7 +220,7 @@ def test_federated_mode_runs_with_a_trained_rewriter(tiny: Rewriter, monkeypatch
     from tests.helpers import tiny_config
     from uedp.data.loaders import materialize
 
-    monkeypatch.setattr(rewriting_model, "load_rewriter", lambda **_: tiny)
+    monkeypatch.setattr(rewriter_store, "load_rewriter", lambda **_: tiny)
     monkeypatch.setenv("UEDP_CACHE_DIR", str(tmp_path / "cache"))
     pooled: list[list[str]] = []
     encode = local_dp.encode_sentences
@@ -245,8 +242,8 @@ def test_a_saved_rewriter_is_loaded_by_path_checked_and_refused_when_it_does_not
     """rewrite.rewriter = PATH: the saved weights load with their digest checked; a missing directory, another
     variant, and weights edited after saving are refused naming the setting."""
     from uedp.errors import ConfigError
-    from uedp.rewriting.model import load_saved_rewriter
     from uedp.rewriting.rewrite import RewriteSettings, rewriter_digest, rewriter_for
+    from uedp.rewriting.store import load_saved_rewriter
 
     tiny.save(tmp_path / "rw")
     loaded = rewriter_for(RewriteSettings(epsilon=100.0), "jsonl", path=str(tmp_path / "rw"))
@@ -272,7 +269,8 @@ def test_adept_rewriter_norm_clips_with_a_public_bound_and_round_trips(tiny: Rew
     on public text; its mechanism is the norm clip (noise for sensitivity 2C), its identity records the bound, a
     value-clip mechanism is refused, and a saved adept rewriter loads back by path only as an adept one."""
     from uedp.rewriting.mechanism import NormClipMechanism, norm_clip
-    from uedp.rewriting.model import load_saved_rewriter, public_norm_bound
+    from uedp.rewriting.store import load_saved_rewriter
+    from uedp.rewriting.training import public_norm_bound
 
     bound = public_norm_bound(tiny, sentences[:50], 0.05)
     norms = np.linalg.norm(tiny.encode(sentences[:50]).reshape(50, -1), axis=1)

@@ -12,16 +12,9 @@ import sys
 import pytest
 
 import runtime.federation as federation_module
-from runtime.federation import (
-    COMPLETED,
-    CONNECTION,
-    RUN_NOT_COMPLETED,
-    UNKNOWN,
-    Federation,
-    RunStatus,
-    parse_run_status,
-)
-from studies.faults import last_run_problem
+from runtime.federation import CONNECTION, Federation
+from runtime.flwr_run import COMPLETED, RUN_NOT_COMPLETED, UNKNOWN, RunStatus, parse_run_status
+from studies.fault_checks import last_run_problem
 
 RUN_ID = 18135387404362574947  # Flower's run ids are 64-bit
 HEARTBEAT = "No heartbeat received from the task"  # Flower's details of a run whose ServerApp was killed
@@ -145,7 +138,7 @@ def test_parse_run_status():
 
 
 def test_the_faults_study_reports_the_last_runs_status():
-    """studies/faults.py: the last attempt's exit status and the SuperLink's status of its run."""
+    """studies/fault_checks.py: the last attempt's exit status and the SuperLink's status of its run."""
     failed = {"run_id": RUN_ID, "status": "finished:failed", "details": HEARTBEAT}
     problem = last_run_problem([{"rc": -9, "ended_by": "serverapp_kill", "run_status": None},
                                 {"rc": RUN_NOT_COMPLETED, "ended_by": None, "run_status": failed}])

@@ -169,7 +169,7 @@ def test_the_mod_keeps_one_part_when_the_other_cannot_be_bounded() -> None:
 def test_a_split_run_records_gamma_and_its_sigma(tmp_path) -> None:
     s = run_local(tiny_config(tmp_path, strategy={"name": "uedp_split"}))
     ledger = Ledger.load(tmp_path / "ledger.json")
-    gamma = 2 * 0.5 / 8  # privacy.gamma = 0: max(k_cap, 1) beta / m_max, tiny_config's k_cap 2, m_max 8
+    gamma = 2 * 0.5 / 8  # privacy.gamma = "auto": max(k_cap, 1) beta / m_max, tiny_config's k_cap 2, m_max 8
     assert all(r.rule == "uedp_split" and r.gamma == pytest.approx(gamma) for r in ledger.records)
     assert s["sigma"] == pytest.approx(1.0 * ((0.5 + gamma) + 2 * 8 * gamma))
     assert s["rounds"] == 3 and np.isfinite(s["final"]["perplexity"])

@@ -19,13 +19,12 @@ from uedp.entities.detectors import build_annotations, entity_sets
 from uedp.entity_tokens import (
     TokenSplit,
     entity_targets,
-    evaluation_split,
     excess_share,
     protected_spans,
     split_tokens,
 )
 from uedp.errors import ConfigError
-from uedp.pipeline import encode_sentences
+from uedp.pipeline import encode_sentences, evaluation_split
 from uedp.tokenization import SPECIAL_TOKENS, TextTokenizer, TokenizerTraining, train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]

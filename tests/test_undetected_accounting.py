@@ -13,18 +13,9 @@ from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy.stats import multinomial, norm
 
-from uedp.privacy.accounting import (
-    Labelled,
-    Mixture,
-    RemoveForm,
-    lps_pair,
-    mechanism,
-    mixture_epsilon,
-    revealed_pair,
-    undetected_epsilon,
-    undetected_pair,
-    user_pair,
-)
+from uedp.privacy.accounting import epsilon_and_bound, mechanism
+from uedp.privacy.composition import pairs_epsilon
+from uedp.privacy.pairs import Labelled, Mixture, RemoveForm, lps_pair, revealed_pair, undetected_pair, user_pair
 from uedp.privacy.sensitivity import Sensitivities
 
 DELTA = 1e-5
@@ -87,7 +78,7 @@ def test_the_symmetrized_pair_keeps_the_profile_and_is_a_pair() -> None:
     """Lemma E: for eps >= 0 the symmetrized pair has the remove profile exactly; its PMF is a distribution
     whose e^-loss-weighted mass is 1 (it is the privacy loss of a real pair); and it composes to more than
     the remove PMF alone (the code's earlier, unjustified composition)."""
-    from uedp.privacy.accounting import symmetrized
+    from uedp.privacy.pairs import symmetrized
 
     full = pld_lib.from_gaussian_mechanism(1.5, sampling_prob=0.3, value_discretization_interval=VDI)
     remove = pld_lib.PrivacyLossDistribution(full._pmf_remove)
@@ -192,15 +183,16 @@ def test_first_rule_numbers_and_the_rule_at_q_s_1() -> None:
     decides eps_undetected at q_s = 1 is the labelled subsampled pair."""
     sigma = 0.9228 * 5
     # the quoted values: 11.2 to 1 decimal (half a unit: 0.05), 8.75 to 2 decimals (0.005)
-    assert mixture_epsilon(revealed_pair(sigma, 3.0, 2.0, 0.25, 0.25), 30, DELTA) == pytest.approx(11.2, abs=0.05)
+    revealed = revealed_pair(sigma, 3.0, 2.0, 0.25, 0.25)
+    assert pairs_epsilon([(revealed, 30)], delta=DELTA) == pytest.approx(11.2, abs=0.05)
     four = Mixture(sigma=sigma, sensitivities=(0.0, 3.0, 2.0, 5.0), probs=(0.75**2, 0.25 * 0.75, 0.75 * 0.25, 0.25**2))
-    assert mixture_epsilon(four, 30, DELTA) == pytest.approx(8.75, abs=0.005)
+    assert pairs_epsilon([(four, 30)], delta=DELTA) == pytest.approx(8.75, abs=0.005)
     m = mechanism("uedp", z=1.1495, q_u=0.25, q_e=0.2, q_s=1.0, m_max=89, k_cap=1)  # uedp epsilon --target 8
-    value, bound = undetected_epsilon([(m, 30)], delta=DELTA, num_users=200)
+    value, bound = epsilon_and_bound([(m, 30)], "undetected", delta=DELTA, num_users=200)
     # z quoted to 5 digits from a calibration to 8 on another epsilon (uedp): 8 within 0.02 (measured 7.9955)
     assert bound == "lps" and value == pytest.approx(8.0, abs=0.02)
-    revealed = mixture_epsilon(m.undetected("revealed_L"), 30, DELTA)
-    assert value < revealed < mixture_epsilon(m.undetected("four_point_S"), 30, DELTA)
+    revealed = pairs_epsilon([(m.undetected("revealed_L"), 30)], delta=DELTA)
+    assert value < revealed < pairs_epsilon([(m.undetected("four_point_S"), 30)], delta=DELTA)
 
 
 @pytest.mark.parametrize("z, q_u, q_e, q_s", [(0.9, 0.25, 0.2, 0.2), (0.9, 0.25, 0.2, 1.0), (1.5, 0.05, 0.5, 0.5),
@@ -210,17 +202,17 @@ def test_never_larger_than_the_old_rule_where_it_applied(z, q_u, q_e, q_s) -> No
     entity-free sentences only; where q_s >= q_e (a sentence with detected entities is then selected no more
     often) the adopted eps_undetected is never larger, and it is never below eps_user."""
     m = mechanism("uedp", z=z, q_u=q_u, q_e=q_e, q_s=q_s, m_max=40, k_cap=1)
-    value, _ = undetected_epsilon([(m, 20)], delta=DELTA, num_users=40)
+    value, _ = epsilon_and_bound([(m, 20)], "undetected", delta=DELTA, num_users=40)
     old = Mixture(sigma=m.sigma, sensitivities=(0.0, 3.0, 2.0, 5.0),
                   probs=((1 - q_u) * (1 - q_s), q_u * (1 - q_s), (1 - q_u) * q_s, q_u * q_s))
-    assert value <= mixture_epsilon(old, 20, DELTA) * (1 + 1e-9)
-    assert value >= mixture_epsilon(user_pair(m.sigma, 1.0, q_u), 20, DELTA) * (1 - 1e-3)
+    assert value <= pairs_epsilon([(old, 20)], delta=DELTA) * (1 + 1e-9)
+    assert value >= pairs_epsilon([(user_pair(m.sigma, 1.0, q_u), 20)], delta=DELTA) * (1 - 1e-3)
 
 
 def test_a_sentence_with_detected_entities_is_charged_at_q_e() -> None:
     """q_s = 0 (f_E) no longer makes eps_undetected the user epsilon: an undetected entity inside a sentence
     whose detected entities are sampled (q_e) is used, and the bound for it decides."""
     m = mechanism("uedp_naive", z=1.0, q_u=0.25, q_e=0.5, q_s=0.0, m_max=40, k_cap=1)
-    value, bound = undetected_epsilon([(m, 20)], delta=DELTA, num_users=40)
+    value, bound = epsilon_and_bound([(m, 20)], "undetected", delta=DELTA, num_users=40)
     assert bound in ("revealed_L_entity", "lps_entity")
-    assert value > 1.05 * mixture_epsilon(user_pair(m.sigma, 1.0, 0.25), 20, DELTA)
+    assert value > 1.05 * pairs_epsilon([(user_pair(m.sigma, 1.0, 0.25), 20)], delta=DELTA)

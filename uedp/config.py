@@ -15,26 +15,39 @@ Options specific to one dataset or model travel as a JSON object string (`datase
 Defaults are the main job's (docs/defaults-and-tuning.md, "Choosing the defaults", gives the measurements
 behind them).
 
-Sentinels (TOML has no null): `privacy.k_cap = 0` (entity cap off), `privacy.m_max = 0` (the smallest
-cohort cap whose truncation charge is at most 1% of delta: uedp.privacy.accounting.safe_m_max),
-`privacy.target_epsilon = 0` (use `privacy.noise_multiplier` as given), `privacy.target_on = ""` (the
-target bounds every epsilon the mechanism claims), `privacy.seed = -1` (cryptographically seeded noise),
-`federation.num_nodes = 0` (one node per corpus user), `train.local_steps = 0` (use local_epochs),
-`federation.device = "auto"` (cuda where torch sees a GPU, else cpu; uedp.devices).
+The groups' dataclasses are defined here, except the training ones (train, server: uedp.config_training);
+how a value is checked, and the sentinels, live in uedp.config_values. Sentinels: an option that may be left unset
+is None, one the run chooses is "auto": `privacy.m_max = "auto"` (the smallest cohort cap whose truncation
+charge is at most 1% of delta: uedp.privacy.accounting.safe_m_max), `privacy.gamma = "auto"`,
+`privacy.k_cap = None` (entity cap off), `privacy.target_holders = None` (off), `privacy.seed = None`
+(cryptographically seeded noise). A Flower run config has no null (TOML), so there they keep their numbers
+(m_max 0, gamma 0.0, k_cap 0, target_holders -1, seed -1): `to_run_config()` writes them, and every reader
+accepts them with the same meaning (config files and Hydra overrides too). Other values that stand for a
+rule: `privacy.target_epsilon = 0` (use `privacy.noise_multiplier` as given), `privacy.target_on = ""` (the
+target bounds every epsilon the mechanism claims), `federation.num_nodes = 0` (one node per corpus user),
+`train.local_steps = 0` (use local_epochs), `federation.device = "auto"` (cuda where torch sees a GPU, else
+cpu; uedp.devices).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import json
-import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from uedp.checks import integer, probability
+from uedp.config_training import (
+    LR_SCHEDULES,
+    OPTIMIZERS,
+    SCHEDULE_FIELDS,  # noqa: F401 (uedp.config's names include the training group's)
+    SERVER_OPTIMIZERS,
+    ClientTrainConfig,
+    ServerConfig,
+)
+from uedp.config_values import AUTO, assign, coerce, json_object, leaves, show, to_wire
 from uedp.devices import check_device
 from uedp.errors import ConfigError
 from uedp.privacy.mechanisms import spec_for
@@ -129,7 +142,7 @@ class LoraConfig:
 
     def validate(self) -> None:
         for name, f in self.__dataclass_fields__.items():
-            setattr(self, name, _coerce(f"model.lora.{name}", getattr(self, name), f.default))
+            setattr(self, name, coerce(f"model.lora.{name}", getattr(self, name), f.default))
         if self.r < 0:
             raise ConfigError(f"model.lora.r must be >= 0 (0: LoRA off), got {self.r}")
         if not self.alpha > 0:
@@ -188,11 +201,15 @@ class StrategyConfig:
 
 @dataclass
 class PrivacyConfig:
+    """The mechanism's public parameters (docs/mechanism.md). None means not set, "auto" that the run chooses
+    (uedp.config_values.SENTINELS: a Flower run config spells them as numbers, which every reader accepts)."""
+
     q_u: float = 0.25
     q_e: float = 0.2
     q_s: float = 0.2
-    m_max: int = 0  # 0: automatic (safe_m_max for the run's N, q_u, rounds and delta; server/setup.py)
-    k_cap: int = 1
+    # the cohort cap; "auto": safe_m_max for the run's N, q_u, rounds and delta (server/setup.py resolve_m_max)
+    m_max: int | str = AUTO
+    k_cap: int | None = 1  # the entity cap (slots per user); None: off
     beta: float = 0.2
     w_max: float = 1.0
     noise_multiplier: float = 1.0
@@ -201,117 +218,47 @@ class PrivacyConfig:
     # mechanism claims (UeDP: eps_uedp and eps_undetected; user-level DP: eps_user), or a comma-separated
     # subset (e.g. "uedp": eps_undetected is then reported, not bounded)
     target_on: str = ""
-    # >= 0: the calibration also bounds the epsilon for one user and one (undetected) entity held by this many
+    # K >= 0: the calibration also bounds the epsilon for one user and one (undetected) entity held by K
     # OTHER users (uedp.privacy.holders, docs/proofs.md section 11): the matched guarantee of docs/results.md;
-    # reported in summary.json as `holders`. -1: off. Calibrated for the run's rounds, not a budget stop.
-    target_holders: int = -1
-    # strategy=uedp_split: the entity part's clip (0: max(k_cap, 1) * beta / m_max, the slot rule's entity
+    # reported in summary.json as `holders`. None: off. Calibrated for the run's rounds, not a budget stop.
+    target_holders: int | None = None
+    # strategy=uedp_split: the entity part's clip ("auto": max(k_cap, 1) * beta / m_max, the slot rule's entity
     # budget: the same s_e; docs/proofs.md Theorem 3); ignored by every other mechanism
-    gamma: float = 0.0
+    gamma: float | str = AUTO
     delta: float = 1e-5
     paper_z: bool = False
-    seed: int = -1
+    seed: int | None = None  # >= 0: fixed-seed noise, sampling and keys (reproduction only, NOT private)
     # how the noise is drawn (uedp.privacy.noise): "secure" (CSPRNG, sum of 4 draws: the floating-point attack
-    # mitigation of Opacus's secure mode) or "philox" (CSPRNG-seeded Philox, faster); privacy.seed >= 0
+    # mitigation of Opacus's secure mode) or "philox" (CSPRNG-seeded Philox, faster); privacy.seed set
     # overrides both (fixed-seed Philox, reproduction only). Recorded in the ledger per round.
     noise: str = "secure"
 
     def validate(self) -> None:
-        """ConfigError naming the option (privacy.NAME) for a value outside its range or of the wrong type."""
+        """ConfigError naming the option (privacy.NAME) for a value outside its range or of the wrong type; a
+        sentinel's run-config number (m_max 0, k_cap 0, gamma 0, target_holders -1, seed -1) becomes its None
+        or "auto"."""
         for name, f in self.__dataclass_fields__.items():  # types first (an int where a float is meant is fine)
-            setattr(self, name, _coerce(f"privacy.{name}", getattr(self, name), f.default))
+            setattr(self, name, coerce(f"privacy.{name}", getattr(self, name), f.default))
         for name in ("q_u", "q_e", "q_s"):
             probability(f"privacy.{name}", getattr(self, name))
-        if self.m_max < 0:
-            raise ConfigError(f"privacy.m_max must be >= 1, or 0 (automatic), got {self.m_max}")
-        if self.k_cap < 0:
-            raise ConfigError(f"privacy.k_cap must be >= 0 (0 = off), got {self.k_cap}")
+        for name, value, rule in (("m_max", self.m_max, '>= 1, or "auto" (automatic)'),
+                                  ("k_cap", self.k_cap, ">= 1, or None (off)"),
+                                  ("target_holders", self.target_holders, ">= 0, or None (off)"),
+                                  ("seed", self.seed, ">= 0, or None (cryptographically seeded noise)")):
+            if value not in (None, AUTO) and value < (0 if rule.startswith(">= 0") else 1):
+                raise ConfigError(f"privacy.{name} must be {rule}, got {value}")
         if self.beta <= 0 or not 0 < self.w_max <= 1:
             raise ConfigError(f"privacy.beta must be > 0 and privacy.w_max in (0, 1]; got {self.beta}, {self.w_max}")
-        if self.gamma < 0:
-            raise ConfigError(f"privacy.gamma must be >= 0 (0: automatic), got {self.gamma}")
-        if self.target_holders < -1:
-            raise ConfigError(f"privacy.target_holders must be >= 0, or -1 (off), got {self.target_holders}")
+        if self.gamma != AUTO and self.gamma < 0:
+            raise ConfigError(f'privacy.gamma must be > 0, or "auto" (automatic), got {self.gamma}')
         if self.noise_multiplier < 0 or self.target_epsilon < 0:
             raise ConfigError("privacy.noise_multiplier and privacy.target_epsilon must be >= 0")
         if not 0 < self.delta < 1:
             raise ConfigError(f"privacy.delta must lie in (0, 1), got {self.delta}")
-        if self.seed < -1:
-            raise ConfigError(f"privacy.seed must be >= 0, or -1 (cryptographically seeded noise), got {self.seed}")
         from uedp.privacy.noise import NOISE_CHOICES
 
         if self.noise not in NOISE_CHOICES:
             raise ConfigError(f"privacy.noise must be one of {', '.join(NOISE_CHOICES)}, got {self.noise!r}")
-
-
-@dataclass
-class ClientTrainConfig:
-    """The nodes' local training (uedp.training.LocalTraining mirrors the fields it sends; docs/own-model.md,
-    "Training options"). The optimizer's state starts fresh every round."""
-
-    optimizer: str = "sgd"  # sgd | adam | adamw (Adam with decoupled weight decay toward the round's start)
-    lr: float = 0.5  # the base learning rate; the round's lr follows lr_schedule (the server sends it)
-    momentum: float = 0.0  # sgd only
-    local_epochs: int = 1
-    local_steps: int = 0  # > 0: exactly this many OPTIMIZER steps (each of grad_accum minibatches), not epochs
-    batch_size: int = 16  # sentences per minibatch
-    # minibatches per optimizer step: the step takes the mean of their gradients (an effective batch of
-    # grad_accum * batch_size); privacy is unaffected, the clip bounds the whole update
-    grad_accum: int = 1
-    # decoupled weight decay toward the round's global weights (p -= lr * weight_decay * (p - p_start)), never toward
-    # zero (that would spend clip budget on shrinking the model); optimizers sgd and adamw (adam: use adamw)
-    weight_decay: float = 0.0
-    # the learning rate over rounds: constant | cosine | linear, a public function of the round number and
-    # federation.rounds only (ClientTrainConfig.scheduled_lr), computed by the server, so a resumed run sends the
-    # same lr; warmup_rounds: rounds 1..warmup_rounds ramp up linearly to lr first
-    lr_schedule: str = "constant"
-    warmup_rounds: int = 0
-
-    @staticmethod
-    def scheduled_lr(lr: float, schedule: str, warmup_rounds: int, rnd: int, rounds: int) -> float:
-        """The learning rate of round `rnd` (1-based) of `rounds`: `lr * rnd / warmup_rounds` while
-        rnd <= warmup_rounds; then, with p = (rnd - warmup_rounds - 1) / (rounds - warmup_rounds) (0 at the first
-        round after the warmup, below 1 at the last, so no round gets lr 0; rounds past `rounds` take the last
-        round's), constant: lr; cosine: lr * (1 + cos(pi * p)) / 2; linear: lr * (1 - p)."""
-        if schedule not in LR_SCHEDULES:
-            raise ConfigError(f"train.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {_show(schedule)}")
-        if rnd <= warmup_rounds:
-            return lr * rnd / warmup_rounds
-        if schedule == "constant":
-            return lr
-        span = max(rounds - warmup_rounds, 1)
-        p = min(rnd - warmup_rounds - 1, span - 1) / span
-        return lr * (1 + math.cos(math.pi * p)) / 2 if schedule == "cosine" else lr * (1 - p)
-
-    def schedule_record(self, rounds: int) -> dict[str, Any]:
-        """What the training record carries, beside uedp.training.LocalTraining's fields, for the server to
-        schedule the lr: federation.rounds as "lr_rounds" (nothing for a constant lr without warmup: the record is
-        then the same every round)."""
-        if self.lr_schedule == "constant" and self.warmup_rounds == 0:
-            return {}
-        return {"lr_schedule": self.lr_schedule, "warmup_rounds": self.warmup_rounds, "lr_rounds": rounds}
-
-    @classmethod
-    def for_round(cls, record: Mapping[str, Any], rnd: int) -> dict[str, Any]:
-        """The training record of round `rnd`: `record` (its "lr" the base lr) with "lr" the round's, when the
-        record's lr_schedule / warmup_rounds schedule one (then it must carry "lr_rounds": `schedule_record`);
-        unchanged otherwise. The server calls it (uedp.flower.strategy configure_train, with the ledger's round
-        number, resumes included)."""
-        if record.get("lr_schedule", "constant") == "constant" and int(record.get("warmup_rounds", 0)) == 0:
-            return dict(record)
-        if "lr_rounds" not in record:
-            raise ValueError("the training record schedules the lr (lr_schedule, warmup_rounds) but lacks lr_rounds, "
-                             "the planned rounds: add uedp.config.ClientTrainConfig.schedule_record(rounds)")
-        lr = cls.scheduled_lr(float(record["lr"]), str(record["lr_schedule"]), int(record["warmup_rounds"]), rnd,
-                              int(record["lr_rounds"]))
-        return {**record, "lr": lr}
-
-
-@dataclass
-class ServerConfig:
-    optimizer: str = "sgd"  # sgd | adam
-    lr: float = 1.0
-    momentum: float = 0.0
 
 
 class DataSource(enum.Enum):
@@ -330,16 +277,19 @@ class DataSource(enum.Enum):
 
 @dataclass
 class FederationConfig:
+    """The federation's shape and timing, where its outputs go, and where each machine's torch work runs."""
+
+    # places (nodes) of the run; 0: one per corpus user (federation.data = owners: the invited owners, >= 1)
     num_nodes: int = 0
-    rounds: int = 30
-    eval_every: int = 10
+    rounds: int = 30  # the planned rounds (the accounting's and the lr schedule's horizon)
+    eval_every: int = 10  # central evaluation every this many rounds (and after the last)
     # central evaluation on at most this many test sentences (0 = the whole test split): a fixed subset
     # (a constant seed, not the run's randomness), so runs of one population are evaluated on the same text
     eval_sentences: int = 0
-    round_timeout: float = 600.0
-    wait_timeout: float = 300.0
+    round_timeout: float = 600.0  # seconds a round waits for its replies
+    wait_timeout: float = 300.0  # seconds the server waits for the nodes to connect (0: no wait)
     out_dir: str = "outputs/run"
-    checkpoint_every: int = 10
+    checkpoint_every: int = 10  # rounds between checkpoints (federation.resume continues from the last one)
     resume: bool = False
     ray_address: str = ""  # simulation on an existing Ray cluster ("host:port"); "" = $RAY_ADDRESS or a local one
     data: str = "corpus"  # a DataSource value: "corpus" | "owners" (see DataSource)
@@ -376,7 +326,7 @@ class RewriteConfig:
     label_epsilon: float = 0.0  # > 0: labels by randomized response (0: labels in the clear: not private)
     max_documents: int = 150  # per user: a public cap, so the per-user guarantee is a public number
     epochs: int = 3  # central training epochs on the pooled rewrites (train.* optimizer, lr, batch size)
-    # "": the rewriter trained (and cached) on public text by uedp.rewriting.model.load_rewriter; a PATH: a saved
+    # "": the rewriter trained (and cached) on public text by uedp.rewriting.store.load_rewriter; a PATH: a saved
     # rewriter directory (Rewriter.save: weights.pt, tokenizer.json, rewriter.json), the same path on every
     # node; its weights' digest is checked on load and recorded in local_dp.json. Its weights must be public.
     rewriter: str = ""
@@ -450,14 +400,15 @@ class RunConfig:
     # -- conversions ---------------------------------------------------------------------------------
     def to_flat(self) -> dict[str, Any]:
         """group.option keys (a nested block's options as group.block.option: model.lora.r)."""
-        return dict(_leaves(self, ""))
+        return dict(leaves(self, ""))
 
     def to_nested(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     def to_run_config(self) -> dict[str, Any]:
-        """The flat keys as a Flower run config holds them: under the NAMESPACE prefix ("uedp.privacy.q_u")."""
-        return {f"{NAMESPACE}.{k}": v for k, v in self.to_flat().items()}
+        """The flat keys as a Flower run config holds them: under the NAMESPACE prefix ("uedp.privacy.q_u"),
+        None and "auto" as their numbers (TOML has no null: uedp.config_values.SENTINELS)."""
+        return {f"{NAMESPACE}.{k}": to_wire(k, v) for k, v in self.to_flat().items()}
 
     @classmethod
     def from_run_config(cls, run_config: Mapping[str, Any]) -> RunConfig:
@@ -465,7 +416,7 @@ class RunConfig:
         this project's, every other key is the app's own and passes through untouched; an unknown key inside
         the namespace is refused, naming it."""
         if not isinstance(run_config, Mapping):
-            raise ConfigError(f"a run config must be a mapping, got {_show(run_config)}")
+            raise ConfigError(f"a run config must be a mapping, got {show(run_config)}")
         prefix = f"{NAMESPACE}."
         ours = {k[len(prefix):]: v for k, v in run_config.items() if isinstance(k, str) and k.startswith(prefix)}
         try:
@@ -477,31 +428,31 @@ class RunConfig:
     @classmethod
     def from_flat(cls, flat: dict[str, Any]) -> RunConfig:
         if not isinstance(flat, Mapping):
-            raise ConfigError(f"a run config must be a mapping of group.option keys, got {_show(flat)}")
+            raise ConfigError(f"a run config must be a mapping of group.option keys, got {show(flat)}")
         nested: dict[str, dict[str, Any]] = {}
         for key, value in flat.items():
             if not isinstance(key, str):
-                raise ConfigError(f"config key {_show(key)} is not of the form group.option")
+                raise ConfigError(f"config key {show(key)} is not of the form group.option")
             group, _, name = key.partition(".")
             if not group or not name:
-                raise ConfigError(f"config key {_show(key)} is not of the form group.option")
+                raise ConfigError(f"config key {show(key)} is not of the form group.option")
             nested.setdefault(group, {})[name] = value
         return cls.from_nested(nested)
 
     @classmethod
     def from_nested(cls, nested: dict[str, Any]) -> RunConfig:
         if not isinstance(nested, Mapping):
-            raise ConfigError(f"a run config must be a mapping of groups, got {_show(nested)}")
+            raise ConfigError(f"a run config must be a mapping of groups, got {show(nested)}")
         cfg = cls()
         groups = {f.name: f for f in fields(cls)}
         for group, values in nested.items():
             if group not in groups:
-                raise ConfigError(f"unknown config group {_show(group)}; known: {', '.join(groups)}")
+                raise ConfigError(f"unknown config group {show(group)}; known: {', '.join(groups)}")
             if not isinstance(values, Mapping):
-                raise ConfigError(f"config group {group!r} must be a mapping, got {_show(values)}")
+                raise ConfigError(f"config group {group!r} must be a mapping, got {show(values)}")
             target = getattr(cfg, group)
             for name, value in values.items():
-                _assign(target, group, name, value)
+                assign(target, group, name, value)
         cfg.validate()
         return cfg
 
@@ -527,14 +478,14 @@ class RunConfig:
         if not (fed.round_period == 0 or fed.round_period > fed.round_timeout):
             raise ConfigError(f"federation.round_period must be 0 (no schedule) or above federation.round_timeout "
                               f"({fed.round_timeout} s: a round must end before the next one starts), got "
-                              f"{_show(fed.round_period)}")
+                              f"{show(fed.round_period)}")
         if not self.federation.poll_interval >= 0:
             raise ConfigError(f"federation.poll_interval must be >= 0, got {self.federation.poll_interval}")
         check_device(self.federation.device)  # a bad value, or cuda where this machine's torch has none
         gpus = fed.client_gpus
         if not (gpus >= 0 and (gpus <= 1 or float(gpus).is_integer())):  # written so that NaN fails too
             raise ConfigError(f"federation.client_gpus must be 0 (sized by the model's memory), a share in (0, 1] or "
-                              f"a whole number of GPUs, got {_show(gpus)}")
+                              f"a whole number of GPUs, got {show(gpus)}")
         self._validate_owners()
         self.model.lora.validate()
         self.model.card_metadata()  # model.card_*: refused here, not after training at the release
@@ -565,7 +516,7 @@ class RunConfig:
                                     ("train.lr_schedule", t.lr_schedule, LR_SCHEDULES),
                                     ("tokenizer.kind", self.tokenizer.kind, TOKENIZER_KINDS)):
             if value not in allowed:
-                raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {_show(value)}")
+                raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {show(value)}")
         checks = (
             ("train.lr", t.lr, t.lr > 0, "> 0"), ("server.lr", s.lr, s.lr > 0, "> 0"),
             ("train.momentum", t.momentum, t.momentum >= 0, ">= 0"),
@@ -586,13 +537,13 @@ class RunConfig:
         )
         for key, value, ok, rule in checks:
             if not ok:  # written so that NaN fails too
-                raise ConfigError(f"{key} must be {rule}, got {_show(value)}")
+                raise ConfigError(f"{key} must be {rule}, got {show(value)}")
         if t.weight_decay > 0 and t.optimizer == "adam":
             raise ConfigError("train.weight_decay applies to train.optimizer sgd or adamw (decoupled, toward the "
                               "round's global weights); with adam choose adamw")
         dtype = self.model.option_dict().get("dtype")  # the precision the model trains in (uedp.models.precision)
         if dtype is not None and dtype not in MODEL_DTYPES:
-            raise ConfigError(f"model.options.dtype must be one of {', '.join(MODEL_DTYPES)}, got {_show(dtype)}")
+            raise ConfigError(f"model.options.dtype must be one of {', '.join(MODEL_DTYPES)}, got {show(dtype)}")
 
     def _validate_owners(self) -> None:
         """federation.data = "owners": the server has no private text, so nothing it uses may come from it."""
@@ -620,95 +571,5 @@ class RunConfig:
 
 
 NAMESPACE = "uedp"  # the project's keys in a Flower run config: "uedp.privacy.q_u" (RunConfig.from_run_config)
-OPTIMIZERS = ("sgd", "adam", "adamw")  # train.optimizer
-SERVER_OPTIMIZERS = ("sgd", "adam")  # server.optimizer
-LR_SCHEDULES = ("constant", "cosine", "linear")  # train.lr_schedule
-# train.* fields the server applies to the round's lr (ClientTrainConfig.for_round): not uedp.training.LocalTraining's
-SCHEDULE_FIELDS = ("lr_schedule", "warmup_rounds")
 MODEL_DTYPES = ("float32", "bfloat16", "float16")  # model.options.dtype (uedp.models.precision.DTYPES)
 TOKENIZER_KINDS = ("bpe", "wordpiece")  # uedp.tokenization.TokenizerTraining
-INT_RANGE = (-(2**63), 2**63 - 1)  # an integer option fits a signed 64-bit integer (TOML's, NumPy's, torch's)
-
-
-def _show(value: Any, *, quote: bool = True, limit: int = 80) -> str:
-    """`repr(value)` (or `str` when not `quote`), cut to `limit` characters: an error message names a huge
-    value without repeating it."""
-    text = repr(value) if quote else str(value)
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
-
-
-def _leaves(block: Any, prefix: str) -> Iterator[tuple[str, Any]]:
-    """(flat key, value) of every option of `block`, a nested block's under its own name."""
-    for f in fields(block):
-        value = getattr(block, f.name)
-        if dataclasses.is_dataclass(value):
-            yield from _leaves(value, f"{prefix}{f.name}.")
-        else:
-            yield f"{prefix}{f.name}", value
-
-
-def _assign(target: Any, prefix: str, name: Any, value: Any) -> None:
-    """Set option `name` of config block `target` (whose flat prefix is `prefix`: "privacy", "model.lora") to
-    `value`, checked against the default's type. A nested block (model.lora) takes a dotted name ("lora.r") or
-    a mapping of its options; `options` takes a JSON object string or a mapping."""
-    known = [f.name for f in fields(target)]  # in declaration order, as error messages list them
-    head, _, rest = name.partition(".") if isinstance(name, str) else (name, "", "")
-    if head not in known:
-        raise ConfigError(f"unknown config key {prefix}.{_show(name, quote=False)}; {prefix} has: {', '.join(known)}")
-    key, current = f"{prefix}.{head}", getattr(target, head)
-    if dataclasses.is_dataclass(current):
-        if rest:
-            _assign(current, key, rest, value)
-            return
-        if not isinstance(value, Mapping):
-            raise ConfigError(f"config key {key} must be a mapping of its options "
-                              f"({', '.join(f.name for f in fields(current))}), got {_show(value)}")
-        for sub, v in value.items():
-            _assign(current, key, sub, v)
-        return
-    if rest:
-        raise ConfigError(f"unknown config key {prefix}.{_show(name, quote=False)}; {prefix} has: {', '.join(known)}")
-    if isinstance(value, Mapping) and head == "options":
-        try:
-            value = json.dumps(value, sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise ConfigError(f"config key {key} must be a JSON object ({exc}), got {_show(value)}") from None
-    setattr(target, head, _coerce(key, value, current))
-
-
-def json_object(key: str, text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{key} must be a JSON object, got {_show(text)}: {exc}") from None
-    except RecursionError:
-        raise ConfigError(f"{key} must be a JSON object, got {_show(text)}: nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer of more digits than Python converts
-        raise ConfigError(f"{key} must be a JSON object, got {_show(text)}: {exc}") from None
-    if not isinstance(value, dict):
-        raise ConfigError(f"{key} must be a JSON object, got {_show(text)}")
-    return value
-
-
-def _coerce(key: str, value: Any, default: Any) -> Any:
-    """Check `value` against the default's type (int -> float is allowed; bool is never a number)."""
-    kind = type(default)
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        try:
-            value = float(value)
-        except OverflowError:
-            raise ConfigError(f"config key {key} must be a finite number, got {_show(value)}") from None
-    if kind is bool and not isinstance(value, bool):
-        raise ConfigError(f"config key {key} must be true or false, got {_show(value)}")
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ConfigError(f"config key {key} must be of type {kind.__name__}, got {_show(value)}")
-    if kind is float and not math.isfinite(value):
-        raise ConfigError(f"config key {key} must be a finite number, got {value!r}")
-    if kind is int and not INT_RANGE[0] <= value <= INT_RANGE[1]:
-        raise ConfigError(f"config key {key} is out of range (a 64-bit integer), got {_show(value)}")
-    if kind is str:
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ConfigError(f"config key {key} holds a lone surrogate, which is not text: {_show(value)}") from None
-    return value

@@ -171,7 +171,7 @@ def evaluation_model(model: torch.nn.Module, device: str | torch.device, *,
     current parameters and buffers into it in place (a fresh deep copy only where the model's state dict no
     longer matches the copy's). The server's model, its optimizer and every release stay on the CPU, so a
     run's global models do not depend on where it evaluates; the device holds one copy for the run. What
-    server.setup.evaluate and uedp.entity_tokens.evaluation_split evaluate."""
+    server.setup.evaluate and uedp.entity_tokens.evaluation_tokens evaluate."""
     import torch
 
     target = torch.device(device)

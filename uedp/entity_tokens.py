@@ -1,8 +1,11 @@
 """A next-word model's loss split by token: the predicted tokens that fall on a protected entity, and the rest.
 
-    split = evaluation_split(model, cfg)            # the run's central evaluation set, one forward pass
+    split = evaluation_split(model, cfg)            # uedp.pipeline: the run's evaluation set, one forward pass
     split.record()                                  # summary.json's `final_tokens`
     excess_share(run.nll, fedavg.nll, run.entity)   # the share of a run's excess NLL that is on entity tokens
+
+`evaluation_split` reads the run's configuration and calls `evaluation_tokens` on the run's evaluation sentences
+(`corpus_evaluation_sentences`, `owner_evaluation_sentences`).
 
 The parts, for other sets of sentences:
 
@@ -23,7 +26,7 @@ whole character's offsets. Byte-level BPE and Metaspace pieces carry the space B
 before one are not entity tokens, while a space piece inside a multi-word entity ("Gutierrez Inc") is.
 
 Which spans. Protected entities are those `entity_sets` counts (uedp.entities.detectors): a category of
-entities.protected whose key is not public under entities.public. `evaluation_split` takes them from the
+entities.protected whose key is not public under entities.public. The evaluation sentences take them from the
 corpus's gold spans where it has them (the synthetic corpus, a JSONL file with entities: `spans` "gold"),
 otherwise from the run's detector (its cached annotations: `spans` "detector").
 
@@ -45,8 +48,6 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from uedp.categories import resolve_categories
-from uedp.config import RunConfig
 from uedp.data.corpus import SCHEMA, Corpus
 from uedp.data.store import META
 from uedp.devices import evaluation_model
@@ -55,9 +56,12 @@ from uedp.entities.detectors import DETECTORS
 from uedp.entities.public import public_keys
 from uedp.errors import ConfigError
 from uedp.models.base import UedpModel
-from uedp.owners import read_owner_file
-from uedp.pipeline import EncodedSentences, encode_sentences, load_manifest, run_tokenizer, split_rows
-from uedp.tasks import NEXT_WORD, NextWordTask, get_task
+from uedp.owners import OwnerTask, read_owner_file
+from uedp.prepare.corpus import read_split
+from uedp.prepare.encoding import EncodedSentences, encode_sentences
+from uedp.prepare.entities import EntityPolicy
+from uedp.prepare.manifest import Manifest
+from uedp.tasks import NEXT_WORD, NextWordTask
 from uedp.tokenization import TextTokenizer
 from uedp.training import batch_of
 
@@ -190,40 +194,49 @@ def split_tokens(model: UedpModel, data: EncodedSentences, marks: Sequence[np.nd
                       has_entity=has, spans=spans)
 
 
-def evaluation_split(model: UedpModel, cfg: RunConfig, *, tokenizer: TextTokenizer | None = None,
-                     limit: int | None = None, device: str = "cpu") -> TokenSplit | None:
-    """`split_tokens` of the run's central evaluation set: in corpus mode the participants' test sentences (the
-    fixed subset of federation.eval_sentences, or `limit` > 0 of them: uedp.pipeline.split_rows), in owners mode
-    every sentence of federation.eval_data. Entity spans: the gold ones where the corpus (or file) has them, else
-    the run's detector's; protected as the run protects them (entities.protected less entities.public).
-    `tokenizer`: the run's (None: read back as the run made it). `device`: where to evaluate (the model itself
-    on the CPU, elsewhere its one device copy, refreshed in place: uedp.devices.evaluation_model). None for a
-    classification run or an owners-mode run without federation.eval_data."""
-    if get_task(cfg.task.name).name != NEXT_WORD:
-        return None
-    if cfg.owners:
-        if not cfg.federation.eval_data:
-            return None
-        corpus = read_owner_file(cfg, cfg.federation.eval_data)
-        rows = corpus.table.sort_by("sid")
-        ann = (DETECTORS.create("gold").annotate(corpus) if corpus.has_gold
-               else select_sids(annotate_cached(corpus, cfg.detector())[1], rows.column("sid").to_numpy()))
-        gold = corpus.has_gold
-        tokenizer = tokenizer or run_tokenizer(cfg, None)[0]
-    else:
-        manifest = load_manifest(cfg)
-        rows = split_rows(cfg, "test", limit=cfg.federation.eval_sentences if limit is None else limit)
-        rows = rows.select(SCHEMA.names).cast(SCHEMA).sort_by("sid")
-        meta = json.loads((Path(manifest.corpus_dir) / META).read_text(encoding="utf-8"))
-        gold = bool(meta["has_gold"])
-        ann = (DETECTORS.create("gold").annotate(Corpus(meta["name"], rows, has_gold=True)) if gold
-               else select_sids(load_annotations(manifest.annotations), rows.column("sid").to_numpy()))
-        tokenizer = tokenizer or manifest.text_tokenizer()
-    spans = protected_spans(ann, resolve_categories(cfg.entities.protected), public_keys(cfg.entities.public))
-    texts = rows.column("text").to_pylist()
-    data = encode_sentences(tokenizer, texts, None, task=cfg.task.name, max_len=cfg.task.max_len)
+@dataclass(frozen=True)
+class EvaluationSentences:
+    """A run's central evaluation sentences: their corpus rows (sid order), the annotations of those rows, and
+    whether the spans are the corpus's gold ones (`gold`) or its detector's."""
+
+    rows: pa.Table
+    annotations: pa.Table
+    gold: bool
+
+
+def owner_evaluation_sentences(path: str, task: OwnerTask) -> EvaluationSentences:
+    """Every sentence of the evaluation file `path` (owners mode: federation.eval_data), with its gold spans
+    where the file has them, else `task.detector`'s (cached)."""
+    corpus = read_owner_file(path, task)
+    rows = corpus.table.sort_by("sid")
+    ann = (DETECTORS.create("gold").annotate(corpus) if corpus.has_gold
+           else select_sids(annotate_cached(corpus, task.detector)[1], rows.column("sid").to_numpy()))
+    return EvaluationSentences(rows, ann, corpus.has_gold)
+
+
+def corpus_evaluation_sentences(manifest: Manifest, limit: int) -> EvaluationSentences:
+    """The participants' test sentences of the prepared run `manifest` (`limit` > 0: that fixed subset of them,
+    uedp.prepare.corpus.read_split), with the corpus's gold spans where it has them, else the run's annotations."""
+    rows = read_split(manifest.corpus_dir, manifest.users, "test", limit=limit)
+    rows = rows.select(SCHEMA.names).cast(SCHEMA).sort_by("sid")
+    meta = json.loads((Path(manifest.corpus_dir) / META).read_text(encoding="utf-8"))
+    gold = bool(meta["has_gold"])
+    ann = (DETECTORS.create("gold").annotate(Corpus(meta["name"], rows, has_gold=True)) if gold
+           else select_sids(load_annotations(manifest.annotations), rows.column("sid").to_numpy()))
+    return EvaluationSentences(rows, ann, gold)
+
+
+def evaluation_tokens(model: UedpModel, sentences: EvaluationSentences, tokenizer: TextTokenizer, *,
+                      policy: EntityPolicy, max_len: int, device: str = "cpu") -> TokenSplit:
+    """`split_tokens` of a next-word run's evaluation `sentences`, encoded with `tokenizer` at `max_len`, their
+    entities protected as `policy` protects them (entities.protected less entities.public). `device`: where to
+    evaluate (the model itself on the CPU, elsewhere its one device copy, refreshed in place:
+    uedp.devices.evaluation_model). The run configuration's edge is uedp.pipeline.evaluation_split."""
+    spans = protected_spans(sentences.annotations, policy.categories(), public_keys(policy.public))
+    texts = sentences.rows.column("text").to_pylist()
+    data = encode_sentences(tokenizer, texts, None, task=NEXT_WORD, max_len=max_len)
     if len(data) == 0:
         raise ConfigError("the run's evaluation set has no sentence (federation.eval_sentences / eval_data)")
-    marks = entity_targets(tokenizer, texts, spans, max_len=cfg.task.max_len)
+    marks = entity_targets(tokenizer, texts, spans, max_len=max_len)
     return split_tokens(evaluation_model(model, device), data, marks,
-                        spans="gold" if gold else "detector", has_entity=np.array([bool(s) for s in spans]))
+                        spans="gold" if sentences.gold else "detector", has_entity=np.array([bool(s) for s in spans]))

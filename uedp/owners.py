@@ -3,14 +3,14 @@
 The server holds no private text. It needs only public things: the tokenizer (trained on a public corpus,
 uedp.pipeline.run_tokenizer, and shipped to the nodes with the training messages), the number N of invited
 owners (`federation.num_nodes`), the label set of a classification task (`task.labels`), and optionally a
-public or server-owned evaluation file (`federation.eval_data`): `server_side(cfg)`.
+public or server-owned evaluation file (`federation.eval_data`, `eval_data`): uedp.server_data.
 
 Each owner's node is started with node config `data-path` naming its own JSONL file (the project's format,
-uedp.data.jsonl). `owner_data(cfg, path, tokenizer)` reads only that file, detects entities on the node
-(`entities.detector`, cached on that machine), and encodes the training sentences with the shipped
-tokenizer. Everything an owner prepares is cached on its own disk (`cache_root()/owners/`), keyed by the
-file's content, the tokenizer and the options, so the fresh ClientApp process Flower starts for every
-message reads it back in milliseconds.
+uedp.data.jsonl). `owner_data(path, tokenizer, task)` reads only that file, detects entities on the node
+(`OwnerTask.detector`: entities.detector, cached on that machine), and encodes the training sentences with the
+shipped tokenizer for the run's task (`OwnerTask`, uedp.pipeline.owner_task of the run's config). Everything
+an owner prepares is cached on its own disk (`cache_root()/owners/`), keyed by the file's content, the tokenizer
+and the options, so the fresh ClientApp process Flower starts for every message reads it back in milliseconds.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,20 +26,41 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from uedp.config import RunConfig
 from uedp.data.corpus import Corpus
 from uedp.errors import CorpusError
 from uedp.files import PRIVATE, atomic_path, atomic_write_bytes
 from uedp.models.base import CLASSIFICATION
+from uedp.models.build import ModelShape
 from uedp.paths import cache_root
-from uedp.pipeline import EncodedSentences, ModelShape, UserData, encode_sentences, user_data_from
-from uedp.tokenization import TextTokenizer
+from uedp.prepare.encoding import EncodedSentences, encode_rows
+from uedp.prepare.entities import EntityPolicy
+from uedp.prepare.users import UserData, corpus_rows, user_data
+from uedp.tokenization import TextTokenizer, tokenizer_digest
 
 
-def model_shape(cfg: RunConfig, tokenizer: TextTokenizer) -> ModelShape:
-    from uedp.tokenization import tokenizer_digest
+@dataclass(frozen=True)
+class OwnerTask:
+    """What an owner's sentences are read and encoded for: `task` (uedp.tasks) at `max_len` tokens (task.max_len);
+    entities detected with `detector` (entities.detector) and protected by `policy`; `labels`: task.labels as
+    written (a classification task's public label set, comma-separated)."""
 
-    labels = cfg.task.label_list() if cfg.task.name == CLASSIFICATION else None
+    task: str
+    max_len: int
+    detector: str
+    labels: str = ""
+    policy: EntityPolicy = field(default_factory=EntityPolicy)
+
+    @property
+    def label_names(self) -> list[str] | None:
+        """The public label set of a classification task (None where empty), None for any other task."""
+        if self.task != CLASSIFICATION:
+            return None
+        return [x.strip() for x in self.labels.split(",") if x.strip()] or None
+
+
+def model_shape(tokenizer: TextTokenizer, task: OwnerTask) -> ModelShape:
+    """The model's size in owners mode: the shipped `tokenizer`'s, with the task's public labels."""
+    labels = task.label_names
     return ModelShape(tokenizer.vocab_size, tokenizer.pad_id, None if labels is None else len(labels),
                       tokenizer_digest(tokenizer))
 
@@ -68,16 +90,16 @@ def shipped_tokenizer(payload: dict[str, Any]) -> TextTokenizer:
 
 
 # -- an owner's file ------------------------------------------------------------------------------------
-def read_owner_file(cfg: RunConfig, path: str | os.PathLike[str]) -> Corpus:
+def read_owner_file(path: str | os.PathLike[str], task: OwnerTask) -> Corpus:
     """The owner's JSONL file as a corpus whose labels index `task.labels` (the public label set)."""
     from uedp.data.jsonl import load_jsonl
     from uedp.data.loaders import dataset_facts
 
-    task = dataset_facts("jsonl").task_value("jsonl", cfg.task.name)  # the loader's value: "lm", "classification"
-    corpus = load_jsonl(path=path, task=task)
-    if cfg.task.name != CLASSIFICATION:
+    value = dataset_facts("jsonl").task_value("jsonl", task.task)  # the loader's value: "lm", "classification"
+    corpus = load_jsonl(path=path, task=value)
+    if task.task != CLASSIFICATION:
         return corpus
-    public = cfg.task.label_list() or []
+    public = task.label_names or []
     unknown = sorted(set(corpus.label_names or ()) - set(public))
     if unknown:
         raise CorpusError(f"{path}: label(s) {', '.join(map(repr, unknown))} are not in task.labels "
@@ -90,7 +112,7 @@ def read_owner_file(cfg: RunConfig, path: str | os.PathLike[str]) -> Corpus:
                   meta=corpus.meta)
 
 
-def _owner_key(cfg: RunConfig, path: Path, tokenizer: TextTokenizer, deidentified: bool) -> str:
+def _owner_key(task: OwnerTask, path: Path, tokenizer: TextTokenizer, deidentified: bool) -> str:
     special = {} if tokenizer.special_ids is None else {"special_ids": tokenizer.special_ids}  # they frame sentences
     if tokenizer.special_tokens != "frame":  # so does the template choice (the default adds no key: caches stay)
         special["special_tokens"] = tokenizer.special_tokens
@@ -98,26 +120,28 @@ def _owner_key(cfg: RunConfig, path: Path, tokenizer: TextTokenizer, deidentifie
         **special, "format": 2,  # 2: the cached data holds the sentences' stable ids (UserData.stable_ids)
         "file": hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest(),
         "tokenizer": hashlib.sha256(tokenizer.backend.to_str().encode()).hexdigest(),
-        "detector": cfg.detector(), "protected": cfg.entities.protected, "public": cfg.entities.public,
-        "task": cfg.task.name,
-        "max_len": cfg.task.max_len, "labels": cfg.task.labels, "deidentified": deidentified,
+        "detector": task.detector, "protected": task.policy.protected, "public": task.policy.public,
+        "task": task.task,
+        "max_len": task.max_len, "labels": task.labels, "deidentified": deidentified,
     }, sort_keys=True)
     return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
 
 
-def owner_data(cfg: RunConfig, path: str | os.PathLike[str], tokenizer: TextTokenizer, *,
+def owner_data(path: str | os.PathLike[str], tokenizer: TextTokenizer, task: OwnerTask, *,
                deidentified: bool = False) -> UserData:
-    """This owner's training sentences (uedp.pipeline.UserData), from its own file only; cached on its disk."""
+    """This owner's training sentences (uedp.prepare.users.UserData), from its own file only, encoded with
+    `tokenizer` for `task`; cached on its disk."""
     path = Path(path)
     if not path.is_file():
         raise CorpusError(f"node config data-path {str(path)!r}: no such file")
-    cached = cache_root() / "owners" / f"data-{_owner_key(cfg, path, tokenizer, deidentified)}.pt"
+    cached = cache_root() / "owners" / f"data-{_owner_key(task, path, tokenizer, deidentified)}.pt"
     if cached.is_file():
         raw = torch.load(cached, weights_only=False)
         return UserData(user=raw["user"], sids=raw["sids"], entities=[frozenset(e) for e in raw["entities"]],
                         encoded=EncodedSentences(**raw["encoded"]), stable_ids=raw["stable_ids"])
-    corpus = read_owner_file(cfg, path)
-    data = user_data_from(cfg, corpus, tokenizer, split="train", deidentified=deidentified)
+    user, rows, annotations = corpus_rows(read_owner_file(path, task), task.detector, "train")
+    data = user_data(user, rows, annotations, tokenizer, policy=task.policy, task=task.task, max_len=task.max_len,
+                     deidentified=deidentified)
     raw = {"user": data.user, "sids": data.sids, "entities": [sorted(e) for e in data.entities],
            "stable_ids": data.stable_ids,
            "encoded": {"ids": data.encoded.ids, "mask": data.encoded.mask, "labels": data.encoded.labels}}
@@ -126,12 +150,9 @@ def owner_data(cfg: RunConfig, path: str | os.PathLike[str], tokenizer: TextToke
     return data
 
 
-def eval_data(cfg: RunConfig, tokenizer: TextTokenizer) -> EncodedSentences | None:
-    """The server's evaluation set: every sentence of `federation.eval_data` (public or server-owned), or
-    None when no file is named."""
-    if not cfg.federation.eval_data:
+def eval_data(path: str, tokenizer: TextTokenizer, task: OwnerTask) -> EncodedSentences | None:
+    """The server's evaluation set: every sentence of file `path` (federation.eval_data: public or
+    server-owned), or None when no file is named (`path` "")."""
+    if not path:
         return None
-    corpus = read_owner_file(cfg, cfg.federation.eval_data)
-    labels = corpus.table.column("label").to_pylist() if cfg.task.name == CLASSIFICATION else None
-    return encode_sentences(tokenizer, corpus.table.column("text").to_pylist(), labels, task=cfg.task.name,
-                            max_len=cfg.task.max_len)
+    return encode_rows(tokenizer, read_owner_file(path, task).table, task=task.task, max_len=task.max_len)

@@ -2,12 +2,14 @@
 
 - "corpus" (simulations, and real nodes that read partition-id rows): `prepare(cfg)` materializes and
   annotates the corpus and builds the tokenizer; the population is the corpus's users; the test split is
-  the evaluation set.
+  the evaluation set (`corpus_server_data`).
 - "owners": the server opens no private text. The tokenizer is the public one (uedp.pipeline.run_tokenizer
   without a corpus) and is shipped to the nodes; the population N is `federation.num_nodes`, the number of
   invited owners (public); the label set is `task.labels`; the evaluation set is `federation.eval_data`
   (public or server-owned), or none; the paper's data-derived Z weights do not exist (config refuses
-  privacy.paper_z).
+  privacy.paper_z) (`owners_server_data`).
+
+`server_data(cfg)` reads the run configuration once and hands its values to these two.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from typing import Any
 
 from uedp.config import DataSource, RunConfig
 from uedp.models.base import UedpModel
-from uedp.owners import eval_data, model_shape, tokenizer_payload
-from uedp.pipeline import EncodedSentences, load_split, new_model, prepare, run_tokenizer
+from uedp.owners import OwnerTask, eval_data, model_shape, tokenizer_payload
+from uedp.pipeline import new_model, owner_task, prepare, run_tokenizer
+from uedp.prepare.corpus import read_split
+from uedp.prepare.encoding import EncodedSentences, encode_rows
+from uedp.prepare.manifest import Manifest
 from uedp.tokenization import PRIVATE_SPLIT_WARNING, TextTokenizer, tokenizer_digest
 
 
@@ -46,21 +51,37 @@ class ServerData:
 
     @property
     def tokenizer_digest(self) -> str:
-        """The run tokenizer's digest (a checkpoint's model is built only with its own: uedp.pipeline.new_model)."""
+        """The run tokenizer's digest (a checkpoint's model is built only with its own: uedp.models.build)."""
         return tokenizer_digest(self.tokenizer)
 
     def new_model(self, cfg: RunConfig, *, seed: int | None = None) -> UedpModel:
         return new_model(cfg, self, seed=seed)
 
 
+def owners_server_data(tokenizer: TextTokenizer, tokenizer_info: dict[str, Any], task: OwnerTask, *,
+                       population: int, eval_path: str) -> ServerData:
+    """Owners mode: the public `tokenizer`, the `population` of invited owners (federation.num_nodes) and the
+    evaluation file `eval_path` (federation.eval_data; "": no evaluation), read for `task`."""
+    shape = model_shape(tokenizer, task)
+    return ServerData(DataSource.OWNERS, population, shape.vocab_size, shape.pad_id, shape.num_labels,
+                      tokenizer, tokenizer_info, eval_data(eval_path, tokenizer, task))
+
+
+def corpus_server_data(manifest: Manifest, *, task: str, max_len: int, eval_sentences: int) -> ServerData:
+    """Corpus mode: the prepared run `manifest`, evaluated on its participants' test split (at most
+    `eval_sentences` of it, federation.eval_sentences; 0: all) encoded for `task` at `max_len`."""
+    tokenizer = manifest.text_tokenizer()
+    rows = read_split(manifest.corpus_dir, manifest.users, "test", limit=eval_sentences)
+    test = encode_rows(tokenizer, rows, task=task, max_len=max_len)
+    return ServerData(DataSource.CORPUS, len(manifest.users), manifest.vocab_size, manifest.pad_id, manifest.num_labels,
+                      tokenizer, manifest.tokenizer_info, test, manifest.num_entities, manifest.num_extended)
+
+
 def server_data(cfg: RunConfig) -> ServerData:
+    """The server's data for the run `cfg`: the one place the server's side reads the run configuration for it."""
     if cfg.owners:
         tokenizer, info = run_tokenizer(cfg, None)
-        shape = model_shape(cfg, tokenizer)
-        return ServerData(DataSource.OWNERS, cfg.federation.num_nodes, shape.vocab_size, shape.pad_id, shape.num_labels,
-                          tokenizer, info, eval_data(cfg, tokenizer))
-    manifest = prepare(cfg)
-    test = load_split(cfg, "test", limit=cfg.federation.eval_sentences)
-    return ServerData(DataSource.CORPUS, len(manifest.users), manifest.vocab_size, manifest.pad_id, manifest.num_labels,
-                      manifest.text_tokenizer(), manifest.tokenizer_info, test,
-                      manifest.num_entities, manifest.num_extended)
+        return owners_server_data(tokenizer, info, owner_task(cfg), population=cfg.federation.num_nodes,
+                                  eval_path=cfg.federation.eval_data)
+    return corpus_server_data(prepare(cfg), task=cfg.task.name, max_len=cfg.task.max_len,
+                              eval_sentences=cfg.federation.eval_sentences)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -309,13 +309,22 @@ def get_tokenizer(
 ) -> TextTokenizer:
     """The tokenizer of `corpus` under `config`: loaded from the cache, or trained on the train split."""
     config = config or TokenizerTraining()
-    path = tokenizer_cache_path(corpus, config)
+    return _cached_or_trained(
+        tokenizer_cache_path(corpus, config), config, lambda: corpus.split("train").column("text").to_pylist(),
+        cache=cache, empty=f"corpus {corpus.name!r} has no training sentence to train a tokenizer on")
+
+
+def _cached_or_trained(
+    path: Path, config: TokenizerTraining, texts: Callable[[], list[str]], *, cache: bool, empty: str
+) -> TextTokenizer:
+    """The tokenizer cached at `path` (when `cache`), or one trained on `texts()` under `config` and cached there;
+    `CorpusError(empty)` when there is no text. `texts` is called only when the tokenizer is trained."""
     if cache and path.is_file():
         return TextTokenizer(Tokenizer.from_file(str(path)), source="cache")
-    texts = corpus.split("train").column("text").to_pylist()
-    if not texts:
-        raise CorpusError(f"corpus {corpus.name!r} has no training sentence to train a tokenizer on")
-    tok = train_tokenizer(texts, config)
+    sentences = texts()
+    if not sentences:
+        raise CorpusError(empty)
+    tok = train_tokenizer(sentences, config)
     if cache and not tok.save(path, exclusive=True):  # another process cached it first: use that one
         return TextTokenizer(Tokenizer.from_file(str(path)), source="cache")
     return tok
@@ -393,16 +402,8 @@ def get_public_tokenizer(
     public corpus and the config only), or trained. No private text is read."""
     corpus = public_corpus(corpus) if isinstance(corpus, str) else corpus
     config = config or TokenizerTraining()
-    path = public_tokenizer_cache_path(corpus, config)
-    if cache and path.is_file():
-        return TextTokenizer(Tokenizer.from_file(str(path)), source="cache")
-    texts = corpus.texts()
-    if not texts:
-        raise CorpusError(f"public corpus {corpus.description} has no text to train a tokenizer on")
-    tok = train_tokenizer(texts, config)
-    if cache and not tok.save(path, exclusive=True):  # another process cached it first: use that one
-        return TextTokenizer(Tokenizer.from_file(str(path)), source="cache")
-    return tok
+    return _cached_or_trained(public_tokenizer_cache_path(corpus, config), config, corpus.texts, cache=cache,
+                              empty=f"public corpus {corpus.description} has no text to train a tokenizer on")
 
 
 def load_hf_tokenizer(directory: str | os.PathLike[str], *, special_tokens: str = "frame") -> TextTokenizer:

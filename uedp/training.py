@@ -30,7 +30,7 @@ import torch
 from uedp.errors import ConfigError
 from uedp.models.base import UedpModel
 from uedp.models.precision import LossScaler, needs_loss_scaling, prepare
-from uedp.pipeline import EncodedSentences
+from uedp.prepare.encoding import EncodedSentences
 from uedp.tasks import evaluate, per_sentence_loss, weighted_loss
 from uedp.tokenization import Batch
 

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from uedp.data.corpus import Corpus, CorpusBuilder, GoldSpan, gold_spans
-from uedp.data.loaders import LOADERS, DatasetFacts
-from uedp.data.synthetic import CANARY_SPACE, TOPICS, canary_candidates, load_synthetic
+from uedp.data.loaders import LOADERS
+from uedp.data.synthetic import CANARY_SPACE, SYNTHETIC_FACTS, TOPICS, canary_candidates, load_synthetic
 
 _FIRST = ["Ottoline", "Barnaby", "Ismay", "Thaddeus", "Wilhelmina", "Crispin", "Perpetua", "Evander",
           "Zephyrine", "Lucan", "Marigold", "Osric", "Philippa", "Ambrose", "Rosamund", "Leopold"]
@@ -44,20 +44,10 @@ def _names(n: int, rng: np.random.Generator, corpus_text: str) -> list[str]:
     return [pool[i] for i in rng.permutation(len(pool))[:n]]
 
 
-@LOADERS.register("audit_synthetic", facts=DatasetFacts(gold_by_construction=True, public_corpus="synthetic",
-                                                        public_generator="synthetic"))
-def load_audit_synthetic(
-    *,
-    num_users: int = 200,
-    min_sentences: int = 20,
-    max_sentences: int = 150,
-    seed: int = 0,
-    frequencies: Sequence[int] = (1, 2, 4, 8),
-    per_frequency: int = 16,
-    copies: int = 8,
-    audit_seed: int = 1,
-    space: str = CANARY_SPACE,
-) -> Corpus:
+@LOADERS.register("audit_synthetic", facts=SYNTHETIC_FACTS)
+def load_audit_synthetic(*, num_users: int = 200, min_sentences: int = 20, max_sentences: int = 150, seed: int = 0,
+                         frequencies: Sequence[int] = (1, 2, 4, 8), per_frequency: int = 16, copies: int = 8,
+                         audit_seed: int = 1, space: str = CANARY_SPACE) -> Corpus:
     freqs = [int(f) for f in frequencies]
     if not freqs or any(not 1 <= f <= num_users for f in freqs):
         raise ValueError(f"audit_synthetic: frequencies must lie in 1..num_users={num_users}, got {frequencies}")

@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from uedp.privacy.accounting import Mixture
 from uedp.privacy.aggregation import UNBOUNDED_NORM, AggregationStats, aggregate
 from uedp.privacy.clipping import Update, scale, update_norm
 from uedp.privacy.ledger import RoundRecord
 from uedp.privacy.noise import NoiseSource
+from uedp.privacy.pairs import Mixture
 from uedp.privacy.sensitivity import Sensitivities, sensitivities
 from uedp.protocol import RoundInstructions
 

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from scipy.stats import gamma
 
-from uedp.pipeline import encode_sentences
+from uedp.prepare.encoding import encode_sentences
 from uedp.tasks import NextWordTask
 from uedp.tokenization import Batch, TextTokenizer
 

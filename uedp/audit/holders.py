@@ -26,8 +26,8 @@ import numpy as np
 from scipy.stats import binom
 
 from uedp.checks import non_negative_int, probability
-from uedp.privacy.accounting import check_delta
-from uedp.privacy.numeric import pair_pld
+from uedp.privacy.composition import pairs_epsilon
+from uedp.privacy.numeric import NumericPair
 
 LOSS_GRID = 2e-3  # the optimistic loss grid: it lowers epsilon by at most ~rounds * LOSS_GRID
 
@@ -67,8 +67,5 @@ def holder_world(k: int, q_u: float, q_sel: float) -> tuple[np.ndarray, np.ndarr
 def world_epsilon(k: int, *, q_u: float, q_sel: float, sigma: float, rounds: int, delta: float,
                   vdi: float = LOSS_GRID) -> float:
     """The T-fold epsilon at `delta` of the holder world (a lower bound; sigma in units of b)."""
-    check_delta(delta)
-    pm, pw, qm, qw = holder_world(k, q_u, q_sel)
-    pld = pair_pld(pm, pw, qm, qw, sigma, vdi=vdi, pessimistic=False)
-    pld = pld.self_compose(rounds) if rounds > 1 else pld
-    return float(pld.get_epsilon_for_delta(delta))
+    pair = NumericPair.of(*holder_world(k, q_u, q_sel), sigma, pessimistic=False)
+    return pairs_epsilon([(pair, rounds)], delta=delta, value_discretization_interval=vdi)

@@ -36,7 +36,7 @@ needs (tests/test_mechanism_audit.py checks A against the law and against the st
 The auditor's score is the per-round log-likelihood ratio of the world-1 mixture against the world-0
 mixture (uedp.audit.bounds.log_likelihood_ratio), summed over rounds; the "true epsilon of the realizable
 worst case" is the epsilon of that pair of 1-D mixtures composed over the rounds (`Law.true_epsilon`): the
-project's PLD accountant (`mixture_epsilon`) where world 0 is a point, otherwise the numerical PLD of the two
+project's PLD accountant (`pairs_epsilon`) where world 0 is a point, otherwise the numerical PLD of the two
 mixtures (`pair_pld`).
 
 What is realizable against what the accountant charges (uedp.privacy.sensitivity, docs/proofs.md Theorems 1
@@ -60,34 +60,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import binom, hypergeom
 
 from uedp.audit.bounds import LowerBound, epsilon_lower_bound, log_likelihood_ratio
-from uedp.config import FederationConfig, PrivacyConfig
+from uedp.audit.law import Law
+from uedp.audit.scenario import (
+    CANARY_COORDINATE,
+    ENTITY,
+    HOLDER,
+    AuditSetting,
+    Scenario,
+    SensitivityFn,
+    UndetectedBound,
+    template,
+)
 from uedp.flower.places import Assignment
 from uedp.flower.plan import MechanismSettings, plan_round
-from uedp.privacy.accounting import (
-    UNDETECTED_FREE,
-    UNDETECTED_WITH_ENTITIES,
-    Mechanism,
-    Mixture,
-    Pair,
-    adjacency_mixture,
-    check_delta,
-    epsilon_of,
-    mixture_epsilon,
-    pairs_epsilon,
-    truncation_delta,
-    undetected_bound,
-    undetected_epsilon,
-    undetected_pair,
-)
+from uedp.privacy.accounting import Mechanism, epsilon_and_bound, truncation_delta
 from uedp.privacy.aggregation import aggregate, denominator
-from uedp.privacy.calibration import calibrate_claims, calibrate_epsilon_function
+from uedp.privacy.calibration import calibrate_epsilon_function, calibrate_identical
+from uedp.privacy.composition import pairs_epsilon, undetected_bound
 from uedp.privacy.ledger import RoundRecord
-from uedp.privacy.mechanisms import MechanismSpec, audited_spec, get, specs
+from uedp.privacy.mechanisms import audited_spec, get
 from uedp.privacy.noise import NoiseSource
-from uedp.privacy.numeric import pair_pld
+from uedp.privacy.pairs import UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES, Pair, candidate_pairs
 from uedp.privacy.sampling import (
     RoundKey,
     entity_sampled,
@@ -97,314 +92,6 @@ from uedp.privacy.sampling import (
 )
 from uedp.privacy.sensitivity import Sensitivities, noise_std, sensitivities
 
-ENTITY = "PERSON:audit canary entity"  # e', the audited entity
-HOLDER = 0  # the place of the one user holding the undetected entity s' (adjacency "undetected")
-CANARY_COORDINATE = 0  # the Dirac canary: updates move this coordinate of the first array only
-METHODS = tuple(s.name for s in specs() if s.audited)  # the mechanisms whose spec says the audit covers them
-ADJACENCIES = ("user", "uedp", "undetected")
-DESIGNS = ("zero", "full", "flip")
-SensitivityFn = Callable[..., Sensitivities]
-UndetectedBound = Callable[..., Pair]  # (sens in units of b, sigma in units of b, q_u=, q_e=, q_s=) -> pair
-
-
-def template() -> list[np.ndarray]:
-    """The small model the audit aggregates: two float64 arrays (the canary is coordinate 0 of the first)."""
-    return [np.zeros((2, 3), dtype=np.float64), np.zeros(4, dtype=np.float64)]
-
-
-@dataclass(frozen=True)
-class AuditSetting:
-    """Public parameters of the audited runs (defaults: the main job's, uedp.config.PrivacyConfig, except
-    m_max, which must be given: the main job's privacy.m_max = 0 means "automatic", i.e.
-    uedp.privacy.accounting.safe_m_max(places, q_u, rounds, delta)). `num_users` is the number N of benign
-    places; the canary's place makes N + 1 public places (`places`) in both worlds. `target_on`: the claims
-    the calibration bounds ("" = every claim of the mechanism: UeDP eps_uedp and eps_undetected)."""
-
-    name: str = "main"
-    num_users: int = 200
-    q_u: float = PrivacyConfig.q_u
-    q_e: float = PrivacyConfig.q_e
-    q_s: float = PrivacyConfig.q_s
-    m_max: int = PrivacyConfig.m_max
-    k_cap: int = PrivacyConfig.k_cap
-    beta: float = PrivacyConfig.beta
-    w_max: float = PrivacyConfig.w_max
-    rounds: int = FederationConfig.rounds
-    delta: float = PrivacyConfig.delta
-    target_epsilon: float = PrivacyConfig.target_epsilon
-    target_on: str = ""
-
-    def __post_init__(self) -> None:
-        if self.num_users < 2 or self.rounds < 1:
-            raise ValueError("need num_users >= 2 and rounds >= 1")
-        if self.m_max < 1:
-            raise ValueError(f"{self.name}: m_max must be given (>= 1), e.g. "
-                             f"uedp.privacy.accounting.safe_m_max({self.places}, q_u, rounds, delta); got {self.m_max}")
-        check_delta(self.delta, self.places)
-        if self.k_cap < 1:
-            raise ValueError("the audit's exact law is written for the entity cap on (k_cap >= 1)")
-
-    @property
-    def places(self) -> int:
-        """N + 1: the benign places and the canary's place (the public population of both worlds)."""
-        return self.num_users + 1
-
-    @property
-    def unit(self) -> float:
-        return self.w_max * self.beta
-
-    def claims(self, method: str) -> tuple[str, ...]:
-        """The epsilons the run calibrates to (uedp.privacy.mechanisms.MechanismSpec.claims_for)."""
-        return audited_spec(method).claims_for(self)  # type: ignore[arg-type] - reads target_on only
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """What is audited: the mechanism (a registered spec's name with `audited`: user_dp or uedp) at a
-    setting, the adjacency (which epsilon), and the crafted clients' design. Truncation, cap, keying, rates,
-    accounting rule and claims are the spec's (`spec`)."""
-
-    setting: AuditSetting
-    method: str
-    adjacency: str
-    design: str = "zero"
-
-    def __post_init__(self) -> None:
-        spec = audited_spec(self.method)  # an unregistered or unaudited name is refused (ConfigError)
-        if self.adjacency not in ADJACENCIES or self.design not in DESIGNS:
-            raise ValueError(f"bad scenario {self.method}/{self.adjacency}/{self.design}")
-        # user adjacency is audited for every mechanism, the others where the spec claims them; without keyed
-        # entity sampling there is no entity coin for a design other than zero to flip on
-        adjacencies = tuple(dict.fromkeys(("user", *spec.claims)))
-        if self.adjacency not in adjacencies or (not spec.keyed and self.design != "zero"):
-            raise ValueError(f"{self.method} is audited for adjacencies {', '.join(adjacencies)}; "
-                             f"{'every design' if spec.keyed else 'zero design'}")
-        if (self.design == "flip" and self.adjacency != "undetected") or \
-                (self.design == "full" and self.adjacency == "undetected"):
-            raise ValueError(f"design {self.design!r} does not apply to adjacency {self.adjacency!r}")
-
-    @property
-    def spec(self) -> MechanismSpec:
-        return audited_spec(self.method)
-
-    @property
-    def rule(self) -> str:
-        """The spec's accounting rule (uedp.privacy.sensitivity.RULES): what the ledger and the accountant see."""
-        return self.spec.rule
-
-    @property
-    def m_max(self) -> int | None:
-        return self.spec.m_max(self.setting)  # type: ignore[arg-type] - None: no truncation (user_dp)
-
-    @property
-    def k_cap(self) -> int | None:
-        return self.spec.k_cap(self.setting)  # type: ignore[arg-type]
-
-    @property
-    def keyed(self) -> bool:
-        return self.spec.keyed
-
-    @property
-    def rates(self) -> tuple[float, float]:
-        return self.spec.rates(self.setting)  # type: ignore[arg-type]
-
-    @property
-    def base(self) -> int:
-        """A benign non-holder client's update when it does not flip, in units of b."""
-        return -1 if self.design == "full" else 0
-
-    @property
-    def label(self) -> str:
-        return f"{self.setting.name}/{self.method}/{self.adjacency}/{self.design}"
-
-
-# -- the exact law of the noiseless sum in both worlds --------------------------------------------------------------
-@dataclass(frozen=True)
-class Law:
-    """Per-round distribution of the noiseless sum in both worlds (units of b, minus `offset`, the world-0
-    sum's most likely value): every value with its probability. `max_difference`: the largest |world-1 sum -
-    world-0 sum| over the realizations of the shared randomness (cohort, slots, coins) with positive
-    probability: what one realization moves, against the accountant's largest shift."""
-
-    world0: dict[int, float]
-    world1: dict[int, float]
-    offset: int
-    max_difference: int
-
-    @staticmethod
-    def _sorted(dist: dict[int, float]) -> tuple[tuple[float, ...], tuple[float, ...]]:
-        keys = sorted(dist)
-        total = sum(dist.values())
-        return tuple(float(k) for k in keys), tuple(dist[k] / total for k in keys)
-
-    @property
-    def shifts(self) -> tuple[float, ...]:
-        return self._sorted(self.world1)[0]
-
-    @property
-    def probs(self) -> tuple[float, ...]:
-        return self._sorted(self.world1)[1]
-
-    @property
-    def shifts0(self) -> tuple[float, ...]:
-        return self._sorted(self.world0)[0]
-
-    @property
-    def probs0(self) -> tuple[float, ...]:
-        return self._sorted(self.world0)[1]
-
-    @property
-    def point0(self) -> bool:
-        """World 0 is one point (the old audit's case)."""
-        return len(self.world0) == 1
-
-    def mixture(self, sigma_units: float) -> Mixture | None:
-        """The pair as a `Mixture` (N(0) against the world-1 mixture, relative to world 0's point, reflected
-        if every shift is <= 0), or None when world 0 is not a point or world 1 lies on both sides of it."""
-        if not self.point0:
-            return None
-        (c,) = self.world0
-        d = [v - c for v in self.shifts]
-        if min(d) < 0 < max(d):
-            return None
-        return Mixture(sigma=sigma_units, sensitivities=tuple(abs(x) for x in d), probs=self.probs)
-
-    def true_epsilon(self, sigma_units: float, rounds: int, delta: float) -> float:
-        """Epsilon at `delta` of the pair (world-0 mixture, world-1 mixture) with noise std `sigma_units`,
-        composed over `rounds` rounds (both directions): mixture_epsilon where world 0 is a point, otherwise
-        the numerical PLD of the two mixtures (`pair_epsilon`)."""
-        mix = self.mixture(sigma_units)
-        if mix is not None:
-            return mixture_epsilon(mix, rounds, delta)
-        return pair_epsilon(self.shifts0, self.probs0, self.shifts, self.probs, sigma_units, rounds, delta)
-
-
-def _add(out: dict[int, float], values: np.ndarray, probs: np.ndarray) -> None:
-    for v, p in zip(np.broadcast_to(values, probs.shape).tolist(), probs.tolist()):
-        if p > 0.0:
-            out[int(v)] = out.get(int(v), 0.0) + float(p)
-
-
-def _kept_specials(drawn: tuple[int, ...], j: int) -> list[tuple[tuple[int, ...], float]]:
-    """Which of the drawn special places (0/1 flags) are kept when j of them are (uniformly, by symmetry of
-    the uniform truncation): [(kept flags, probability)]."""
-    idx = [i for i, d in enumerate(drawn) if d]
-    if j == len(idx):
-        return [(drawn, 1.0)]
-    if j == 0:
-        return [(tuple(0 for _ in drawn), 1.0)]
-    out = []  # two drawn, one kept
-    for keep in idx:
-        out.append((tuple(1 if i == keep else 0 for i in range(len(drawn))), 1.0 / len(idx)))
-    return out
-
-
-def distinct_slots(k_cap: int, m: int) -> np.ndarray:
-    """P(J = j), j = 0..k_cap: the number of distinct values among k_cap independent uniform slots of m (the
-    permitted slots h(k, "P", e', j) mod m, j < k_cap, under the random-function model; the bias of a 64-bit
-    value mod m is below m / 2^64)."""
-    p = np.zeros(k_cap + 1)
-    p[0] = 1.0
-    for _ in range(k_cap):
-        nxt = np.zeros_like(p)
-        j = np.arange(k_cap + 1)
-        nxt += p * j / m  # the draw repeats a slot already permitted
-        nxt[1:] += p[:-1] * (m - j[:-1]) / m  # a new slot
-        p = nxt
-    return p
-
-
-def _flips(k_o: np.ndarray, m: int, k_cap: int) -> list[tuple[int, np.ndarray]]:
-    """[(f, P(F = f) per entry of k_o)]: F = the number of e''s permitted slots that hold a kept benign place,
-    given k_o of them kept. The slot injection is uniform and independent of the key, so given J distinct
-    permitted slots F ~ Hypergeometric(m slots, k_o benign-held, J drawn)."""
-    pj = distinct_slots(k_cap, m)
-    out = []
-    for f in range(k_cap + 1):
-        prob = np.zeros(k_o.shape)
-        for j in range(max(f, 1), k_cap + 1):
-            if pj[j] > 0.0:
-                prob += pj[j] * np.nan_to_num(hypergeom.pmf(f, m, k_o, j))
-        if f == 0:
-            prob += pj[0]
-        out.append((f, prob))
-    return out
-
-
-def realizable_law(sc: Scenario) -> Law:
-    """The exact per-round law of the noiseless sum of `sc` in both worlds (see the module docstring).
-
-    N + 1 places in both worlds. The special places (the canary's place N; for adjacency "undetected" also
-    the holder, place 0) have their own Poisson coins; the n_o other places give D_o ~ Bin(n_o, q_u). With
-    D = D_o + (specials drawn) > m, a uniform m of the D are kept: the number j of kept specials is
-    hypergeometric and which ones are kept is uniform; K_o = min(D, m) - j others are kept. The J distinct
-    permitted slots of e' are a uniform J-subset independent of the (uniform) slot injection, so the number
-    of them holding a kept other is hypergeometric (`_flips`; with k_cap = 1: probability K_o / m). World 0:
-    the canary's place contributes 0 (empty), world 1: +1 if kept; the coins of e' (q_e) and of s' (q_s)
-    exist in world 1 only."""
-    s = sc.setting
-    q = s.q_u
-    m = sc.m_max if sc.m_max is not None else s.places  # user_dp: never truncated
-    q_e, q_s = sc.rates
-    holder_special = sc.adjacency == "undetected"
-    n_o = s.places - 1 - int(holder_special)
-    d_o = np.arange(n_o + 1)
-    pmf_o = binom.pmf(d_o, n_o, q)
-    base = sc.base
-    world0: dict[int, float] = {}
-    world1: dict[int, float] = {}
-    max_diff = 0
-    patterns = [(c,) for c in (0, 1)] if not holder_special else [(c, h) for c in (0, 1) for h in (0, 1)]
-    for drawn in patterns:  # (canary drawn, holder drawn)
-        p_spec = math.prod(q if d else 1.0 - q for d in drawn)
-        n_spec = sum(drawn)
-        total = d_o + n_spec
-        for j in range(n_spec + 1):
-            if n_spec == 0:
-                p_j = np.ones(d_o.shape)
-            else:
-                p_j = np.nan_to_num(hypergeom.pmf(j, total, n_spec, np.minimum(m, total)))
-            k_o = np.minimum(total, m) - j
-            for kept, p_which in _kept_specials(drawn, j):
-                weight = pmf_o * p_spec * p_j * p_which
-                if not weight.any():
-                    continue
-                c_kept = kept[0]
-                h_kept = kept[1] if holder_special else 0
-                v0 = base * k_o + (-h_kept if sc.design == "flip" else 0)
-                # world-1 events: (value array, probability array)
-                if sc.adjacency == "uedp":  # F benign flips when e' is sampled: hypergeometric over the slots
-                    events = [(base * k_o + c_kept, np.full(d_o.shape, 1.0 - q_e))]
-                    for f, p_f in _flips(k_o, m, sc.k_cap or 1):
-                        events.append((base * k_o + c_kept + (1 - base) * f, q_e * p_f))
-                elif sc.adjacency == "undetected":
-                    used = c_kept + h_kept
-                    unused = c_kept + (-h_kept if sc.design == "flip" else 0)
-                    events = [(np.full(d_o.shape, used), np.full(d_o.shape, q_s)),
-                              (np.full(d_o.shape, unused), np.full(d_o.shape, 1.0 - q_s))]
-                else:
-                    events = [(base * k_o + c_kept, np.ones(d_o.shape))]
-                _add(world0, v0, weight)
-                for v1, p_ev in events:
-                    prob = weight * p_ev
-                    _add(world1, v1, prob)
-                    live = prob > 0.0
-                    if live.any():
-                        max_diff = max(max_diff, int(np.max(np.abs(np.broadcast_to(v1 - v0, prob.shape)[live]))))
-    offset = max(world0, key=world0.get)  # type: ignore[arg-type]
-    return Law(world0={v - offset: p for v, p in sorted(world0.items())},
-               world1={v - offset: p for v, p in sorted(world1.items())}, offset=int(offset),
-               max_difference=max_diff)
-
-
-# -- the true epsilon of a pair of 1-D Gaussian mixtures: a numerical PLD (uedp.privacy.numeric.pair_pld) --------
-def pair_epsilon(p_means: Any, p_weights: Any, q_means: Any, q_weights: Any, sigma: float, rounds: int,
-                 delta: float, *, vdi: float = 5e-5) -> float:
-    """Epsilon at `delta` of `rounds` independent rounds of the pair (`pair_pld`)."""
-    pld = pair_pld(p_means, p_weights, q_means, q_weights, sigma, vdi=vdi)
-    pld = pld.self_compose(rounds) if rounds > 1 else pld
-    return float(pld.get_epsilon_for_delta(check_delta(delta)))
-
 
 # -- what the accountant charges ---------------------------------------------------------------------------------
 def _in_units(sens: Sensitivities) -> Sensitivities:
@@ -412,40 +99,41 @@ def _in_units(sens: Sensitivities) -> Sensitivities:
     return Sensitivities(s_u=sens.s_u / u, s_e=sens.s_e / u, s_s=sens.s_s / u, unit=1.0)
 
 
-def accounted_mixture(adjacency: str, sens: Sensitivities, *, sigma: float, q_u: float, q_e: float) -> Mixture:
-    """The accountant's per-round mixture of adjacency "uedp" or "user" for these (possibly broken)
-    sensitivities, in units of sens.unit: uedp.privacy.accounting.adjacency_mixture (what Mechanism.mixture
-    uses)."""
-    return adjacency_mixture(adjacency, _in_units(sens), sigma / sens.unit, q_u=q_u, q_e=q_e)
-
-
 def accounted_epsilon(adjacency: str, sens: Sensitivities, *, sigma: float, q_u: float, q_e: float, q_s: float,
                       rounds: int, delta: float, delta_trunc: float = 0.0,
                       kinds: tuple[tuple[str, ...], ...] = (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES),
                       ) -> tuple[float, Pair | None, str]:
     """(epsilon, pair, bound) the accountant computes for these (possibly broken) sensitivities and noise std,
-    `rounds` identical rounds, at delta - delta_trunc: the mixture of adjacency uedp / user
-    (uedp.privacy.accounting.pairs_epsilon), or for "undetected" the max over the two kinds of sentence of
-    the min over their bounds (uedp.privacy.accounting.undetected_bound: the very step of
-    undetected_epsilon, grids and ranking included, given these sensitivities' pairs; `kinds`: the kinds
-    of sentence, each a tuple of bound names). `bound` is the name of the bound that decided eps_undetected,
-    else the adjacency ("truncation" when delta_trunc >= delta)."""
+    `rounds` identical rounds, at delta - delta_trunc: the adjacency's candidate pairs in units of sens.unit
+    (uedp.privacy.pairs.candidate_pairs, what Mechanism.candidates uses; `kinds`: eps_undetected's kinds of
+    sentence, each a tuple of bound names) through uedp.privacy.composition.undetected_bound, the very step of
+    epsilon_and_bound, grids and ranking included. `bound` is the adjacency for uedp and user, the bound that
+    decided eps_undetected otherwise ("truncation" when delta_trunc >= delta, with no pair)."""
     d = delta - delta_trunc
     if d <= 0.0:
         return math.inf, None, "truncation"
-    if adjacency != "undetected":
-        pair = accounted_mixture(adjacency, sens, sigma=sigma, q_u=q_u, q_e=q_e)
-        return pairs_epsilon(((pair, rounds),), delta=d), pair, adjacency
-    scaled, sig = _in_units(sens), sigma / sens.unit
-    candidates = [{b: ((undetected_pair(b, scaled, sig, q_u=q_u, q_e=q_e, q_s=q_s), rounds),) for b in names}
-                  for names in kinds]
-    eps_, bound = undetected_bound(candidates, delta=d)
-    pair = next(bounds[bound][0][0] for bounds in candidates if bound in bounds)
-    return eps_, pair, bound
+    candidates = candidate_pairs(adjacency, _in_units(sens), sigma / sens.unit, q_u=q_u, q_e=q_e, q_s=q_s,
+                                 kinds=kinds)
+    eps_, bound = undetected_bound([{b: ((pair, rounds),) for b, pair in kind.items()} for kind in candidates],
+                                   delta=d)
+    return eps_, _pair_of(candidates, bound), bound
 
 
-def calibrate(sc: Scenario, *, q_u: float | None = None) -> float:
-    """z as the run calibrates it (uedp.privacy.calibration.calibrate_claims, as server/setup.py does) to
+def accountant_claim(mechanism: Mechanism, adjacency: str, *, rounds: int, delta: float,
+                     num_users: int) -> tuple[float, Pair | None, str]:
+    """(epsilon, pair, bound) the real accountant computes for `rounds` identical rounds of `mechanism`
+    (uedp.privacy.accounting.epsilon_and_bound, delta_trunc charged), with the pair of the bound that decided
+    it (None for "truncation")."""
+    eps_, bound = epsilon_and_bound([(mechanism, rounds)], adjacency, delta=delta, num_users=num_users)
+    return eps_, _pair_of(mechanism.candidates(adjacency), bound), bound
+
+
+def _pair_of(candidates: tuple[dict[str, Pair], ...], bound: str) -> Pair | None:
+    return next((kind[bound] for kind in candidates if bound in kind), None)
+
+
+def calibrated_z(sc: Scenario, *, q_u: float | None = None) -> float:
+    """z as the run calibrates it (uedp.privacy.calibration.calibrate_identical, as a run does) to
     the setting's target epsilon on its claims (user_dp: eps_user; uedp: eps_uedp and eps_undetected, or
     `target_on`), for N + 1 places; `q_u`: the rate the calibration is told. The same for every adjacency
     and design of a (setting, method): computed once."""
@@ -456,10 +144,10 @@ def calibrate(sc: Scenario, *, q_u: float | None = None) -> float:
 def _calibrated(s: AuditSetting, method: str, q_u: float) -> float:
     spec = audited_spec(method)
     q_e, q_s = spec.rates(s)  # type: ignore[arg-type]
-    return calibrate_claims(
+    return calibrate_identical(
         s.target_epsilon, s.claims(method), q_u=q_u, q_e=q_e, q_s=q_s, m_max=spec.m_max(s),  # type: ignore[arg-type]
         k_cap=spec.k_cap(s), rounds=s.rounds, delta=s.delta, num_users=s.places,  # type: ignore[arg-type]
-        rule=spec.rule, tol=1e-3,
+        rule=spec.rule,
     )
 
 
@@ -497,7 +185,7 @@ def build_mechanism(sc: Scenario, *, z: float, noise: NoiseSource, sensitivity_f
                     control: str | None = None, warning: str | None = None) -> AuditedMechanism:
     """The mechanism as the server and the ledger build it, with the given components. With the real
     sensitivity function the round's RoundRecord gives sigma, and the claim is the real accountant's
-    (uedp.privacy.accounting.epsilon_of / undetected_epsilon, N + 1 places, delta_trunc charged) on the record
+    (`accountant_claim`, N + 1 places, delta_trunc charged) on the record
     `accountant_record` returns (what the accountant is told). A broken sensitivity function gives sigma =
     noise_std(rule, z, its sensitivities) and the claim of the accountant fed the same sensitivities;
     `undetected_bound` = (name, pair function) replaces the accountant's bounds for eps_undetected."""
@@ -518,12 +206,9 @@ def build_mechanism(sc: Scenario, *, z: float, noise: NoiseSource, sensitivity_f
         claimed = fn(_in_units(sens), sigma / s.unit, q_u=told.q_u, q_e=told.q_e, q_s=told.q_s)
         d = s.delta - delta_trunc
         claimed_eps = pairs_epsilon(((claimed, s.rounds),), delta=d) if d > 0.0 else math.inf
-    elif real and sc.adjacency == "undetected":
-        claimed_eps, bound = undetected_epsilon(groups, delta=s.delta, num_users=s.places)
-        claimed = told.mechanism.undetected(bound) if bound != "truncation" else None
     elif real:
-        claimed_eps = epsilon_of(groups, sc.adjacency, delta=s.delta, num_users=s.places)
-        claimed, bound = told.mechanism.mixture(sc.adjacency), sc.adjacency
+        claimed_eps, claimed, bound = accountant_claim(told.mechanism, sc.adjacency, rounds=s.rounds, delta=s.delta,
+                                                       num_users=s.places)
     else:
         claimed_eps, claimed, bound = accounted_epsilon(
             sc.adjacency, sens, sigma=sigma, q_u=told.q_u, q_e=told.q_e, q_s=told.q_s, rounds=s.rounds,
@@ -543,16 +228,13 @@ def sound_epsilon_at(sc: Scenario, sigma: float, z: float | None = None) -> tupl
     per_z = _unit_mechanism(sc).sigma
     z = sigma / (s.unit * per_z) if z is None else z
     mech = Mechanism(rule=sc.rule, z=z, q_u=s.q_u, q_e=q_e, q_s=q_s, m_max=sc.m_max, k_cap=sc.k_cap)
-    groups = [(mech, s.rounds)]
-    if sc.adjacency == "undetected":
-        eps, bound = undetected_epsilon(groups, delta=s.delta, num_users=s.places)
-        return eps, bound, (mech.undetected(bound) if bound != "truncation" else None)
-    return epsilon_of(groups, sc.adjacency, delta=s.delta, num_users=s.places), sc.adjacency, mech.mixture(sc.adjacency)
+    eps, pair, bound = accountant_claim(mech, sc.adjacency, rounds=s.rounds, delta=s.delta, num_users=s.places)
+    return eps, bound, pair
 
 
 def entity_free_undetected(sc: Scenario, sigma: float) -> tuple[float, str]:
     """(epsilon, bound) of the sound accountant's bound for an undetected entity in an ENTITY-FREE sentence
-    (min over uedp.privacy.accounting.UNDETECTED_FREE, delta_trunc charged) at noise std `sigma`: the kind
+    (min over uedp.privacy.pairs.UNDETECTED_FREE, delta_trunc charged) at noise std `sigma`: the kind
     of sentence the crafted holder realizes (its S-coin). eps_undetected is the max of this and the bound
     for a sentence that also holds detected entities."""
     s = sc.setting
@@ -725,12 +407,12 @@ def control_mechanism(sc: Scenario, control: str | None, noise: NoiseSource) -> 
 
     s = sc.setting
     if control is None:
-        return build_mechanism(sc, z=calibrate(sc), noise=noise)
+        return build_mechanism(sc, z=calibrated_z(sc), noise=noise)
     if control == "noise_halved":
         scaled = c.ScaledNoise(noise, 0.5)
-        return build_mechanism(sc, z=calibrate(sc), noise=scaled, control=control, warning=scaled.warning)
+        return build_mechanism(sc, z=calibrated_z(sc), noise=scaled, control=control, warning=scaled.warning)
     if control == "accountant_half_q_u":
-        return build_mechanism(sc, z=calibrate(sc, q_u=0.5 * s.q_u), noise=noise, control=control,
+        return build_mechanism(sc, z=calibrated_z(sc, q_u=0.5 * s.q_u), noise=noise, control=control,
                                accountant_record=c.understated_sampling, warning=c.HALVED_RATE_WARNING)
     parts: dict[str, Any] = {
         "entity_k_beta": {"sensitivity_fn": c.sensitivities_entity_k_beta, "warning": c.ENTITY_TERM_WARNING},

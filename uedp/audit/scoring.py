@@ -8,15 +8,13 @@ exposure; the quick audit's 3-digit secrets), otherwise `num_candidates` random 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import torch
 
 from uedp.audit.exposure import exposure, rank_of, sentence_nll
-from uedp.config import RunConfig
 from uedp.data.synthetic import canary_candidates
-from uedp.models.base import set_weights
-from uedp.pipeline import load_manifest, new_model
+from uedp.models.base import UedpModel
+from uedp.tokenization import TextTokenizer
 
 
 def candidates_for(canary: dict, num_candidates: int, *, seed: int) -> list[str]:
@@ -36,13 +34,11 @@ def candidates_for(canary: dict, num_candidates: int, *, seed: int) -> list[str]
     return canary_candidates(space, num_candidates, seed, exclude={secret})
 
 
-def score(cfg: RunConfig, canaries: list[dict], *, num_candidates: int) -> list[dict]:
-    """Per canary: rank and exposure of its secret (the prefix is shared, so ranking whole-sentence NLLs
-    ranks the secret's log-likelihood given the prefix), and its mean token loss (kept for reference)."""
-    manifest = load_manifest(cfg)
-    tokenizer = manifest.text_tokenizer()
-    model = new_model(cfg, manifest)
-    set_weights(model, torch.load(Path(cfg.federation.out_dir) / "model.pt", weights_only=False)["weights"])
+def score(model: UedpModel, tokenizer: TextTokenizer, canaries: list[dict], *, num_candidates: int,
+          max_len: int) -> list[dict]:
+    """Per canary: rank and exposure of its secret under the trained `model` (the prefix is shared, so ranking
+    whole-sentence NLLs ranks the secret's log-likelihood given the prefix), and its mean token loss (kept for
+    reference). `max_len`: the run's task.max_len, which a canary must fit (a cut secret is never trained on)."""
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     rows = []
     for i, c in enumerate(canaries):
@@ -50,8 +46,8 @@ def score(cfg: RunConfig, canaries: list[dict], *, num_candidates: int) -> list[
         texts = [c["text"]] + [c["prefix"] + s + "." for s in cands]
         nll = sentence_nll(model, tokenizer, texts, max_len=64)
         ids = tokenizer.encode(c["text"])
-        if len(ids) + 2 > cfg.task.max_len:  # [BOS] ... [EOS]: a cut canary's secret is never trained on
-            raise ValueError(f"canary {c['id']} is {len(ids) + 2} tokens > task.max_len={cfg.task.max_len}: "
+        if len(ids) + 2 > max_len:  # [BOS] ... [EOS]: a cut canary's secret is never trained on
+            raise ValueError(f"canary {c['id']} is {len(ids) + 2} tokens > task.max_len={max_len}: "
                              "raise max_len or tokenizer.vocab_size, or the audit measures nothing")
         rank = rank_of(float(nll[0]), nll[1:])
         if len(cands) != num_candidates:

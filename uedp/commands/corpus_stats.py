@@ -24,7 +24,7 @@ for j, pi = 1 - (1 - 1/m_max)^k_cap with the entity cap, 1 without), over the tr
 `--strategy` (a name of uedp.privacy.mechanisms, default uedp: its rates, so user_dp and the noiseless
 baselines use every sentence, and f_E, `uedp_naive`, has q_s = 0; its cap, so `uedp_split` has none) at
 `--q-e`, `--q-s`, `--k-cap` (0: off) and `--m-max`, defaulting to a run's (uedp.config.PrivacyConfig).
-`--m-max 0` (the default, as privacy.m_max = 0) is the automatic cap a run on this corpus resolves
+`--m-max 0` (the default, as privacy.m_max = "auto") is the automatic cap a run on this corpus resolves
 (uedp.privacy.accounting.safe_m_max for N = the corpus's users, `--q-u`, `--rounds`, `--delta`, defaulting
 to a run's). JSON key `trainable`: {mechanism, m_max_automatic, split, setting, sentences, expected, share,
 by_entities}; a share below uedp.privacy.trainable.TINY_SHARE is flagged.
@@ -40,7 +40,7 @@ from typing import Any
 
 from uedp.checks import probability
 from uedp.commands.options import parse_options
-from uedp.config import FederationConfig, PrivacyConfig
+from uedp.config import AUTO, FederationConfig, PrivacyConfig
 from uedp.errors import ConfigError
 from uedp.privacy.mechanisms import get, specs
 from uedp.privacy.trainable import TINY_SHARE
@@ -70,7 +70,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--q-s", type=float, default=privacy.q_s,
                    help=f"extended-entity sampling probability ({privacy.q_s})")
     t.add_argument("--k-cap", type=int, default=privacy.k_cap, help=f"entity cap, 0 = off ({privacy.k_cap})")
-    t.add_argument("--m-max", type=int, default=privacy.m_max,
+    t.add_argument("--m-max", type=int, default=0,
                    help="cohort cap; 0 (the default): the automatic one a run on this corpus resolves")
     t.add_argument("--q-u", type=float, default=privacy.q_u, help=f"with --m-max 0: user sampling ({privacy.q_u})")
     t.add_argument("--rounds", type=int, default=rounds, help=f"with --m-max 0: rounds ({rounds})")
@@ -97,13 +97,13 @@ def selection_setting(args: argparse.Namespace, num_users: int) -> tuple[dict[st
     the mechanism's rates and cap (uedp.privacy.mechanisms), --m-max 0 resolved as a run on a corpus of
     `num_users` users resolves it (only where the cap is on: nothing else here depends on m_max)."""
     spec = get(args.strategy)
-    privacy = PrivacyConfig(q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, k_cap=args.k_cap, m_max=args.m_max,
-                            delta=args.delta)
+    privacy = PrivacyConfig(q_u=args.q_u, q_e=args.q_e, q_s=args.q_s, k_cap=args.k_cap or None,
+                            m_max=args.m_max or AUTO, delta=args.delta)
     q_e, q_s = spec.rates(privacy)
     k_cap = spec.k_cap(privacy) if spec.keyed else None
     m_max, automatic = None, False
     if k_cap is not None:
-        m_max, automatic = privacy.m_max, privacy.m_max == 0
+        m_max, automatic = privacy.m_max, privacy.m_max == AUTO
         if automatic:
             from uedp.privacy.accounting import safe_m_max
 

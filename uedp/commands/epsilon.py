@@ -34,15 +34,17 @@ import dataclasses
 import json
 import math
 import time
+from dataclasses import dataclass
 
-from uedp.config import PrivacyConfig
+from uedp.config import AUTO, PrivacyConfig
 from uedp.errors import ConfigError
 from uedp.privacy.accountant import UeDPAccountant
-from uedp.privacy.accounting import DEFAULT_DELTA, check_delta, mechanism, safe_m_max
-from uedp.privacy.calibration import calibrate_claims, calibrate_holders
+from uedp.privacy.accounting import DEFAULT_DELTA, Mechanism, mechanism, safe_m_max
+from uedp.privacy.calibration import calibrate_identical
+from uedp.privacy.composition import check_delta
 from uedp.privacy.holders import holders_epsilon
 from uedp.privacy.ledger import RoundRecord
-from uedp.privacy.mechanisms import get, specs
+from uedp.privacy.mechanisms import MechanismSpec, get, specs
 
 KEYS = ("eps_uedp", "eps_user", "eps_undetected", "eps_rdp_bound")
 USER_KEYS = ("eps_user", "eps_undetected")  # user-level DP samples no entity: eps_uedp is infinite
@@ -105,8 +107,24 @@ def _holders(text: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(ks))
 
 
-def run(args: argparse.Namespace) -> int:
-    # Validation first (ConfigError names the option), then the work.
+@dataclass(frozen=True)
+class _Setting:
+    """The checked options: the mechanism, its rates and cap, what is claimed and which holders are asked for."""
+
+    spec: MechanismSpec
+    q_e: float
+    q_s: float
+    m_max: int | None
+    holders: tuple[int, ...]
+    claims: tuple[str, ...]
+
+    @property
+    def user_level(self) -> bool:
+        return self.spec.rule == "user_dp"
+
+
+def _check(args: argparse.Namespace) -> _Setting:
+    """Every option checked (ConfigError naming it) before any work."""
     check_delta(args.delta, args.num_users)
     if args.rounds < 1:
         raise ConfigError(f"--rounds must be a positive integer, got {args.rounds}")
@@ -132,89 +150,121 @@ def run(args: argparse.Namespace) -> int:
                               f"got {args.missed}")
     if args.target_holders is not None and (args.target_epsilon is None or args.target_holders < 0):
         raise ConfigError("--target-holders K (K >= 0) needs --target-epsilon")
-    claims = spec.claims_for(argparse.Namespace(target_on=args.target_on))
+    claims = tuple(spec.claims_for(argparse.Namespace(target_on=args.target_on)))
     m_max = None if user_level else (args.m_max or safe_m_max(args.num_users, args.q_u, args.rounds, args.delta))
-    # A record with z = 1 checks every mechanism option (and beta, w_max) before any calibration.
-    RoundRecord(
-        round=1, rule=spec.rule, q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max,
-        k_cap=args.k_cap, beta=args.beta, w_max=args.w_max, z=1.0, denominator=1.0,
-    )  # fmt: skip
-    # the options run_noise_multiplier passes, so that a run of these settings finds the calibration cached
-    problem = dict(rule=spec.rule, q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=args.k_cap,
-                   rounds=args.rounds, delta=args.delta, num_users=args.num_users, tol=1e-3, gamma=0.0)
-    z = args.noise_multiplier
-    if args.target_epsilon is not None:
-        z = calibrate_claims(args.target_epsilon, claims, **problem)
-        if args.target_holders is not None:
-            z = max(z, calibrate_holders(args.target_epsilon, args.target_holders, start=z, **problem))
-    mech = mechanism(spec.rule, z=z, q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=args.k_cap)
-    record = RoundRecord(
-        round=1, rule=spec.rule, q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max,
-        k_cap=args.k_cap, beta=args.beta, w_max=args.w_max, z=z, denominator=1.0,
-    )  # fmt: skip
-    start = time.perf_counter()
-    privacy = PrivacyConfig(q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max or 0, k_cap=args.k_cap or 0, beta=args.beta,
-                            w_max=args.w_max, noise_multiplier=z, target_epsilon=0.0, target_on=args.target_on,
-                            delta=args.delta)
-    accountant = UeDPAccountant(spec.name, privacy, num_users=args.num_users, rounds=args.rounds, noise_multiplier=z)
+    setting = _Setting(spec=spec, q_e=q_e, q_s=q_s, m_max=m_max, holders=holders, claims=claims)
+    _record(args, setting, z=1.0)  # a record with z = 1 checks every mechanism option (and beta, w_max)
+    return setting
+
+
+def _record(args: argparse.Namespace, setting: _Setting, *, z: float) -> RoundRecord:
+    return RoundRecord(round=1, rule=setting.spec.rule, q_u=args.q_u, q_e=setting.q_e, q_s=setting.q_s,
+                       m_max=setting.m_max, k_cap=args.k_cap, beta=args.beta, w_max=args.w_max, z=z, denominator=1.0)
+
+
+def _noise_multiplier(args: argparse.Namespace, setting: _Setting) -> float:
+    """The given z, or the calibrated one: the problem a run of these settings solves
+    (uedp.privacy.calibration.run_noise_multiplier), so that it finds the calibration cached."""
+    if args.target_epsilon is None:
+        return args.noise_multiplier
+    return calibrate_identical(args.target_epsilon, setting.claims, rule=setting.spec.rule, q_u=args.q_u,
+                               q_e=setting.q_e, q_s=setting.q_s, m_max=setting.m_max, k_cap=args.k_cap,
+                               rounds=args.rounds, delta=args.delta, num_users=args.num_users,
+                               holders=args.target_holders)
+
+
+def _ledger_epsilons(args: argparse.Namespace, setting: _Setting, z: float) -> tuple[dict, list[tuple]]:
+    """(every epsilon of the ledger of T identical rounds, per K of --holders: (K, undetected, detected, mixed))."""
+    record = _record(args, setting, z=z)
+    privacy = PrivacyConfig(q_u=args.q_u, q_e=setting.q_e, q_s=setting.q_s, m_max=setting.m_max or AUTO,
+                            k_cap=args.k_cap or None, beta=args.beta, w_max=args.w_max, noise_multiplier=z,
+                            target_epsilon=0.0, target_on=args.target_on, delta=args.delta)
+    accountant = UeDPAccountant(setting.spec.name, privacy, num_users=args.num_users, rounds=args.rounds,
+                                noise_multiplier=z)
     for r in range(1, args.rounds + 1):
         accountant.compose(dataclasses.replace(record, round=r))
-    eps = accountant.epsilons()
+    runs = accountant.ledger.runs()
     per_k = []
-    for k in holders:  # UeDP: computed once for a detected entity; the undetected one is its other bounds
-        h = holders_epsilon(accountant.ledger.groups(), k, delta=args.delta, num_users=args.num_users,
-                            detected=not user_level)
-        mixed = (holders_epsilon(accountant.ledger.groups(), k, delta=args.delta, num_users=args.num_users,
-                                 missed=args.missed) if args.missed is not None else None)
-        per_k.append((k, h.undetected(), None if user_level else h, mixed))
-    lower = {}
-    if args.lower:
-        from uedp.audit.holders import world_epsilon
+    for k in setting.holders:  # UeDP: computed once for a detected entity; the undetected one is its other bounds
+        h = holders_epsilon(runs, k, delta=args.delta, num_users=args.num_users, detected=not setting.user_level)
+        mixed = (holders_epsilon(runs, k, delta=args.delta, num_users=args.num_users, missed=args.missed)
+                 if args.missed is not None else None)
+        per_k.append((k, h.undetected(), None if setting.user_level else h, mixed))
+    return accountant.epsilons(), per_k
 
-        # a holder's sentence used: always (user-level DP), or by its S-coins: a holder with the entity in
-        # LOWER_SENTENCES entity-free sentences uses one of them with probability 1 - (1 - q_s)^that
-        q_sel = 1.0 if user_level else 1.0 - (1.0 - q_s) ** LOWER_SENTENCES
-        lower = {k: world_epsilon(k, q_u=args.q_u, q_sel=q_sel, sigma=mech.sigma, rounds=args.rounds,
-                                  delta=args.delta) for k in holders}
+
+def _lower_bounds(args: argparse.Namespace, setting: _Setting, sigma: float) -> dict[int, float]:
+    """--lower: a concrete world's epsilon per K (uedp.audit.holders), a lower bound."""
+    if not args.lower:
+        return {}
+    from uedp.audit.holders import world_epsilon
+
+    # a holder's sentence used: always (user-level DP), or by its S-coins: a holder with the entity in
+    # LOWER_SENTENCES entity-free sentences uses one of them with probability 1 - (1 - q_s)^that
+    q_sel = 1.0 if setting.user_level else 1.0 - (1.0 - setting.q_s) ** LOWER_SENTENCES
+    return {k: world_epsilon(k, q_u=args.q_u, q_sel=q_sel, sigma=sigma, rounds=args.rounds, delta=args.delta)
+            for k in setting.holders}
+
+
+def run(args: argparse.Namespace) -> int:
+    setting = _check(args)  # validation first (ConfigError names the option), then the work
+    z = _noise_multiplier(args, setting)
+    mech = mechanism(setting.spec.rule, z=z, q_u=args.q_u, q_e=setting.q_e, q_s=setting.q_s, m_max=setting.m_max,
+                     k_cap=args.k_cap)
+    start = time.perf_counter()
+    eps, per_k = _ledger_epsilons(args, setting, z)
+    lower = _lower_bounds(args, setting, mech.sigma)
     seconds = time.perf_counter() - start
-    keys = USER_KEYS if user_level else KEYS
+    keys = USER_KEYS if setting.user_level else KEYS
     values = {k: float(eps[k]) for k in keys}
-    sens = mech.sensitivities
-    unit = args.w_max * args.beta
+    sigma = _record(args, setting, z=z).sigma
     if args.json:
-        out = {k: _finite_or_none(v) for k, v in values.items()}
-        out.update(
-            strategy=spec.name, undetected_rule=eps["undetected_rule"], delta_trunc=eps["delta_trunc"],
-            claims=[f"eps_{c}" for c in claims], noise_multiplier=z, delta=args.delta, sigma=record.sigma,
-            q_u=args.q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=args.k_cap, rounds=args.rounds,
-            beta=args.beta, w_max=args.w_max, num_users=args.num_users, target_epsilon=args.target_epsilon,
-            target_holders=args.target_holders,
-            sensitivities={k: _finite_or_none(v * unit) for k, v in (("s_u", sens.s_u), ("s_e", sens.s_e),
-                                                                     ("s_s", sens.s_s))},
-            holders=[{"k": k, "epsilon": _finite_or_none(h.epsilon), "bound": h.bound,
-                      "bounds": {b: _finite_or_none(v) for b, v in h.bounds.items()},
-                      "detected": None if d is None else _finite_or_none(d.epsilon),
-                      "lower": _finite_or_none(lower[k]) if k in lower else None,
-                      "missed": args.missed, "mixed": None if x is None else _finite_or_none(x.epsilon),
-                      "mixed_bound": None if x is None else x.bound} for k, h, d, x in per_k],
-        )  # fmt: skip
-        print(json.dumps(out, sort_keys=False, allow_nan=False))
-        return 0
+        _print_json(args, setting, z, sigma, mech, eps, values, per_k, lower)
+    else:
+        _print_text(args, setting, z, sigma, mech, eps, values, per_k, lower, seconds)
+    return 0
+
+
+def _print_json(args: argparse.Namespace, setting: _Setting, z: float, sigma: float, mech: Mechanism, eps: dict,
+                values: dict, per_k: list[tuple], lower: dict[int, float]) -> None:
+    sens, unit = mech.sensitivities, args.w_max * args.beta
+    out: dict = {k: _finite_or_none(v) for k, v in values.items()}
+    out.update(
+        strategy=setting.spec.name, undetected_rule=eps["undetected_rule"], delta_trunc=eps["delta_trunc"],
+        claims=[f"eps_{c}" for c in setting.claims], noise_multiplier=z, delta=args.delta, sigma=sigma,
+        q_u=args.q_u, q_e=setting.q_e, q_s=setting.q_s, m_max=setting.m_max, k_cap=args.k_cap, rounds=args.rounds,
+        beta=args.beta, w_max=args.w_max, num_users=args.num_users, target_epsilon=args.target_epsilon,
+        target_holders=args.target_holders,
+        sensitivities={k: _finite_or_none(v * unit) for k, v in (("s_u", sens.s_u), ("s_e", sens.s_e),
+                                                                 ("s_s", sens.s_s))},
+        holders=[{"k": k, "epsilon": _finite_or_none(h.epsilon), "bound": h.bound,
+                  "bounds": {b: _finite_or_none(v) for b, v in h.bounds.items()},
+                  "detected": None if d is None else _finite_or_none(d.epsilon),
+                  "lower": _finite_or_none(lower[k]) if k in lower else None,
+                  "missed": args.missed, "mixed": None if x is None else _finite_or_none(x.epsilon),
+                  "mixed_bound": None if x is None else x.bound} for k, h, d, x in per_k],
+    )  # fmt: skip
+    print(json.dumps(out, sort_keys=False, allow_nan=False))
+
+
+def _print_text(args: argparse.Namespace, setting: _Setting, z: float, sigma: float, mech: Mechanism, eps: dict,
+                values: dict, per_k: list[tuple], lower: dict[int, float], seconds: float) -> None:
+    user_level, claims, sens, unit = setting.user_level, setting.claims, mech.sensitivities, args.w_max * args.beta
     cap = "off" if args.k_cap is None else str(args.k_cap)
-    rates = "" if user_level else f"q_e={q_e}, q_s={q_s}, m_max={m_max}, k_cap={cap}, "
-    print(f"{spec.name} accounting: T={args.rounds} rounds, N={args.num_users}, q_u={args.q_u}, {rates}"
+    rates = "" if user_level else f"q_e={setting.q_e}, q_s={setting.q_s}, m_max={setting.m_max}, k_cap={cap}, "
+    print(f"{setting.spec.name} accounting: T={args.rounds} rounds, N={args.num_users}, q_u={args.q_u}, {rates}"
           f"delta={args.delta:g} (truncation charge {eps['delta_trunc']:.3g})")  # fmt: skip
     how = (f"calibrated to {' and '.join(f'eps_{c}' for c in claims)} <= {args.target_epsilon:g}"
            + (f" and {args.target_holders} holders" if args.target_holders is not None else "")
            if args.target_epsilon is not None else "given")
     total = sens.s_u if user_level else sens.s_u + sens.s_e
-    print(f"noise multiplier z = {z:.6g} ({how}); sigma = {record.sigma:.6g} "
+    print(f"noise multiplier z = {z:.6g} ({how}); sigma = {sigma:.6g} "
           f"({'s_u' if user_level else 's_u + s_e'} = {total * unit:g})")  # fmt: skip
     width = max(len(v) for v in LABELS.values())
     print(f"  {'':{width}}  {'epsilon':>12}")
-    for k in keys:
+    for k, v in values.items():
         bound = f", bound: {eps['undetected_rule']}" if k == "eps_undetected" else ""
-        print(f"  {LABELS[k]:{width}}  {values[k]:12.6g}   ({k}{bound})")
+        print(f"  {LABELS[k]:{width}}  {v:12.6g}   ({k}{bound})")
     if per_k:
         print("one user AND one entity held by K other users (docs/proofs.md section 11):")
         head = "any entity" if user_level else "undetected"
@@ -226,4 +276,3 @@ def run(args: argparse.Namespace) -> int:
                   + ("" if x is None else f"  {x.epsilon:10.6g}  {x.bound:<15}")
                   + (f"  {lower[k]:11.6g}" if lower else ""))
     print(f"(computed in {seconds:.2f} s)")
-    return 0

@@ -26,12 +26,11 @@ import html
 import io
 import os
 import re
-from pathlib import Path
 
 from uedp.checks import integer
 from uedp.data.corpus import Corpus, CorpusBuilder
 from uedp.data.loaders import LOADERS, DatasetFacts
-from uedp.data.text import check_max_users, hub_dataset, read_text, sample_stratified, split_sentences
+from uedp.data.text import check_max_users, hub_dataset, read_sources, sample_stratified, split_sentences
 from uedp.errors import CorpusError
 
 LABEL_NAMES = ["World", "Sports", "Business", "Sci/Tech"]
@@ -83,22 +82,6 @@ def parse_csv(text: str, *, source: str) -> list[Article]:
     return articles
 
 
-def _local_sources(path: Path) -> list[tuple[str | None, Path]]:
-    if not path.exists():
-        raise CorpusError(f"{path}: no such file or directory")
-    names = {n: split for split, files in SPLIT_FILES.items() for n in files}
-    if path.is_file():
-        return [(names.get(path.name.lower()), path)]
-    found = []
-    for split, files in SPLIT_FILES.items():
-        match = next((path / n for n in files if (path / n).is_file()), None)
-        if match is not None:
-            found.append((split, match))
-    if not found:
-        raise CorpusError(f"{path}: no AG News file found in this directory (expected train.csv, test.csv)")
-    return found
-
-
 def _hub_sources() -> list[tuple[str, list[Article]]]:
     hint = "pass path=DIR holding the AG News files train.csv and test.csv (rows: class,title,description)"
     data = hub_dataset("ag_news", loader="ag_news", local_hint=hint)
@@ -110,23 +93,15 @@ def _hub_sources() -> list[tuple[str, list[Article]]]:
 
 
 @LOADERS.register("ag_news", facts=DatasetFacts(gold_by_construction=False, public_corpus="bbc_news"))
-def load_ag_news(
-    *,
-    path: str | os.PathLike[str] | None = None,
-    articles_per_user: int = 10,
-    max_users: int | None = None,
-    seed: int = 0,
-    split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
-) -> Corpus:
+def load_ag_news(*, path: str | os.PathLike[str] | None = None, articles_per_user: int = 10,
+                 max_users: int | None = None, seed: int = 0,
+                 split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> Corpus:
     """AG News articles grouped into users; label = topic."""
     articles_per_user = integer("ag_news: articles_per_user", articles_per_user, minimum=1)
     check_max_users("ag_news", max_users)
-    if path is None:
-        sources = _hub_sources()
-        source = "ag_news (hub)"
-    else:
-        source = str(path)
-        sources = [(split, parse_csv(read_text(p), source=str(p))) for split, p in _local_sources(Path(path))]
+    source, sources = read_sources(
+        path, SPLIT_FILES, parse_csv, hub=_hub_sources, hub_source="ag_news (hub)",
+        none_found="no AG News file found in this directory (expected train.csv, test.csv)")
     groups: dict[str, list[tuple[str | None, str, list[Article]]]] = {}
     n = articles_per_user
     for split, articles in sources:

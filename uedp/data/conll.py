@@ -27,12 +27,11 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from uedp.categories import LABEL_MAP
 from uedp.data.corpus import Corpus, CorpusBuilder, GoldSpan
 from uedp.data.loaders import LOADERS, DatasetFacts
-from uedp.data.text import check_max_users, hub_dataset, read_text, sample_stratified, text_lines
+from uedp.data.text import check_max_users, hub_dataset, read_sources, sample_stratified, text_lines
 from uedp.errors import CorpusError
 
 SPLIT_FILES = {
@@ -121,27 +120,6 @@ def sentence_with_gold(tokens: list[str], tags: list[str]) -> tuple[str, list[Go
     return " ".join(tokens), [GoldSpan(s, e, LABEL_MAP[k]) for k, s, e in entities]
 
 
-def split_of(path: Path) -> str | None:
-    names = {n: split for split, files in SPLIT_FILES.items() for n in files}
-    return names.get(path.name.lower())
-
-
-def _local_sources(path: Path) -> list[tuple[str | None, Path]]:
-    if not path.exists():
-        raise CorpusError(f"{path}: no such file or directory")
-    if path.is_file():
-        return [(split_of(path), path)]
-    found = []
-    for split, names in SPLIT_FILES.items():
-        match = next((path / n for n in names if (path / n).is_file()), None)
-        if match is not None:
-            found.append((split, match))
-    if not found:
-        expected = "; ".join(f"{s}: {' or '.join(n)}" for s, n in SPLIT_FILES.items())
-        raise CorpusError(f"{path}: no CoNLL file found in this directory (expected {expected})")
-    return found
-
-
 def _hub_sources() -> list[tuple[str, list[Document]]]:
     hint = "pass path=DIR holding the CoNLL-2003 files train.txt, valid.txt and test.txt"
     data = hub_dataset("conll2003", loader="conll2003", local_hint=hint)
@@ -176,13 +154,10 @@ def load_conll2003(
 ) -> Corpus:
     """CoNLL-2003 documents as users, with gold PERSON/LOC/ORG/MISC spans."""
     check_max_users("conll2003", max_users)
-    if path is None:
-        sources = _hub_sources()
-        source = "conll2003 (hub)"
-    else:
-        source = str(path)
-        files = _local_sources(Path(path))
-        sources = [(split, parse_conll(read_text(p), source=str(p))) for split, p in files]
+    expected = "; ".join(f"{s}: {' or '.join(n)}" for s, n in SPLIT_FILES.items())
+    source, sources = read_sources(
+        path, SPLIT_FILES, parse_conll, hub=_hub_sources, hub_source="conll2003 (hub)",
+        none_found=f"no CoNLL file found in this directory (expected {expected})")
     groups: dict[str, list[tuple[str | None, str, Document]]] = {}
     for split, docs in sources:
         prefix = split or "all"

@@ -414,9 +414,12 @@ def _sentence(parsed: list[tuple[str, str | None]], persona: _Persona, draws: _D
     return "".join(pieces), gold
 
 
-# spans exact by construction; the tokenizer learns from the same generator at its public seed (other personas)
-@LOADERS.register("synthetic", facts=DatasetFacts(gold_by_construction=True, public_corpus="synthetic",
-                                                  public_generator="synthetic"))
+# spans exact by construction; the tokenizer learns from the same generator at its public seed (other personas).
+# Also the facts of a corpus built on this one (uedp.audit.canaries).
+SYNTHETIC_FACTS = DatasetFacts(gold_by_construction=True, public_corpus="synthetic", public_generator="synthetic")
+
+
+@LOADERS.register("synthetic", facts=SYNTHETIC_FACTS)
 def load_synthetic(
     *,
     num_users: int = 200,

@@ -5,7 +5,9 @@ Reading. `read_text(path)` returns a file's text decoded as strict UTF-8 (a lead
 raises `CorpusError` naming the file when it is missing, is a directory, is not a regular file (a FIFO or a
 device, which could block or never end), has a name no file system holds (a NUL byte) or cannot be read,
 and naming the 1-based line of the first byte that is not UTF-8. `text_lines` splits on "\\n" only (so
-line numbers agree with that byte count and with editors) and drops a trailing "\\r".
+line numbers agree with that byte count and with editors) and drops a trailing "\\r". `read_sources(path,
+split_files, parse, ...)` reads and parses a loader's source files by split (a file alone, or each split's file
+in a directory), or takes its data from the hub when there is no path.
 
 Sentence splitting. `split_sentences(text)` is a light rule-based splitter (no model): blank lines, and
 new lines that start a list item ("- ", "* ", "• ": the marker is dropped), are hard boundaries; inside
@@ -32,6 +34,7 @@ import importlib.util
 import os
 import re
 import stat
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -74,6 +77,39 @@ def read_text(path: str | os.PathLike[str]) -> str:
             f"{p} line {line}: not valid UTF-8 (byte 0x{data[start]:02x} at offset {start}); "
             "convert the file to UTF-8"
         ) from None
+
+
+def read_sources(
+    path: str | os.PathLike[str] | None,
+    split_files: Mapping[str, Sequence[str]],
+    parse: Callable[..., T],
+    *,
+    none_found: str,
+    hub: Callable[[], list[tuple[str, T]]],
+    hub_source: str,
+) -> tuple[str, list[tuple[str | None, T]]]:
+    """A loader's source (its description) and its parsed files, each with its split. `path` None: `hub_source`
+    and `hub()`. Else `str(path)` and each file found there parsed as `parse(read_text(file), source=str(file))`:
+    `path` a file, that one, with the split its name (case-insensitive) has in `split_files` (split -> file
+    names), or None; `path` a directory, for each split the first of its names that is a file there, and
+    `CorpusError(f"{path}: {none_found}")` when there is none. `CorpusError` too when `path` does not exist."""
+    if path is None:
+        return hub_source, hub()
+    root = Path(path)
+    if not root.exists():
+        raise CorpusError(f"{root}: no such file or directory")
+    if root.is_file():
+        names = {n: split for split, files in split_files.items() for n in files}
+        found: list[tuple[str | None, Path]] = [(names.get(root.name.lower()), root)]
+    else:
+        found = []
+        for split, files in split_files.items():
+            match = next((root / n for n in files if (root / n).is_file()), None)
+            if match is not None:
+                found.append((split, match))
+        if not found:
+            raise CorpusError(f"{root}: {none_found}")
+    return str(path), [(split, parse(read_text(p), source=str(p))) for split, p in found]
 
 
 def text_lines(text: str) -> list[str]:

@@ -103,16 +103,9 @@ def resolve_detector(corpus: Corpus, detector: str | None = None) -> str:
     return EntityConfig(detector=EntityConfig().detector if detector is None else detector).detector_for(corpus.name)
 
 
-def annotate(
-    corpus: Corpus,
-    detector: str | None = None,
-    *,
-    model: str | None = None,
-    n_process: int | None = None,
-    batch_size: int | None = None,
-    cache: bool = True,
-    cache_dir: str | os.PathLike[str] | None = None,
-) -> pa.Table:
+def annotate(corpus: Corpus, detector: str | None = None, *, model: str | None = None, n_process: int | None = None,
+             batch_size: int | None = None, cache: bool = True,
+             cache_dir: str | os.PathLike[str] | None = None) -> pa.Table:
     """The annotation table of `corpus` by `detector`, from the cache when there (and written there when
     not, if `cache`). `model`, `n_process`, `batch_size` are options of the spaCy detectors; None means
     the detector's default (spaCy: first installed of DEFAULT_MODELS, 1 process, batches of 256). `detector`
@@ -123,15 +116,9 @@ def annotate(
     return _cached(corpus, det, cache_dir)[1]
 
 
-def annotate_cached(
-    corpus: Corpus,
-    detector: str | None = None,
-    *,
-    model: str | None = None,
-    n_process: int | None = None,
-    batch_size: int | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-) -> tuple[Path, pa.Table]:
+def annotate_cached(corpus: Corpus, detector: str | None = None, *, model: str | None = None,
+                    n_process: int | None = None, batch_size: int | None = None,
+                    cache_dir: str | os.PathLike[str] | None = None) -> tuple[Path, pa.Table]:
     """Like `annotate` with the cache on, but returns the cache file (for clients to read their rows) and
     the table."""
     return _cached(corpus, _detector(resolve_detector(corpus, detector), model, n_process, batch_size), cache_dir)

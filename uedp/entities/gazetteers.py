@@ -66,7 +66,9 @@ def _unaccented(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
+@functools.cache
 def _read_list(name: str) -> frozenset[str]:
+    """The lookup keys of the list file uedp/entities/data/<name> (blank lines and `#` comments skipped)."""
     lines = (_DATA / name).read_text(encoding="utf-8").splitlines()
     return frozenset(k for k in (_key(x) for x in lines if x.strip() and not x.startswith("#")) if k)
 
@@ -121,29 +123,12 @@ def places() -> frozenset[str]:
     return frozenset(k for k in map(_key, names) if k)
 
 
-@functools.cache
-def organizations() -> frozenset[str]:
-    return _read_list("organizations.txt")
-
-
-@functools.cache
-def locations() -> frozenset[str]:
-    return _read_list("locations.txt")
-
-
-@functools.cache
-def groups() -> frozenset[str]:
-    return _read_list("norp.txt")
-
-
-@functools.cache
-def misc_names() -> frozenset[str]:
-    return _read_list("misc.txt")
-
-
-@functools.cache
-def languages() -> frozenset[str]:
-    return _read_list("languages.txt")
+# the lists of uedp/entities/data, each read once
+organizations = functools.partial(_read_list, "organizations.txt")
+locations = functools.partial(_read_list, "locations.txt")
+groups = functools.partial(_read_list, "norp.txt")  # NORP
+misc_names = functools.partial(_read_list, "misc.txt")
+languages = functools.partial(_read_list, "languages.txt")
 
 
 def _bbc_texts() -> Iterable[str]:

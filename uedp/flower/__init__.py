@@ -15,7 +15,8 @@ Node (uedp.flower.mod, uedp.flower.selection; uedp.entities.plain for plain stri
     ins = RoundInstructions.of(msg)
     rows, weights = select_rows(ins, owner=..., entities=keys, sids=stable_sids(texts, keys))
 
-The parts: places (which node stands in each public place), plan (one round's pure plan), release (one
+The parts: the wrapper's options, preflight, round schedule and report (options, preflight, schedule,
+report), places (which node stands in each public place), plan (one round's pure plan), release (one
 round's noisy mean), optimizer (the wrapped strategy as server optimizer), store (the run's files: ledger,
 checkpoint, operator log) with checkpoint and resume (fail-closed), mod, selection; the accountant is
 uedp.privacy.accountant's. `__all__` holds the names docs/flower-component.md documents, re-exported lazily,

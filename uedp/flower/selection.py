@@ -17,7 +17,7 @@ noiseless baselines) uses every sentence with weight 1.
 `sids` are the sentences' ids in the extended entities' identities, and must not depend on which other
 sentences exist: `stable_sids(texts, entities)` (defined in uedp.privacy.selection, re-exported here) gives
 them from each sentence alone (its text, its entity set, and how many earlier sentences of the owner have
-both the same), and is what the project's corpus mode, its owners mode (uedp.pipeline.UserData.stable_ids)
+both the same), and is what the project's corpus mode, its owners mode (uedp.prepare.users.UserData.stable_ids)
 and a component's node all pass. A keyed mechanism refuses a call without them: row numbers 0..n-1 would
 depend on every earlier sentence (removing one renumbers the rest, and a colluding node that reveals the
 round key sees it in the coins). Other mechanisms use every sentence and need no ids.

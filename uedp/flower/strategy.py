@@ -15,7 +15,7 @@ accountant=...)`), with the client mod uedp.flower.mod on the ClientApp, but the
 SERVER OPTIMIZER only (uedp.flower.optimizer: FedAvg applies the released update, FedAdam / FedYogi /
 FedAdagrad / FedAvgM step with it). Everything else is UeDP's (docs/mechanism.md, proved in docs/proofs.md):
 
-start (before any budget is spent), `preflight`:
+start (before any budget is spent), `preflight` (uedp.flower.preflight):
   places: an int N (SortedNodes) is refused on a deployment's grid (uedp.flower.places); on a simulation's
     grid the wrapper waits for the nodes to register and refuses more places than nodes;
   client mod: on a deployment's grid the app bundle's ClientApp must mount `uedp_mod`, read from the bundle
@@ -24,8 +24,8 @@ start (before any budget is spent), `preflight`:
     refuse the run, naming `uedp_mod`; silence (and the SuperLink's error reply for a node) decides nothing;
   round_period > 0: the period must exceed the timeout, the grid's margin and 1.25 times the server's
     worst-case work and `evaluate_fn` (measured before round 1), or the run is refused. Each round then waits
-    for its replies until its public deadline and releases at a public time (`_ScheduledGrid`,
-    `_hold_release`).
+    for its replies until its public deadline and releases at a public time (uedp.flower.schedule:
+    `ScheduledGrid`, `RoundSchedule.hold_release`).
 configure_train (round t):
   budget: before a round that would take a claimed epsilon past the target, raise Flower's
     `PrivacyBudgetExhausted` (nothing of that round is sampled, sent or charged);
@@ -64,47 +64,35 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
-import random
-import secrets
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
-from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from uedp.config import ClientTrainConfig, PrivacyConfig
 from uedp.errors import ConfigError
-from uedp.flower.bundle import bundle_client_app, in_bundle, mounts_uedp_mod
 from uedp.flower.optimizer import ServerOptimizer
-from uedp.flower.places import IN_PROCESS, SIMULATION, Places, SortedNodes, grid_kind
-from uedp.flower.plan import MechanismSettings, RoundPlan, plan_round
+from uedp.flower.options import Seams, check_options, mechanism_settings, place_count, place_map, round_rng
+from uedp.flower.places import Places, grid_kind
+from uedp.flower.plan import plan_round
+from uedp.flower.preflight import PROBE_TIMEOUT, MissingClientMod, run_preflight
 from uedp.flower.release import release
+from uedp.flower.report import RoundMessages, RoundReport, UeDPReport
 from uedp.flower.resume import ResumeError
+from uedp.flower.schedule import RoundSchedule, ScheduledGrid
 from uedp.flower.store import RunStore
 from uedp.privacy.accountant import ClaimedPrivacySpent, UeDPAccountant, refuse_foreign_accountant
-from uedp.privacy.aggregation import Aggregator, aggregate
-from uedp.privacy.aggregation import denominator as public_denominator
-from uedp.privacy.cohort import Cohort
 from uedp.privacy.ledger import RoundRecord
 from uedp.privacy.mechanisms import MechanismSpec
 from uedp.privacy.noise import FIXED_SEED_WARNING, NoiseSource, noise_source
 from uedp.privacy.replies import decode_update, stamp
-from uedp.protocol import (
-    CONFIG_RECORD,
-    INSTRUCTIONS_RECORD,
-    RoundInstructions,
-    has_probe_marker,
-    is_probe,
-    probe_content,
-    reply_content,
-)
+from uedp.protocol import CONFIG_RECORD, INSTRUCTIONS_RECORD, reply_content
 
 try:  # Flower >= 1.35: the exception its own DP wrappers raise, which its ServerApp reports as unmet precondition
     from flwr.serverapp.exception import PrivacyBudgetExhausted
@@ -116,122 +104,10 @@ except ImportError:  # pragma: no cover - not within the supported range (flwr >
 # output, which `flwr run` streams. Only public things are logged here (module docstring).
 log = logging.getLogger("flwr.uedp")
 
-REGISTRATION_WAIT = 60.0  # seconds a simulation's nodes get to register before too few is an error
-REGISTRATION_SETTLED = 2.0  # ... and how long an unchanged, non-zero node count counts as settled
-PROBE_TIMEOUT = 600.0  # the probe's time-out when configure_train is driven without `start` (no timeout known)
-SCHEDULE_MARGIN = 1.25  # round_period must exceed the timeout plus this many times the measured server work
-GRID_POLL_MARGIN = 3.0  # ... plus this: how late a grid may return after its time-out (HttpGrid: 3 s polls)
-SIMULATION_POLL_MARGIN = 0.2  # ... on a simulation's or in-process grid (Flower's InMemoryGrid: 0.1 s polls)
-SCHEDULED_POLL = 0.1  # a scheduled round pulls its replies this often, until its deadline
-# The SuperLink's own error replies (a node or message unavailable): silence to the probe, not an answer
-SUPERLINK_ERRORS = (ErrorCode.MESSAGE_UNAVAILABLE, ErrorCode.REPLY_MESSAGE_UNAVAILABLE, ErrorCode.NODE_UNAVAILABLE)
 FIXED_SEED_LABEL = f"{FIXED_SEED_WARNING} (privacy.seed >= 0: keys, cohorts and noise from the seed)"
-
-
-class MissingClientMod(ConfigError):
-    """The ClientApp answered the probe without UeDP's client mod (`uedp_mod`)."""
-
-
-@dataclass(frozen=True)
-class Seams:
-    """Parts that tests and the crafted-update audit inject; real runs pass none. `noise`: the Gaussian noise
-    source (None: privacy.noise, or Philox from privacy.seed); `aggregator`: the re-check, sum and noise (the
-    audit's broken controls); `denominator`: a Z other than the public q_u N (the paper's data-derived Z:
-    outside the proof, the caller labels the run); `clock` / `sleep`: the round schedule's time."""
-
-    noise: NoiseSource | None = None
-    aggregator: Aggregator = aggregate
-    denominator: float | None = None
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
-
-
-@dataclass(frozen=True)
-class RoundReport:
-    """The last aggregated round: its number, the ledger's head hash after it, its wall time (configure_train
-    to the new global arrays) and whether it started after its scheduled time. Operator information."""
-
-    round: int
-    ledger_hash: str
-    seconds: float
-    late: bool = False
-
-
-@dataclass(frozen=True)
-class UeDPReport:
-    """The wrapper's state, read-only (`UserEntityDP.report`). `settings`: the mechanism's public parameters
-    (uedp.flower.plan.MechanismSettings), also read as the report's own attributes (`report.z`, `report.sigma`,
-    `report.q_u`, `report.m_max`, `report.noise`, ...); `denominator` is NaN for a noiseless mechanism, which
-    divides by its valid replies. Then the rounds planned, charged and left; `model_round` (the round after
-    which `arrays`, the last released global arrays, were released; 0: the start); `checkpoint_round` (a
-    resumed run's checkpoint); `late_rounds` (rounds that started after their scheduled time); `last_round`;
-    `not_private` (why the run is not private, if it is not: a fixed seed, places by node order, ...)."""
-
-    settings: MechanismSettings = field(repr=False)
-    claims: tuple[str, ...]
-    rounds_planned: int
-    rounds_charged: int
-    rounds_left: int
-    model_round: int
-    checkpoint_round: int
-    late_rounds: int
-    arrays: ArrayRecord | None = field(repr=False)
-    last_round: RoundReport | None
-    not_private: tuple[str, ...]
-
-    def __getattr__(self, name: str) -> Any:  # the mechanism's public parameters
-        if name.startswith("_") or name == "settings":
-            raise AttributeError(name)
-        return getattr(self.settings, name)
-
-    @property
-    def mechanism(self) -> str:
-        return self.settings.spec.name
-
-    @property
-    def rule(self) -> str:
-        return self.settings.spec.rule
-
-    @property
-    def denominator(self) -> float:
-        return self.settings.denominator if self.settings.spec.private else math.nan
-
-    @property
-    def private(self) -> bool:
-        return bool(self.claims) and not self.not_private
-
-
-@dataclass(frozen=True)
-class RoundMessages:
-    """What configure_train returns: the round's plan (uedp.flower.plan: its ledger record, cohort and
-    instructions) and one Message per assigned node; iterating yields the messages (Flower's configure_train
-    returns an Iterable of Messages). Its repr shows only the public record."""
-
-    plan: RoundPlan
-    messages: tuple[Message, ...] = field(repr=False)
-
-    @property
-    def round(self) -> int:
-        return self.plan.round
-
-    @property
-    def record(self) -> RoundRecord:
-        return self.plan.record
-
-    @property
-    def cohort(self) -> Cohort:
-        return self.plan.cohort
-
-    @property
-    def instructions(self) -> tuple[RoundInstructions, ...]:
-        """What each message carries, decoded from it (not a second copy of the round key)."""
-        return tuple(RoundInstructions.from_record(m.content[INSTRUCTIONS_RECORD]) for m in self.messages)
-
-    def __iter__(self) -> Iterator[Message]:
-        return iter(self.messages)
-
-    def __len__(self) -> int:
-        return len(self.messages)
+# Imported from here too (tests, the project's server): the wrapper's options, errors and what it returns
+__all__ = ["FIXED_SEED_LABEL", "MissingClientMod", "PrivacyBudgetExhausted", "RoundMessages", "RoundReport", "Seams",
+           "UeDPReport", "UserEntityDP"]
 
 
 @dataclass
@@ -243,37 +119,6 @@ class _Pending:
     late: bool
     connected: int
     ignored: int
-
-
-def _size(places: int | Places) -> int:
-    """N, of an int or a place map."""
-    return places if isinstance(places, int) else places.size
-
-
-def _rng(seed: int) -> random.Random:
-    return random.Random(seed) if seed >= 0 else secrets.SystemRandom()
-
-
-def _settings(acc: UeDPAccountant, places: int, noise: NoiseSource, denominator: float | None, *,
-              seeded: bool) -> MechanismSettings:
-    """The run's mechanism, every public parameter resolved (uedp.flower.plan), from its accountant: Z is the
-    public q_u N unless a seam gives another (the paper's data-derived Z, labelled by the caller)."""
-    spec, privacy = acc.spec, acc.privacy
-    q_e, q_s = spec.rates(privacy)
-    if not spec.private:
-        z_denominator = 1.0
-    elif denominator is not None:
-        z_denominator = float(denominator)
-    else:
-        z_denominator = public_denominator(spec.rule, q_u=privacy.q_u, num_users=places)
-    settings = MechanismSettings(
-        spec=spec, places=places, q_u=privacy.q_u, q_e=q_e, q_s=q_s, m_max=spec.m_max(privacy),
-        k_cap=spec.k_cap(privacy), m_max_sent=privacy.m_max, beta=privacy.beta, w_max=privacy.w_max,
-        gamma=spec.gamma(privacy), z=acc.noise_multiplier, denominator=z_denominator,
-        noise=getattr(noise, "mode", "unrecorded") if spec.private else "none", seeded=seeded,
-    )
-    settings.record(0)  # every option of the mechanism checked before anything runs (round 0: none)
-    return settings
 
 
 class UserEntityDP(Strategy):
@@ -300,42 +145,27 @@ class UserEntityDP(Strategy):
         super().__init__()
         acc = refuse_foreign_accountant(accountant)
         spec = acc.spec
-        self._places: Places = SortedNodes(places) if isinstance(places, int) and not isinstance(places, bool) \
-            else places
-        if not callable(getattr(self._places, "assign", None)):
-            raise ConfigError(f"places must be an int N or a place map (KeyedPlaces), got {places!r}")
-        if self._places.size != acc.num_users:
-            raise ConfigError(f"places has {self._places.size} places, the accountant's num_users is "
-                              f"{acc.num_users}: they must agree (N is public)")
-        if isinstance(round_period, bool) or not (isinstance(round_period, int | float) and round_period >= 0
-                                                  and math.isfinite(round_period)):
-            raise ConfigError(f"round_period must be a number of seconds >= 0, got {round_period!r}")
-        if store is not None and not isinstance(store, RunStore):
-            raise TypeError(f"store must be a uedp.flower.RunStore, got {type(store).__name__}")
-        if spec.private and store is None:
-            raise ConfigError("store: a private run writes its privacy ledger there before each round's model is "
-                              "released (RunStore(out_dir))")
+        self._places: Places = place_map(places, num_users=acc.num_users)
+        check_options(round_period=round_period, store=store, private=spec.private)
         self._accountant = acc
         self._spec: MechanismSpec = spec
         self._optimizer = ServerOptimizer.of(strategy)
         self._inner = strategy
         self._store = store
-        self._round_period = float(round_period)
         self._records = {k: v if isinstance(v, ConfigRecord) else ConfigRecord(dict(v))
                          for k, v in (records or {}).items()}
         seams = seams or Seams()
-        self._seams = seams
+        self._schedule = RoundSchedule(float(round_period), clock=seams.clock, sleep=seams.sleep)
         privacy = acc.privacy
-        seeded = privacy.seed >= 0
-        self._noise: NoiseSource = seams.noise or noise_source(seed=privacy.seed if seeded else None,
-                                                               choice=privacy.noise)
+        seeded = privacy.seed is not None
+        self._noise: NoiseSource = seams.noise or noise_source(seed=privacy.seed, choice=privacy.noise)
         self._aggregator = seams.aggregator
-        self._rng = _rng(privacy.seed)
+        self._rng = round_rng(privacy.seed)
         labels = [FIXED_SEED_LABEL if seeded else None, getattr(self._places, "not_private", None)]
         self._not_private = tuple(x for x in labels if x)
         if seeded:
             log.warning("%s; this run is for reproduction only", FIXED_SEED_LABEL)
-        self._settings = _settings(acc, self._places.size, self._noise, seams.denominator, seeded=seeded)
+        self._settings = mechanism_settings(acc, self._places.size, self._noise, seams.denominator, seeded=seeded)
         self._offset = 0
         self._start_arrays: ArrayRecord | None = None
         self._checkpoint_round = 0
@@ -348,13 +178,7 @@ class UserEntityDP(Strategy):
         self._pending: dict[int, _Pending] = {}
         self._template: list[np.ndarray] | None = None
         self._late = 0
-        self._schedule_start: float | None = None
-        self._timeout: float | None = None
         self._ready = False  # preflight done (places, nodes, probe)
-        self._eval_seconds = 0.0  # evaluate_fn at round 0 (start), for the schedule's check
-        self._schedule_checked = False
-        self._scheduled_round = 0  # the round whose replies the scheduled grid waits for (its deadline)
-        self._release_slack = 0.0  # a scheduled round's release: its deadline plus this (_check_schedule)
         self._grid_kind = ""  # the preflight's grid_kind
 
     def _resume(self, store: RunStore) -> None:
@@ -394,7 +218,7 @@ class UserEntityDP(Strategy):
         from uedp.privacy.mechanisms import get
 
         spec = get(mechanism)
-        size = _size(places)
+        size = place_count(places)
         if spec.private and privacy.target_epsilon <= 0:
             raise ConfigError("make_private_with_epsilon needs privacy.target_epsilon > 0 (with 0, pass an "
                               "accountant of your noise multiplier to UserEntityDP)")
@@ -437,7 +261,7 @@ class UserEntityDP(Strategy):
             return cls.make_private_with_epsilon(strategy, places=places, num_rounds=num_rounds, privacy=privacy,
                                                  mechanism=mechanism, store=store, **options)
         z = privacy.noise_multiplier if noise_multiplier is None else noise_multiplier
-        accountant = UeDPAccountant(mechanism, privacy, num_users=_size(places), rounds=num_rounds,
+        accountant = UeDPAccountant(mechanism, privacy, num_users=place_count(places), rounds=num_rounds,
                                     noise_multiplier=z if private else 0.0)
         return cls(strategy, places=places, accountant=accountant, store=store, **options)
 
@@ -481,142 +305,26 @@ class UserEntityDP(Strategy):
         round 0 (for the round schedule's check)."""
         if self._arrays is None:
             self._arrays = initial_arrays
-        self._timeout = float(timeout)
-        self._begin_schedule()
-        if self._round_period > 0:  # each round's replies to a public deadline, and its end held to it
-            grid = _ScheduledGrid(grid, self)
+        schedule = self._schedule
+        schedule.timeout = float(timeout)
+        schedule.begin()
+        if schedule.period > 0:  # each round's replies to a public deadline, and its end held to it
+            grid = ScheduledGrid(grid, schedule)
         self.preflight(grid, timeout=timeout)
-        timed = evaluate_fn
-        if evaluate_fn is not None and self._round_period > 0:
-            def timed(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
-                t0 = self._seams.clock()
-                try:
-                    return evaluate_fn(server_round, arrays)
-                finally:
-                    self._eval_seconds = max(self._eval_seconds, self._seams.clock() - t0)
-        return super().start(grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, timed)
+        return super().start(grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config,
+                             schedule.timed(evaluate_fn))
 
     def preflight(self, grid: Grid, *, timeout: float = PROBE_TIMEOUT) -> None:
-        """Before any budget is spent (module docstring): the place map against the grid, a simulation's nodes,
-        and the client mod: read from the app bundle on a deployment's grid (`_check_bundle`), asked of the
-        nodes by the probe on a simulation's (`_probe`). Done once (`start` calls it; a loop of your own may,
-        or configure_train does at its first round)."""
+        """Before any budget is spent (uedp.flower.preflight): the place map against the grid, a simulation's
+        nodes, and the client mod: read from the app bundle on a deployment's grid, asked of the nodes by the
+        probe on a simulation's. Done once (`start` calls it; a loop of your own may, or configure_train does at
+        its first round)."""
         if self._ready:
             return
         kind = self._grid_kind = grid_kind(grid)
-        assignment = self._places.assign(grid)  # SortedNodes refuses a deployment's grid here
-        if kind == SIMULATION:  # Flower's simulation: its nodes register after the ServerApp starts
-            assignment = self._wait_for_simulated_nodes(grid, assignment.connected)
-        if kind in (SIMULATION, IN_PROCESS) and isinstance(self._places, SortedNodes) and \
-                assignment.connected < self._places.size:
-            n = self._places.size
-            raise ConfigError(
-                f"places={n} but this simulation has {assignment.connected} node(s): more places than nodes would "
-                f"leave places empty in every round and divide each step by a denominator Z for {n} places. Start "
-                f"the simulation with {n} nodes (num-supernodes = {n}), or set places to the number of nodes")
-        if kind in (SIMULATION, IN_PROCESS):
-            self._probe(grid, [n for n in assignment.nodes if n is not None], timeout)
-        else:
-            self._check_bundle()
+        run_preflight(grid, self._places, kind=kind, timeout=timeout, clock=self._schedule.clock,
+                      sleep=self._schedule.sleep)
         self._ready = True
-
-    def _check_bundle(self) -> None:
-        """A deployment's nodes run the app bundle `flwr run` submitted, which the ServerApp runs from too: its
-        ClientApp must mount UeDP's client mod (uedp.flower.bundle). Read from the bundle, the answer is the
-        same whoever is connected (asking the nodes would make it depend on who answers)."""
-        found = bundle_client_app()
-        if found is None:
-            raise ConfigError(
-                "cannot find the app bundle's ClientApp to check that it mounts uedp_mod: no directory on sys.path "
-                "has a pyproject.toml with [tool.flwr.app.components] clientapp (flwr-serverapp puts the submitted "
-                "app's directory there). Run the ServerApp with `flwr run` from the app's directory")
-        if not in_bundle(found):
-            raise ConfigError(f"{found.pyproject}: the ClientApp it names ({found.reference}) is imported from outside "
-                              "the app bundle, so it says nothing of what the nodes run: keep its module in the app")
-        if not mounts_uedp_mod(found.app):
-            raise MissingClientMod(
-                f"the app bundle's ClientApp ({found.reference}, {found.pyproject}) does not mount UeDP's client "
-                "mod: build it as ClientApp(mods=[uedp_mod]) (from uedp.flower import uedp_mod), so that every "
-                "update is clipped as a whole and nothing else leaves a node; without it every reply would be "
-                "refused and the budget spent on noise. Nothing was sampled, sent or charged")
-        log.info("client mod: %s mounts uedp_mod", found.reference)
-
-    def _wait_for_simulated_nodes(self, grid: Grid, connected: int) -> Any:
-        """Flower's simulation: its nodes register after the ServerApp starts. Wait until every place has its
-        node, or until the count has settled (REGISTRATION_SETTLED) or REGISTRATION_WAIT passed (how many nodes
-        a simulation starts is the operator's choice, not an owner's). A keyed map that no simulated node
-        matches is an error (simulated nodes get random keys); places by node order with fewer nodes than
-        places are refused by the preflight."""
-        clock, sleep = self._seams.clock, self._seams.sleep
-        n = self._places.size
-        t0 = last_change = clock()
-        assignment = self._places.assign(grid)
-        seen = assignment.connected
-        while seen < n:
-            now = clock()
-            if (seen > 0 and now - last_change >= REGISTRATION_SETTLED) or now - t0 >= REGISTRATION_WAIT:
-                break
-            sleep(0.1)
-            assignment = self._places.assign(grid)
-            if assignment.connected != seen:
-                seen, last_change = assignment.connected, clock()
-        if seen == 0 and not isinstance(self._places, SortedNodes):
-            raise ConfigError(
-                f"none of this simulation's nodes stands in one of the {n} places: a simulation's nodes get random "
-                "keys, so a KeyedPlaces map (a deployment's) matches none of them; pass places=N (its number of "
-                "nodes)")
-        return assignment
-
-    def _probe(self, grid: Grid, nodes: list[int], timeout: float) -> None:
-        """A simulation's (the operator starts its nodes): send each node that stands in a place one probe and
-        read the client mod's marker from the answers. Every node runs the submitted app, so ONE marker shows
-        that the app has the mod; answers without any marker (the app's own reply, or its error replies: a
-        ClientApp without the mod fails on a message with no model) refuse the run. Silence decides nothing: no
-        answer, or the SuperLink's error reply for a node (unavailable), is no decision."""
-        if not nodes:
-            return
-        messages = [stamp(Message(probe_content(), dst_node_id=node, message_type="train", group_id="0"))
-                    for node in nodes]
-        replies = list(grid.send_and_receive(messages, timeout=timeout))
-        # the grid gave each message its own id when it pushed it (the same Message objects): read them now
-        sent = {m.metadata.message_id: m.metadata.dst_node_id for m in messages}
-
-        def answered(reply: Any) -> bool:  # an answer of the probed node itself (not the SuperLink's: silence)
-            meta = getattr(reply, "metadata", None)
-            node = sent.get(getattr(meta, "reply_to_message_id", None))
-            unavailable = reply.has_error() and getattr(reply.error, "code", None) in SUPERLINK_ERRORS
-            return node is not None and meta.src_node_id == node and not unavailable
-
-        answers = [r for r in replies if answered(r)]
-        if not answers or any(has_probe_marker(r) for r in answers):
-            return
-        raise MissingClientMod(
-            "the ClientApp answered the probe without UeDP's client mod: mount it, ClientApp(mods=[uedp_mod]) (from "
-            "uedp.flower import uedp_mod), so that every update is clipped as a whole and nothing else leaves a "
-            "node; without it every reply would be refused and the budget spent on noise. Nothing was sampled, "
-            "sent or charged")
-
-    def _begin_schedule(self) -> None:
-        if self._schedule_start is None:
-            self._schedule_start = self._seams.clock()
-
-    def _check_schedule(self, arrays: ArrayRecord, record: RoundRecord) -> None:
-        """round_period against the timeout, a grid's lateness after it (GRID_POLL_MARGIN) and the server's
-        work, measured on a worst-case synthetic round (`_measure_release`) and `evaluate_fn` at round 0."""
-        if self._round_period <= 0 or self._schedule_checked:
-            return
-        self._schedule_checked = True
-        work = self._measure_release(arrays, record)
-        poll = GRID_POLL_MARGIN if self._grid_kind not in (SIMULATION, IN_PROCESS) else SIMULATION_POLL_MARGIN
-        self._release_slack = poll + SCHEDULE_MARGIN * work
-        need = (self._timeout or 0.0) + poll + SCHEDULE_MARGIN * (work + self._eval_seconds)
-        if self._round_period <= need:
-            raise ConfigError(
-                f"round_period {self._round_period:g} s is too short: a round needs up to the timeout "
-                f"({self._timeout or 0:g} s) plus {poll:g} s (the grid's lateness after it) plus "
-                f"{SCHEDULE_MARGIN:g} x (a worst-case round's server work, {work:.2f} s, and evaluate_fn, "
-                f"{self._eval_seconds:.2f} s, measured now) = {need:.1f} s; with a shorter period some rounds "
-                "would start late, and when depends on who was sampled. Nothing was sampled, sent or charged")
 
     def _measure_release(self, arrays: ArrayRecord, record: RoundRecord) -> float:
         """Seconds of a worst-case round's server work: the budget check of round `record` (not charged), m_max
@@ -624,7 +332,7 @@ class UserEntityDP(Strategy):
         draws are untouched), applied to a copy of the server optimizer, and the ledger and a checkpoint written
         to temporary files beside the run's."""
         s = self._settings
-        clock = self._seams.clock
+        clock = self._schedule.clock
         template = [np.asarray(a.numpy()) for a in arrays.values()]
         update = [np.full(t.shape, 1.0, dtype=t.dtype) for t in template]
         cohort = s.m_max or s.places
@@ -649,22 +357,7 @@ class UserEntityDP(Strategy):
 
     def due(self, server_round: int) -> float:
         """When round `server_round` (of this process's `start`) is due to start: `start` + server_round periods."""
-        self._begin_schedule()
-        assert self._schedule_start is not None
-        return self._schedule_start + server_round * self._round_period
-
-    def _keep_schedule(self, server_round: int) -> bool:
-        """With round_period > 0, wait until round `server_round`'s public start: `start` plus server_round
-        periods (the period before round 1 holds the preflight). A round that is due already starts at once and
-        is counted late (its start then depends on the rounds before it), with no grace. Returns lateness."""
-        if self._round_period <= 0:
-            return False
-        due = self.due(server_round)
-        now = self._seams.clock()
-        if now > due:  # counted with the round (aggregate_train), or alone if the round never ends
-            return True
-        self._seams.sleep(due - now)
-        return False
+        return self._schedule.due(server_round)
 
     # -- Strategy API ---------------------------------------------------------------------------------------
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
@@ -672,12 +365,13 @@ class UserEntityDP(Strategy):
         rnd = self._offset + server_round
         if rnd in self._pending:
             raise RuntimeError(f"round {rnd} is configured already and not aggregated: a round is configured once")
-        self._begin_schedule()
-        self.preflight(grid, timeout=self._timeout or PROBE_TIMEOUT)
+        schedule = self._schedule
+        schedule.begin()
+        self.preflight(grid, timeout=schedule.timeout or PROBE_TIMEOUT)
         record = self._settings.record(rnd)
-        self._check_schedule(arrays, record)
-        late = self._keep_schedule(server_round)
-        self._scheduled_round = server_round
+        schedule.check(lambda: self._measure_release(arrays, record), self._grid_kind)
+        late = schedule.keep(server_round)
+        schedule.scheduled_round = server_round
         started = time.monotonic()
         check = self._accountant.check(record)
         if check is not None:
@@ -730,7 +424,7 @@ class UserEntityDP(Strategy):
         if self._store is not None and self._store.wants_checkpoint(rnd, self._accountant.rounds):
             self._store.save_checkpoint(rnd, {k: a.numpy() for k, a in new.items()}, self._optimizer.state_dict(),
                                         self._accountant)
-        late = self._hold_release(server_round) or pending.late
+        late = self._schedule.hold_release(server_round) or pending.late
         self._late += late
         if self._store is not None:
             self._store.operator_log({"round": rnd, **counts, "connected": pending.connected,
@@ -751,20 +445,6 @@ class UserEntityDP(Strategy):
             self._claimed = self._accountant.claimed()
         return dict(self._claimed)
 
-    def _hold_release(self, server_round: int) -> bool:
-        """A scheduled round (under `start`) returns its release at a public time: its deadline plus the grid's
-        lateness and 1.25 times the worst-case server work measured before round 1, so that when Flower prints
-        the round's MetricRecord (and anything after it) does not tell how many replies it had to decode and
-        sum. Returns whether the release was later than that (the round is then counted late)."""
-        if self._round_period <= 0 or self._timeout is None or not self._schedule_checked:
-            return False
-        release = self.due(server_round) + self._timeout + self._release_slack
-        now = self._seams.clock()
-        if now > release:
-            return True
-        self._seams.sleep(release - now)
-        return False
-
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> Iterable[Message]:
         return []  # never: the nodes' data is private (module docstring); evaluate centrally (evaluate_fn)
@@ -779,54 +459,3 @@ class UserEntityDP(Strategy):
                  "rounds=%d; server optimizer: %s%s", r.mechanism, r.rule, r.z, r.sigma, r.denominator, r.places,
                  r.q_u, r.q_e, r.q_s, r.m_max, r.k_cap, r.beta, r.rounds_planned, type(self._inner).__name__,
                  "; " + "; ".join(r.not_private).upper() if r.not_private else "")
-
-
-class _ScheduledGrid:
-    """The grid of a scheduled run (round_period > 0). A round's messages are pushed and its replies pulled every
-    SCHEDULED_POLL seconds until its public deadline, its due time plus `start`'s timeout (never longer for a
-    round that started late; a last pull at the deadline), through the grid's own `push_messages` /
-    `pull_messages` (a grid of one's own without them: its send_and_receive, to the deadline); then the round
-    waits for the deadline, however early the replies came, a round with no one sampled included. (Flower's
-    HttpGrid.send_and_receive would sleep 3 s between pulls and return up to 3 s after its time-out, later when
-    a sampled node had not answered: adversarial read #5.) The probe and Flower's evaluation step (the send
-    after a round's) pass through."""
-
-    def __init__(self, grid: Any, dp: UserEntityDP) -> None:
-        self.grid = grid  # (uedp.flower.places.grid_kind reads it)
-        self.dp = dp
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.grid, name)
-
-    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[Message]:
-        messages = list(messages)
-        dp = self.dp
-        if not dp._scheduled_round or any(is_probe(m) for m in messages):  # not a round's send (evaluation)
-            return list(self.grid.send_and_receive(messages, timeout=timeout))
-        rnd, dp._scheduled_round = dp._scheduled_round, 0  # a round's send, once, empty (no one sampled) or not
-        clock, sleep = dp._seams.clock, dp._seams.sleep
-        deadline = dp.due(rnd) + (dp._timeout or 0.0)
-        push, pull = getattr(self.grid, "push_messages", None), getattr(self.grid, "pull_messages", None)
-        if not messages:
-            replies: list[Message] = []
-        elif callable(push) and callable(pull):
-            replies = self._pull_until(deadline, push, pull, messages)
-        else:
-            replies = list(self.grid.send_and_receive(messages, timeout=max(0.0, deadline - clock())))
-        sleep(max(0.0, deadline - clock()))
-        return replies
-
-    def _pull_until(self, deadline: float, push: Callable[..., Any], pull: Callable[..., Any],
-                    messages: list[Message]) -> list[Message]:
-        clock, sleep = self.dp._seams.clock, self.dp._seams.sleep
-        pending = {i for i in push(messages) if i}
-        replies: list[Message] = []
-        while pending:
-            got = list(pull(list(pending)))
-            replies.extend(got)
-            pending -= {r.metadata.reply_to_message_id for r in got}
-            now = clock()
-            if not pending or now >= deadline:
-                break
-            sleep(min(SCHEDULED_POLL, deadline - now))
-        return replies

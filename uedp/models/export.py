@@ -11,10 +11,11 @@ the public `datasets` and `base_model` where known), the architecture, the priva
 mechanism, the epsilons and delta, whether the run is private, what is outside the guarantee, the base it started
 from) and a Python snippet that loads it (tests/test_release.py runs every snippet). The server writes it after
 summary.json and model.pt, so after the ledger (saved each round before its model exists): the release never
-comes before its privacy record. `release_options(cfg)` is what a server passes besides the model and summary.
+comes before its privacy record. uedp.pipeline.release_options(cfg) is what a server passes besides the model and
+summary.
 
 - Labels: a classifier's config.json maps its classes to the task's label names (`id2label`, `label2id`): the
-  corpus's label names in corpus mode, `task.labels` in owners mode (`release_labels`). peft saves no config
+  corpus's label names in corpus mode, `task.labels` in owners mode (`release_label_names`). peft saves no config
   for an adapter: its card's snippet gives the labels to the base it loads.
 - dtype: hf_model/ is saved in `model.release_dtype` (uedp.models.precision: the model option `dtype` when given,
   else the checkpoint's own, else float32; a name or a torch.dtype), from a copy when the run's model is in
@@ -40,7 +41,7 @@ import json
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -51,7 +52,6 @@ from uedp.models.checkpoints import (
     DIGEST_KEY,
     PUBLIC_CORPUS_KEY,
     BaseCheckpoint,
-    checkpoint_of,
     quiet_transformers,
     recorded_public_corpus_of,
 )
@@ -59,51 +59,34 @@ from uedp.models.lora import is_adapted, transformers_model
 from uedp.public_corpora import recorded_public_corpus
 from uedp.tokenization import SPECIAL_ROLES, TextTokenizer, tokenizer_digest
 
-if TYPE_CHECKING:
-    from uedp.config import RunConfig
-
 EXPORTED = ("hf", "gpt2", "bert")  # model families released in Hugging Face format
 MODEL_DIR, ADAPTER_DIR = "hf_model", "hf_adapter"
 PIPELINE_TAGS = {NEXT_WORD: "text-generation", CLASSIFICATION: "text-classification"}  # the card's pipeline_tag
 
 
-def release_options(cfg: RunConfig) -> dict[str, Any]:
-    """export_release's keyword options from a run's config: the base checkpoint, model.lora.export_merged, the
-    task's label names (release_labels) and the card's model.card_datasets and model.card_base_model."""
-    datasets, base_model = cfg.model.card_metadata()
-    return {"checkpoint": checkpoint_of(cfg.model.name, cfg.model.option_dict()),
-            "merged": cfg.model.lora.export_merged, "labels": release_labels(cfg), "datasets": datasets,
-            "base_model": base_model}
-
-
 USER_FILE_DATASET = "jsonl"  # a corpus read from the users' own file: its label names are its text
 
 
-def release_labels(cfg: RunConfig) -> list[str] | None:
-    """A classification run's label names, in the head's order: `task.labels` in owners mode (the public label
-    set every owner's labels map to: the server holds no corpus); else the corpus's (the run's manifest), which
-    for a registered dataset are its public schema. The label names of the users' own file (dataset jsonl) come
-    from their text: released only when `task.labels` declares the same set public, else None (the release says
-    LABEL_0, LABEL_1, ...). None for another task."""
-    if cfg.task.name != CLASSIFICATION:
-        return None
-    if cfg.owners:
-        return cfg.task.label_list()
-    from uedp.pipeline import load_manifest  # the manifest the run prepared (pipeline imports the models)
-
-    names = load_manifest(cfg).label_names
-    if cfg.dataset.name != USER_FILE_DATASET:
-        return names
-    public = cfg.task.label_list()
-    return names if public is not None and names is not None and set(public) == set(names) else None
+def release_label_names(public: list[str] | None, corpus: list[str] | None, *, owners: bool,
+                        user_file: bool) -> list[str] | None:
+    """A classification run's label names, in the head's order: `public` (task.labels) in owners mode (the public
+    label set every owner's labels map to: the server holds no corpus); else `corpus` (the prepared corpus's, the
+    run's manifest), which for a registered dataset are its public schema. The label names of the users' own file
+    (`user_file`: dataset USER_FILE_DATASET) come from their text: released only when `public` declares the same
+    set, else None (the release says LABEL_0, LABEL_1, ...)."""
+    if owners:
+        return public
+    if not user_file:
+        return corpus
+    return corpus if public is not None and corpus is not None and set(public) == set(corpus) else None
 
 
 def export_release(out_dir: Path, model: UedpModel, *, tokenizer: TextTokenizer, checkpoint: BaseCheckpoint | None,
                    summary: Mapping[str, Any], merged: bool = False, labels: Sequence[str] | None = None,
                    datasets: Sequence[str] | None = None, base_model: str = "") -> list[Path]:
     """Write the release folders (module docstring) and return them; none for a family not in EXPORTED.
-    `labels`: a classifier's class names (release_labels); `datasets` and `base_model`: the card's metadata
-    (release_options; `datasets` None: the public corpora the summary records)."""
+    `labels`: a classifier's class names (release_label_names); `datasets` and `base_model`: the card's metadata
+    (uedp.pipeline.release_options; `datasets` None: the public corpora the summary records)."""
     if model.family not in EXPORTED:
         return []
     labels = _labels(model, labels)

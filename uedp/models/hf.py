@@ -189,19 +189,10 @@ def _pretrained(entry: str, model_type: str, pretrained: str) -> BaseCheckpoint:
     return checkpoint
 
 
-def build_gpt2(
-    *,
-    vocab_size: int,
-    pad_id: int,
-    pretrained: str | None = None,
-    n_layer: int | None = None,
-    n_embd: int | None = None,
-    n_head: int | None = None,
-    n_positions: int | None = None,
-    dropout: float | None = None,
-    dtype: str | None = None,
-    gradient_checkpointing: bool = False,
-) -> HFCausalLM:
+def build_gpt2(*, vocab_size: int, pad_id: int, pretrained: str | None = None, n_layer: int | None = None,
+               n_embd: int | None = None, n_head: int | None = None, n_positions: int | None = None,
+               dropout: float | None = None, dtype: str | None = None,
+               gradient_checkpointing: bool = False) -> HFCausalLM:
     """Size options default to GPT2_SIZE (a model from scratch); with `pretrained` the checkpoint's. `dtype` and
     `gradient_checkpointing`: uedp.models.precision."""
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -234,22 +225,11 @@ def _freeze_encoder(hf: torch.nn.Module) -> None:
         p.requires_grad_(False)
 
 
-def build_bert(
-    *,
-    vocab_size: int,
-    pad_id: int,
-    num_labels: int,
-    pretrained: str | None = None,
-    num_hidden_layers: int | None = None,
-    hidden_size: int | None = None,
-    num_attention_heads: int | None = None,
-    intermediate_size: int | None = None,
-    max_position_embeddings: int | None = None,
-    dropout: float | None = None,
-    freeze_encoder: bool = False,
-    dtype: str | None = None,
-    gradient_checkpointing: bool = False,
-) -> HFSequenceClassifier:
+def build_bert(*, vocab_size: int, pad_id: int, num_labels: int, pretrained: str | None = None,
+               num_hidden_layers: int | None = None, hidden_size: int | None = None,
+               num_attention_heads: int | None = None, intermediate_size: int | None = None,
+               max_position_embeddings: int | None = None, dropout: float | None = None, freeze_encoder: bool = False,
+               dtype: str | None = None, gradient_checkpointing: bool = False) -> HFSequenceClassifier:
     """Size options default to BERT_SIZE (a model from scratch); with `pretrained` the checkpoint's. `dtype` and
     `gradient_checkpointing`: uedp.models.precision (a frozen encoder is stored in `dtype`)."""
     from transformers import BertConfig, BertForSequenceClassification

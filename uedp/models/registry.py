@@ -153,16 +153,9 @@ def build_tokenizer(
     return tokenizer
 
 
-def build_model_and_tokenizer(
-    name: str,
-    /,
-    *,
-    task: str,
-    corpus: Corpus,
-    tokenizer_config: TokenizerTraining | None = None,
-    num_labels: int | None = None,
-    **options: Any,
-) -> tuple[UedpModel, TextTokenizer]:
+def build_model_and_tokenizer(name: str, /, *, task: str, corpus: Corpus,
+                              tokenizer_config: TokenizerTraining | None = None, num_labels: int | None = None,
+                              **options: Any) -> tuple[UedpModel, TextTokenizer]:
     """Tokenizer first (its vocabulary sizes the model), then the model. For classification, `num_labels`
     defaults to the number of the corpus's label names."""
     if task == CLASSIFICATION and num_labels is None:

@@ -12,14 +12,19 @@
     sensitivity  3        s_u, s_e, s_s and the noise std sigma per accounting rule
     noise        2.8      CSPRNG-seeded Gaussian noise
     aggregation  2.7-2.8  server re-check, the one noisy aggregation core, the public denominator Z
-    accounting   4        PLD accounting (eps_uedp, eps_user, eps_undetected, RDP bound): epsilon_of(records,
-                          adjacency, ...), pairs_epsilon(pairs, ...) for any dominating pairs
-    calibration  4        the smallest noise multiplier z reaching a target epsilon: calibrate(records_from_z,
-                          target, adjacencies, ...), calibrate_epsilon_function(eps_of_z, target, ...)
+    pairs        3, 4     the dominating pairs of one round (Mixture, RemoveForm, Labelled), by adjacency
+    composition  4        epsilons of pairs composed over rounds (PLD, RDP): pairs_epsilon(pairs, ...),
+                          pairs_rdp_epsilon, undetected_bound; the automatic PLD grid
+    accounting   4        the epsilons of a run's rounds, in dp-accounting's shape: epsilon_of(runs, adjacency,
+                          *, delta, num_users), epsilons_of(runs, ...); runs are (Mechanism, count) pairs
+    calibration  4        the smallest noise multiplier z reaching a target epsilon: calibrate(runs_from_z,
+                          target, adjacencies, ...) and its conveniences
+    accountant   4        UeDPAccountant: a run's mechanism, ledger and claims (Flower's accountant vocabulary)
     ledger       2.9, 4   per-round records, epsilons from the ledger, budget stop, save / resume
 
-Names are re-exported lazily here (so a client importing selection does not load dp-accounting). Code
-outside this package uses only public names (no leading underscore): tests/test_public_privacy_api.py.
+The package exports the accounting API that docs/privacy-accounting.md documents (`__all__`), lazily (so a
+client importing selection does not load dp-accounting); every other public name is imported from its module.
+Code outside this package uses only public names (no leading underscore): tests/test_public_privacy_api.py.
 """
 
 from __future__ import annotations
@@ -27,21 +32,14 @@ from __future__ import annotations
 from uedp.lazy import lazy_exports
 
 _EXPORTS = {
-    "mechanisms": ("MechanismSpec", "spec_for", "sampling_rates"),
-    "sampling": ("RoundKey", "new_round_key", "h_int", "h", "entity_sampled", "extended_sampled",
-                 "extended_entity", "permitted_slots"),
-    "selection": ("Selection", "SelectionParams", "select_sentences"),
-    "trainable": ("TINY_SHARE", "trainable_share", "selection_probability", "slot_probability"),
-    "clipping": ("clip_update", "update_norm", "scale"),
-    "sensitivity": ("RULES", "Sensitivities", "sensitivities", "noise_std"),
-    "noise": ("GaussianNoise", "NoiseSource"),
-    "aggregation": ("AggregationStats", "recheck", "aggregate", "denominator"),
-    "accounting": ("DEFAULT_DELTA", "ADJACENCIES", "Mechanism", "Mixture", "RemoveForm", "Labelled", "Epsilons",
-                   "mechanism", "as_groups", "epsilon_of", "rdp_epsilon_of", "undetected_epsilon",
-                   "pairs_epsilon", "pairs_rdp_epsilon", "undetected_bound", "truncation_delta",
-                   "epsilon", "compose_epsilons", "epsilons", "mixture_epsilon", "check_delta"),
-    "calibration": ("calibrate", "calibrate_claims", "calibrate_epsilon_function", "calibrate_noise_multiplier",
-                    "calibrate_noise_multiplier_reference", "clear_caches", "run_noise_multiplier"),
+    "sensitivity": ("Rule",),
+    "pairs": ("Mixture", "Labelled"),
+    "composition": ("pairs_epsilon", "pairs_rdp_epsilon", "undetected_bound"),
+    "accounting": ("DEFAULT_DELTA", "Adjacency", "Mechanism", "Epsilons", "mechanism", "epsilon_of", "rdp_epsilon_of",
+                   "epsilon_and_bound", "epsilons_of", "truncation_delta"),
+    "calibration": ("calibrate", "calibrate_identical", "calibrate_epsilon_function", "run_noise_multiplier",
+                    "clear_caches"),
     "ledger": ("RoundRecord", "Ledger", "BudgetCheck"),
+    "accountant": ("UeDPAccountant",),
 }  # fmt: skip
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {f"{__name__}.{m}": names for m, names in _EXPORTS.items()})

@@ -19,7 +19,7 @@ extended-entity sampling, truncation at m_max, the entity cap: docs/proofs.md). 
 `RoundRecord` (uedp.privacy.ledger), and every epsilon is computed from the ledger, never accumulated.
 
 What it holds (public, fixed for the run): the mechanism (a registered name, uedp.privacy.mechanisms), the
-privacy settings with the automatic cohort cap resolved (privacy.m_max = 0: `safe_m_max` for N places, q_u,
+privacy settings with the automatic cohort cap resolved (privacy.m_max = "auto": `safe_m_max` for N places, q_u,
 the planned rounds and delta), N (`num_users`, the public number of places), the planned rounds, the noise
 multiplier z, the claims (the adjacencies whose epsilon the run promises: `MechanismSpec.claims_for`) and the
 budget (`max_epsilon`: privacy.target_epsilon, None when it is 0). Calibrating z to a target is not its job:
@@ -68,7 +68,7 @@ class UeDPAccountant:
             positive_int(name, value)
         privacy = dataclasses.replace(privacy) if privacy is not None else PrivacyConfig()
         privacy.validate()
-        if spec.truncate and privacy.m_max == 0:  # automatic: truncation charges at most 1% of delta
+        if spec.truncate and privacy.m_max == "auto":  # automatic: truncation charges at most 1% of delta
             privacy = dataclasses.replace(privacy, m_max=safe_m_max(num_users, privacy.q_u, rounds, privacy.delta))
         if isinstance(noise_multiplier, bool) or not isinstance(noise_multiplier, int | float):
             raise ConfigError(f"noise_multiplier must be a number, got {noise_multiplier!r}")
@@ -175,11 +175,11 @@ class UeDPAccountant:
         """Each claimed epsilon after the rounds charged ({f"eps_{adjacency}": value})."""
         if not self.claims or not len(self._ledger):
             return {}
-        from uedp.privacy.accounting import epsilon
+        from uedp.privacy.accounting import epsilon_of
 
         d = self.delta if delta is None else delta
-        groups = self._ledger.groups()
-        return {f"eps_{c}": epsilon(c, groups, delta=d, num_users=self._num_users) for c in self.claims}
+        runs = self._ledger.runs()
+        return {f"eps_{c}": epsilon_of(runs, c, delta=d, num_users=self._num_users) for c in self.claims}
 
     def get_epsilon(self, delta: float | None = None) -> float:
         """The LARGEST claimed epsilon at `delta` (0 before the first round; inf for a noiseless mechanism)."""

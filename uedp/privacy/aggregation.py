@@ -190,18 +190,9 @@ def aggregate(
     return rebuild(names, out), stats
 
 
-def denominator(
-    rule: str,
-    *,
-    q_u: float,
-    num_users: int,
-    W_u: float | None = None,
-    q_e: float | None = None,
-    W_e: float | None = None,
-    q_s: float | None = None,
-    W_s: float | None = None,
-    paper_z: bool = False,
-) -> float:
+def denominator(rule: str, *, q_u: float, num_users: int, W_u: float | None = None, q_e: float | None = None,
+                W_e: float | None = None, q_s: float | None = None, W_s: float | None = None,
+                paper_z: bool = False) -> float:
     """The public constant Z of the estimator (docs/mechanism.md step 8) for a mechanism of accounting rule `rule`.
 
     Default (and user_dp): Z = q_u * W_u, the expected total weight of the sampled users (W_u defaults to

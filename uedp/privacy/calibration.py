@@ -1,32 +1,32 @@
 """Noise calibration (docs/mechanism.md section 4): the smallest noise multiplier z whose epsilon is at most a target.
 
-The API, in the shape of dp-accounting's calibrate_dp_mechanism(make_fresh_accountant, make_event_from_param,
-...): the rounds as a function of z, and the adjacencies the target bounds.
+One entry point, in the shape of dp-accounting's calibrate_dp_mechanism(make_fresh_accountant,
+make_event_from_param, ...): the rounds as a function of z, and the adjacencies the target bounds.
 
-  calibrate(records_from_z, target_epsilon, adjacencies, *, delta, num_users, tol=1e-3,
-            value_discretization_interval=None) -> z*          any rounds (RoundRecords or (Mechanism, count))
-  calibrate_claims(target_epsilon, claims, **problem) -> z*      T identical rounds, several claims, disk cache
-  calibrate_noise_multiplier(target_epsilon, *, adjacency, ...)  T identical rounds, one claim
-  calibrate_epsilon_function(eps_of_z, target_epsilon, *, tol) -> z*   any decreasing eps(z) (no PLD steps)
-  clear_caches()                                                 every in-memory cache of accounting and here
+  calibrate(runs_from_z, target_epsilon, adjacencies, *, delta, num_users, tol=1e-3,
+            value_discretization_interval=None) -> z*            any runs of rounds (uedp.privacy.accounting)
+and its conveniences:
+  calibrate_identical(target_epsilon, claims, *, rule, q_u, ..., rounds, holders=None) -> z*
+                                                                 T identical rounds, several claims, disk cache
+  run_noise_multiplier(spec, privacy, *, rounds, num_users)      a run's z from its settings (the Flower
+                                                                 component's `make_private_with_epsilon`)
+  calibrate_epsilon_function(eps_of_z, target_epsilon, *, tol)   the search itself, on any decreasing eps(z)
+  clear_caches()                                                 every in-memory cache of the accounting
 
-Guarantee of every search, with eps(z) = epsilon_of(records_from_z(z), adjacency, delta=delta,
+Guarantee of every search, with eps(z) = epsilon_of(runs_from_z(z), adjacency, delta=delta,
 num_users=num_users, value_discretization_interval=value_discretization_interval) (the max over the
 adjacencies) - the very (fine, by default auto-discretized) values a ledger of these rounds reports - or
 eps_of_z itself:
 
     eps(z*) <= target < eps(z* - tol).
 
-They all return a z* in [z_0, z_0 + tol) where z_0 is the crossing of the fine epsilon curve, so they agree
-to within tol (the tests check it).
-
 Where the time goes (main job: q_u 0.25, q_e 0.2, m_max 80, k_cap 1, target 8, T = 30..100). A fine
 evaluation is one RDP bound (to choose the grid, ~0.1 s), building the per-round PLD at that grid (0.3-0.6 s:
-dp-accounting's general mixture code, dominating) and self_compose (~0.01 s); the old search needs 8-10 of
-them at distinct z (nothing to reuse: each z is a new PLD). Building costs about 1/vdi, so a grid 32x coarser
-is ~10x cheaper; its epsilon is higher by an excess that shrinks like vdi^2 (0.4% at 16x the fine grid).
+dp-accounting's general mixture code, dominating) and self_compose (~0.01 s). Building costs about 1/vdi, so
+a grid 32x coarser is ~10x cheaper; its epsilon is higher by an excess that shrinks like vdi^2 (0.4% at 16x
+the fine grid).
 
-The fast search (`calibrate`, per adjacency; `calibrate_noise_multiplier`, `calibrate_claims`):
+The fast search (`calibrate`, per adjacency):
   1. The RDP bound (>= the PLD epsilon) picks a safe start: z = 1, doubled while rdp(z) > 4 * target (so
      no coarse PLD of a huge epsilon is ever built).
   2. Illinois regula falsi in log-log coordinates (bracketing steps of at most a factor 2) on a coarse grid,
@@ -40,11 +40,9 @@ The fast search (`calibrate`, per adjacency; `calibrate_noise_multiplier`, `cali
   Predictions only choose where to evaluate: the guarantee is always checked on eps itself. The fine values
   go through `epsilon_of`, so its caches are shared with the ledger that follows (eps(z*) is then free).
 `calibrate_epsilon_function` has no grid to coarsen: it runs step 2 on eps_of_z itself from z = 1, then
-step 4 (one copy of both: the crafted-update audit's broken accountants calibrate with it).
-
-`calibrate_noise_multiplier_reference`: the previous search (RDP bracket, then log-log interpolation and
-bisection on the fine epsilon; 8-10 fine evaluations), kept as the obviously correct reference for the
-tests and the benchmark (python -m experiments.benchmark --only calibration).
+step 4 (one copy of both: the crafted-update audit's broken accountants and the holders' epsilon calibrate
+with it). tests/test_privacy_calibration.py checks the fast search against a plain bracketing search (RDP
+bracket, then log-log interpolation and bisection on the fine epsilon): they agree to within tol.
 """
 
 from __future__ import annotations
@@ -53,7 +51,6 @@ import contextlib
 import functools
 import hashlib
 import importlib.metadata
-import inspect
 import json
 import math
 import os
@@ -63,25 +60,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from uedp.checks import one_of, positive, positive_int
+from uedp.checks import non_negative_int, one_of, positive, positive_int
 from uedp.errors import ConfigError
 from uedp.files import PRIVATE, atomic_write_json
-from uedp.privacy import accounting
+from uedp.privacy import accounting, composition, pairs
 from uedp.privacy.accounting import (
     ADJACENCIES,
-    DEFAULT_DELTA,
-    MAX_DISCRETIZATION,
-    Pair,
-    Records,
-    as_groups,
-    auto_discretization,
-    check_delta,
+    Adjacency,
+    Runs,
+    _check_runs,
     epsilon_of,
     mechanism,
-    pairs_rdp_epsilon,
     safe_m_max,
     truncation_delta,
 )
+from uedp.privacy.composition import (
+    MAX_DISCRETIZATION,
+    _check_vdi,
+    auto_discretization,
+    check_delta,
+    pairs_rdp_epsilon,
+)
+from uedp.privacy.pairs import Pair
 
 COARSE_FACTOR = 32.0  # the coarse grid, relative to the auto grid of the target (or the given grid)
 START_FACTOR = 4.0  # the coarse search starts where the RDP bound is at most this times the target
@@ -91,10 +91,10 @@ INITIAL_SLOPE = -1.5  # d log eps / d log z before any is measured: a Gaussian's
 
 @dataclass(frozen=True)
 class _Curve:
-    """eps(z) of one adjacency: the epsilon of `records_from_z(z)`, exactly as a ledger of those rounds
+    """eps(z) of one adjacency: the epsilon of `runs_from_z(z)`, exactly as a ledger of those rounds
     reports it (`epsilon_of`), on the fine grid `vdi` (None: automatic) or any other."""
 
-    records_from_z: Callable[[float], Records]
+    runs_from_z: Callable[[float], Runs]
     adjacency: str
     delta: float
     num_users: int | None  # N, the public number of places (the truncation charge needs it)
@@ -102,7 +102,7 @@ class _Curve:
 
     def pairs(self, z: float) -> tuple[tuple[Pair, int], ...]:
         """The pairs whose RDP bound (or, for "undetected", estimate) starts the search."""
-        groups = as_groups(self.records_from_z(z))
+        groups = _check_runs(self.runs_from_z(z))
         if self.adjacency == "undetected":
             return tuple((m.undetected("four_point_S"), c) for m, c in groups)
         return tuple((m.mixture(self.adjacency), c) for m, c in groups)
@@ -112,7 +112,7 @@ class _Curve:
         return self.eps_on(z, self.vdi)
 
     def eps_on(self, z: float, vdi: float | None) -> float:
-        return epsilon_of(self.records_from_z(z), self.adjacency, delta=self.delta, num_users=self.num_users,
+        return epsilon_of(self.runs_from_z(z), self.adjacency, delta=self.delta, num_users=self.num_users,
                           value_discretization_interval=vdi)
 
     def rdp(self, z: float) -> float:
@@ -121,7 +121,7 @@ class _Curve:
 
 @dataclass(frozen=True)
 class _IdenticalRounds:
-    """records_from_z of `rounds` identical rounds of one mechanism (calibrate_noise_multiplier's problem)."""
+    """runs_from_z of `rounds` identical rounds of one mechanism (`calibrate_identical`'s problem)."""
 
     rule: str  # the accounting rule
     q_u: float
@@ -155,33 +155,35 @@ def _check_target_and_tol(target_epsilon: float, tol: float) -> tuple[float, flo
 
 
 def _problem(
-    target_epsilon: float, *, q_u: float, q_e: float | None, q_s: float | None, m_max: int | None,
-    k_cap: int | None, rounds: int, delta: float, num_users: int | None, rule: str, adjacency: str,
-    tol: float, value_discretization_interval: float | None, gamma: float = 0.0,
+    target_epsilon: float, claims: Sequence[Adjacency | str], *, q_u: float, q_e: float | None, q_s: float | None,
+    m_max: int | None, k_cap: int | None, rounds: int, delta: float, num_users: int | None, rule: str, tol: float,
+    value_discretization_interval: float | None, gamma: float = 0.0,
 ) -> _Problem:  # fmt: skip
+    """The problem of `rounds` identical rounds, every option checked; its curve is of the first claim."""
     target, tol = _check_target_and_tol(target_epsilon, tol)
     positive_int("rounds", rounds)
-    one_of("adjacency", adjacency, ADJACENCIES)
+    for claim in claims:
+        one_of("adjacency", claim, ADJACENCIES)
     if rule == "noiseless":
         raise ConfigError("a noiseless mechanism cannot be calibrated")
     delta = check_delta(delta, num_users)
-    vdi = accounting._check_vdi(value_discretization_interval)
-    records_from_z = _IdenticalRounds(rule=rule, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap,
-                                      gamma=float(gamma), rounds=rounds)  # fmt: skip
-    trunc = truncation_delta(records_from_z(1.0), num_users)
+    vdi = _check_vdi(value_discretization_interval)
+    runs_from_z = _IdenticalRounds(rule=rule, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap,
+                                   gamma=float(gamma), rounds=rounds)  # fmt: skip
+    trunc = truncation_delta(runs_from_z(1.0), num_users)
     if trunc >= delta:
         safe = safe_m_max(num_users, q_u, rounds, delta)
         raise ConfigError(
             f"privacy.m_max = {m_max} truncates the cohort too often for any epsilon: over {rounds} rounds of "
             f"N = {num_users} places at q_u = {q_u} the truncation charge is {trunc:.3g} >= delta = {delta:g} "
-            f"(docs/proofs.md section 4); use m_max >= {safe} (or privacy.m_max = 0: chosen automatically)")
-    curve = _Curve(records_from_z, adjacency, delta, num_users, vdi)
+            f"(docs/proofs.md section 4); use m_max >= {safe} (or privacy.m_max = 'auto': chosen automatically)")
+    curve = _Curve(runs_from_z, claims[0], delta, num_users, vdi)
     return _Problem(curve=curve, target=target, tol=tol)
 
 
 def _search(curve: _Curve, target: float, tol: float) -> float:
     """The fast search of the module docstring on one curve (the guarantee is checked on curve.eps)."""
-    groups = as_groups(curve.records_from_z(1.0))
+    groups = _check_runs(curve.runs_from_z(1.0))
     live = [m for m, _ in curve.pairs(1.0) if not m.is_null]  # also validates the mechanism options
     if not live:
         raise ConfigError("epsilon is 0 for every noise multiplier (nothing is ever sampled)")
@@ -203,7 +205,7 @@ def _search(curve: _Curve, target: float, tol: float) -> float:
 
 
 def calibrate(
-    records_from_z: Callable[[float], Records],
+    runs_from_z: Callable[[float], Runs],
     target_epsilon: float,
     adjacencies: str | Sequence[str],
     *,
@@ -212,32 +214,32 @@ def calibrate(
     tol: float = 1e-3,
     value_discretization_interval: float | None = None,
 ) -> float:
-    """The smallest noise multiplier z (to `tol`, absolute) at which the epsilon of `records_from_z(z)`
-    (RoundRecords or (Mechanism, count) runs, any mix of mechanisms) is <= target_epsilon for EVERY
+    """The smallest noise multiplier z (to `tol`, absolute) at which the epsilon of `runs_from_z(z)`
+    (RoundRuns or (Mechanism, count) runs, any mix of mechanisms) is <= target_epsilon for EVERY
     adjacency in `adjacencies`: dp-accounting's calibrate_dp_mechanism with the rounds as the event.
 
-    Guarantee, with eps(z) = max over `adjacencies` of epsilon_of(records_from_z(z), adjacency,
+    Guarantee, with eps(z) = max over `adjacencies` of epsilon_of(runs_from_z(z), adjacency,
     delta=delta, num_users=num_users, value_discretization_interval=value_discretization_interval) - the
     very values a ledger of these rounds reports:  eps(z*) <= target < eps(z* - tol).
     Each adjacency is searched with the fast search of the module docstring (one whose epsilon at the z
     found so far is already <= target is not searched: every epsilon decreases in z up to the grid's
     wobble), then the max is checked at z*; should an earlier adjacency exceed the target there (a grid
-    is not exactly monotone), the search continues on the max itself. `records_from_z` must build rounds
+    is not exactly monotone), the search continues on the max itself. `runs_from_z` must build rounds
     whose sensitivities and rates do not depend on z (only the noise does). No disk cache (a function has
-    no key): `calibrate_claims` caches the identical-rounds case."""
+    no key): `calibrate_identical` caches the identical-rounds case."""
     target, tol = _check_target_and_tol(target_epsilon, tol)
-    if not callable(records_from_z):
-        raise TypeError(f"records_from_z must be a function of z, got {type(records_from_z).__name__}")
+    if not callable(runs_from_z):
+        raise TypeError(f"runs_from_z must be a function of z, got {type(runs_from_z).__name__}")
     claims = (adjacencies,) if isinstance(adjacencies, str) else tuple(adjacencies)
     if not claims or any(a not in ADJACENCIES for a in claims):
         raise ConfigError(f"adjacencies must be one or more of {', '.join(ADJACENCIES)}, got {adjacencies!r}")
     delta = check_delta(delta, num_users)
-    vdi = accounting._check_vdi(value_discretization_interval)
-    trunc = truncation_delta(records_from_z(1.0), num_users)  # also validates the records before any search
+    vdi = _check_vdi(value_discretization_interval)
+    trunc = truncation_delta(runs_from_z(1.0), num_users)  # also validates the records before any search
     if trunc >= delta:
         raise ConfigError(f"the truncation charge of these records is {trunc:.3g} >= delta = {delta:g}: no "
                           "epsilon is reachable (docs/proofs.md section 4; raise m_max)")
-    curves = [_Curve(records_from_z, a, delta, num_users, vdi) for a in dict.fromkeys(claims)]
+    curves = [_Curve(runs_from_z, a, delta, num_users, vdi) for a in dict.fromkeys(claims)]
     z: float | None = None
     for curve in curves:
         if z is not None and curve.eps(z) <= target:
@@ -289,104 +291,81 @@ def clear_caches() -> None:
     PLDs, RDP curves, epsilons, the code digest. For timings from cold caches (studies/benchmark.py) and
     tests; values do not change (the caches only remember pure functions' results). The calibration disk
     cache (`calibration_cache_dir`) is NOT touched: turn it off with UEDP_CALIBRATION_CACHE=off."""
-    for module in (accounting, sys.modules[__name__]):
+    for module in (accounting, composition, pairs, sys.modules[__name__]):
         for obj in vars(module).values():
             if callable(getattr(obj, "cache_clear", None)) and getattr(obj, "__module__", None) == module.__name__:
                 obj.cache_clear()
 
 
-def calibrate_noise_multiplier(
+def calibrate_identical(
     target_epsilon: float,
+    claims: Sequence[Adjacency | str],
     *,
+    rule: str,
     q_u: float,
     q_e: float | None = None,
     q_s: float | None = None,
     m_max: int | None,
     k_cap: int | None = None,
     rounds: int,
-    delta: float = DEFAULT_DELTA,
-    num_users: int | None = None,
-    rule: str = "uedp",
-    adjacency: str = "uedp",
+    delta: float,
+    num_users: int | None,
+    gamma: float = 0.0,
+    holders: int | None = None,
     tol: float = 1e-3,
     value_discretization_interval: float | None = None,
-    gamma: float = 0.0,
 ) -> float:
-    """The smallest noise multiplier z, up to `tol` (absolute), whose epsilon after `rounds` identical
-    rounds of the accounting rule `rule` is <= target_epsilon, for `adjacency` "uedp" (eps_uedp, default),
-    "user" (eps_user) or "undetected" (eps_undetected); `calibrate_claims` for several at once.
-
-    Guarantee, with eps(z) = epsilon(adjacency, [(mechanism(rule, z=z, ...), rounds)], delta=delta,
-    value_discretization_interval=value_discretization_interval) - the very values a ledger of these
-    rounds reports:  eps(z*) <= target < eps(z* - tol).
-    Search (module docstring): RDP bracket, coarse-grid secant, extrapolation to the fine grid, then
-    typically 2 fine evaluations that prove the guarantee."""
-    p = _problem(target_epsilon, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap, rounds=rounds,
-                 delta=delta, num_users=num_users, rule=rule, adjacency=adjacency, tol=tol,
-                 value_discretization_interval=value_discretization_interval, gamma=gamma)  # fmt: skip
-    return _search(p.curve, p.target, p.tol)
-
-
-def calibrate_claims(target_epsilon: float, claims: Sequence[str], **problem: Any) -> float:
-    """The smallest z (to tol) whose epsilons of EVERY adjacency in `claims` (e.g. ("uedp", "undetected"),
-    a UeDP run's claim) are <= target_epsilon (options: those of `calibrate_noise_multiplier` but
-    `adjacency`): `calibrate` on `rounds` identical rounds, after the options are checked (ConfigError naming
-    the bad one, for every claim). Every epsilon decreases in z, so this is the largest of the per-claim
-    calibrations; a claim whose epsilon at the z found so far is already <= target cannot raise it and is
-    not calibrated (and every claim is checked at the result).
+    """The smallest z (to `tol`) with which `rounds` identical rounds of one mechanism (`mechanism(rule, z=z,
+    ...)`) keep EVERY epsilon in `claims` (e.g. ("uedp", "undetected"), a UeDP run's claim) <= target_epsilon:
+    `calibrate` on those rounds, after the options are checked (ConfigError naming the bad one). With
+    `holders` = K, also the epsilon for one user and one entity held by K other users
+    (uedp.privacy.holders.holders_epsilon, undetected; it is >= eps_user): `calibrate_epsilon_function` on it
+    from the claims' z, and the larger z is returned.
 
     The result is a function of public parameters and of this code only: it is kept in a small disk cache
     (`calibration_cache_dir`, keyed by every argument and a digest of the accounting code) so that runs of
-    one setting calibrate once. The guarantee of the search (eps(z*) <= target for every claim) was checked
-    when the entry was written."""
+    one setting calibrate once. The guarantee of the search was checked when the entry was written."""
+    claims = tuple(claims)
     if not claims:
         raise ConfigError("calibration needs at least one claimed epsilon")
-    key = _cache_key(target_epsilon, claims, problem)
-    cached = _cache_read(key)
-    if cached is not None:
-        return cached
-    p = [_problem(target_epsilon, **_with_defaults(problem), adjacency=claim) for claim in claims][0]  # checks
-    z = calibrate(p.curve.records_from_z, target_epsilon, claims, delta=p.curve.delta, num_users=p.curve.num_users,
-                  tol=p.tol, value_discretization_interval=p.curve.vdi)
-    _cache_write(key, z)
+    options = dict(rule=rule, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap, rounds=rounds, delta=delta,
+                   num_users=num_users, gamma=float(gamma), tol=tol,
+                   value_discretization_interval=value_discretization_interval)
+    p = _problem(target_epsilon, claims, **options)
+    curve = p.curve
+
+    def claimed() -> float:
+        return calibrate(curve.runs_from_z, p.target, claims, delta=curve.delta, num_users=curve.num_users,
+                         tol=p.tol, value_discretization_interval=curve.vdi)
+
+    z = _cached(_cache_key(target_epsilon, claims, options), claimed)
+    if holders is not None:
+        k = non_negative_int("the number of other holders (privacy.target_holders)", holders)
+        z = max(z, _cached(_cache_key(target_epsilon, [f"holders={k}"], options),
+                           lambda: _calibrate_holders(p, k, start=z)))
     return z
 
 
-def calibrate_holders(target_epsilon: float, holders: int, *, detected: bool = False, start: float | None = None,
-                      **problem: Any) -> float:
-    """The smallest z (to tol) whose epsilon for one user and one entity held by `holders` other users
-    (uedp.privacy.holders.holders_epsilon; undetected unless `detected`) is <= target_epsilon, over `rounds`
-    identical rounds (options: those of `calibrate_noise_multiplier` but `adjacency`). `calibrate_epsilon_function`
-    on that epsilon, from `start` (a z the caller calibrated for the run's claims) or else the user claim's z
-    (the holders' epsilon is >= eps_user); disk-cached like `calibrate_claims`."""
+def _calibrate_holders(p: _Problem, holders: int, *, start: float) -> float:
+    """The smallest z whose epsilon for one user and one undetected entity held by `holders` other users is <=
+    the target, from `start`, a z at which the claims (eps_user or more) hold: the holders' z is at least that."""
     from uedp.privacy.holders import holders_epsilon
 
-    key = _cache_key(target_epsilon, [f"holders={holders}", f"detected={detected}"], problem)
+    curve = p.curve
+
+    def eps(z: float) -> float:
+        return holders_epsilon(curve.runs_from_z(z), holders, delta=curve.delta, num_users=curve.num_users).epsilon
+
+    return calibrate_epsilon_function(eps, p.target, tol=p.tol, guess=start * 2.0)
+
+
+def _cached(key: str, compute: Callable[[], float]) -> float:
     cached = _cache_read(key)
     if cached is not None:
         return cached
-    p = _problem(target_epsilon, **_with_defaults(problem), adjacency="user")  # checks every option
-    records_from_z, curve = p.curve.records_from_z, p.curve
-
-    def eps(z: float) -> float:
-        return holders_epsilon(records_from_z(z), holders, delta=curve.delta, num_users=curve.num_users,
-                               detected=detected).epsilon
-
-    if start is None:
-        start = _search(curve, p.target, p.tol)  # eps_user <= target here: the holders' z is at least this
-    z = calibrate_epsilon_function(eps, target_epsilon, tol=p.tol, guess=start * 2.0)
+    z = compute()
     _cache_write(key, z)
     return z
-
-
-_DEFAULTS = {k: v.default for k, v in inspect.signature(calibrate_noise_multiplier).parameters.items()
-             if v.kind is inspect.Parameter.KEYWORD_ONLY and v.default is not inspect.Parameter.empty
-             and k != "adjacency"}
-
-
-def _with_defaults(problem: dict[str, Any]) -> dict[str, Any]:
-    """`problem` (calibrate_noise_multiplier's options but adjacency) with that function's defaults."""
-    return {**_DEFAULTS, **problem}
 
 
 def calibration_cache_dir() -> Path | None:
@@ -400,10 +379,10 @@ def calibration_cache_dir() -> Path | None:
 @functools.cache
 def _code_digest() -> str:
     """The accounting code and dp_accounting's version: a change to either invalidates every entry."""
-    from uedp.privacy import accounting, holders, mechanisms, numeric, sensitivity
+    from uedp.privacy import holders, mechanisms, numeric, sensitivity
 
     h = hashlib.sha256(importlib.metadata.version("dp-accounting").encode())
-    for module in (accounting, holders, mechanisms, numeric, sensitivity, sys.modules[__name__]):
+    for module in (accounting, composition, holders, mechanisms, numeric, pairs, sensitivity, sys.modules[__name__]):
         h.update(Path(module.__file__ or "").read_bytes())
     return h.hexdigest()
 
@@ -583,88 +562,12 @@ def _interpolate(lo: float, e_lo: float, hi: float, e_hi: float, target: float) 
     return math.exp(math.log(lo) + t * (math.log(hi) - math.log(lo)))
 
 
-def calibrate_noise_multiplier_reference(
-    target_epsilon: float,
-    *,
-    q_u: float,
-    q_e: float | None = None,
-    q_s: float | None = None,
-    m_max: int | None,
-    k_cap: int | None = None,
-    rounds: int,
-    delta: float = DEFAULT_DELTA,
-    num_users: int | None = None,
-    rule: str = "uedp",
-    adjacency: str = "uedp",
-    tol: float = 1e-3,
-    value_discretization_interval: float | None = None,
-    gamma: float = 0.0,
-) -> float:
-    """The previous search, kept as the reference (same signature and guarantee, 3-6x slower).
-    Search: the cheap RDP bound (>= the PLD epsilon) brackets z*; then log-log interpolation with bisection
-    as fallback narrows the bracket on the PLD epsilon (typically 6-10 PLD evaluations)."""
-    p = _problem(target_epsilon, q_u=q_u, q_e=q_e, q_s=q_s, m_max=m_max, k_cap=k_cap, rounds=rounds,
-                 delta=delta, num_users=num_users, rule=rule, adjacency=adjacency, tol=tol,
-                 value_discretization_interval=value_discretization_interval, gamma=gamma)  # fmt: skip
-    target, eps, rdp, tol = p.target, p.curve.eps, p.curve.rdp, p.tol
-    probe = eps(1.0)
-    if probe == 0.0:
-        raise ConfigError("epsilon is 0 for every noise multiplier (nothing is ever sampled)")
-    if math.isinf(probe):
-        raise ConfigError(f"epsilon is infinite for every noise multiplier ({rule}, {adjacency} adjacency)")
-    lo, hi = 0.0, 1.0
-    while rdp(hi) > target:  # RDP >= PLD
-        lo, hi = hi, 2.0 * hi
-        if hi > MAX_Z:
-            raise ConfigError(f"target epsilon {target} is not reachable")
-    while hi - lo > max(tol, 1e-2 * hi):  # coarse bracket on the RDP bound (cheap)
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if rdp(mid) <= target else (mid, hi)
-    e_hi = eps(hi)
-    while e_hi > target:  # the PLD value can sit a hair above a tight RDP bound
-        hi *= 1.01
-        e_hi = eps(hi)
-    lo = 0.8 * hi
-    e_lo = eps(lo)
-    while e_lo <= target:
-        hi, e_hi, lo = lo, e_lo, 0.8 * lo
-        e_lo = eps(lo)
-    while True:
-        while hi - lo > tol:  # invariant: eps(lo) > target >= eps(hi)
-            width = hi - lo
-            t = math.log(e_lo / target) / math.log(e_lo / e_hi) if e_hi > 0.0 else 0.5
-            guess = math.exp(math.log(lo) + t * (math.log(hi) - math.log(lo)))
-            for z in (guess - tol / 3, guess + tol / 3, 0.5 * (lo + hi)):
-                if not lo < z < hi:
-                    continue
-                e = eps(z)
-                if e <= target:
-                    hi, e_hi = z, e
-                else:
-                    lo, e_lo = z, e
-                if hi - lo <= 0.5 * width:
-                    break
-        below = hi - tol
-        if below <= 0.0:
-            return hi
-        e_below = eps(below)
-        if e_below > target:
-            return hi
-        hi, e_hi = below, e_below  # eps is not exactly monotone on a grid: keep searching below
-        if lo >= hi:
-            lo = 0.8 * hi
-            e_lo = eps(lo)
-            while e_lo <= target:
-                hi, e_hi, lo = lo, e_lo, 0.8 * lo
-                e_lo = eps(lo)
-
-
 def run_noise_multiplier(spec: Any, privacy: Any, *, rounds: int, num_users: int) -> float:
     """A run's noise multiplier from its mechanism spec (uedp.privacy.mechanisms.MechanismSpec) and privacy
     settings (uedp.config.PrivacyConfig): privacy.noise_multiplier when privacy.target_epsilon is 0, else the
     smallest z with which every claimed epsilon (privacy.target_on; UeDP: eps_uedp and eps_undetected) reaches
-    the target over `rounds` rounds of N = `num_users` places (`calibrate_claims`), and with privacy.target_holders
-    = K >= 0 also the epsilon for an entity held by K other users (`calibrate_holders`); 0 for a noiseless one."""
+    the target over `rounds` rounds of N = `num_users` places, and with privacy.target_holders = K >= 0 also the
+    epsilon for an entity held by K other users (`calibrate_identical`); 0 for a noiseless one."""
     p = privacy
     if not spec.private:
         return 0.0
@@ -673,10 +576,8 @@ def run_noise_multiplier(spec: Any, privacy: Any, *, rounds: int, num_users: int
             raise ConfigError("privacy.noise_multiplier must be > 0 when privacy.target_epsilon is 0")
         return float(p.noise_multiplier)
     q_e, q_s = spec.rates(p)
-    problem = dict(rule=spec.rule, q_u=p.q_u, q_e=q_e, q_s=q_s, m_max=spec.m_max(p), k_cap=spec.k_cap(p),
-                   rounds=rounds, delta=p.delta, num_users=num_users, tol=1e-3, gamma=spec.gamma(p) / p.beta)
-    z = calibrate_claims(p.target_epsilon, spec.claims_for(p), **problem)
-    holders = getattr(p, "target_holders", -1)
-    if holders >= 0:  # the epsilon for an entity with that many other holders too (it is >= eps_user)
-        z = max(z, calibrate_holders(p.target_epsilon, holders, start=z, **problem))
-    return z
+    holders = getattr(p, "target_holders", None)
+    return calibrate_identical(p.target_epsilon, spec.claims_for(p), rule=spec.rule, q_u=p.q_u, q_e=q_e, q_s=q_s,
+                               m_max=spec.m_max(p), k_cap=spec.k_cap(p), rounds=rounds, delta=p.delta,
+                               num_users=num_users, gamma=spec.gamma(p) / p.beta,
+                               holders=holders)

@@ -26,7 +26,7 @@ Per rule (uedp.privacy.sensitivity.RULES; s_u = b, s_h = s_s = 2b the change of 
   k = 1        also Theorem 2 at q_e = q_s = 1 ("one_holder").
   noiseless    infinite.
 The reported epsilon is the minimum of the valid bounds (each holds for the same run) with the name of the
-one that decided it. Every epsilon is dp-accounting's PLD composition (uedp.privacy.accounting.pairs_epsilon).
+one that decided it. Every epsilon is dp-accounting's PLD composition (uedp.privacy.composition.pairs_epsilon).
 """
 
 from __future__ import annotations
@@ -42,9 +42,11 @@ from scipy.stats import binom
 from uedp.checks import integer, non_negative_int, positive_int
 from uedp.errors import ConfigError
 from uedp.privacy import accounting as acc
-from uedp.privacy.accounting import Labelled, Mechanism, Mixture, Pair, Records
+from uedp.privacy import composition
+from uedp.privacy.accounting import Mechanism, Runs
 from uedp.privacy.mechanisms import sampling_rates
 from uedp.privacy.numeric import NumericPair
+from uedp.privacy.pairs import UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES, Labelled, Mixture, Pair, _pair_pld
 
 TAIL_FRACTION = 0.01  # the charge for J > j_max: at most this fraction of delta
 HOLDER_BOUNDS = ("one_holder", "revealed_count", "group", "undetected_group", "mixed", "detected")
@@ -103,7 +105,7 @@ def _profile(pairs: tuple[tuple[Pair, int], ...], vdi: float) -> Callable[[np.nd
     for pair, count in pairs:
         if pair.is_null:
             continue
-        one = acc._pair_pld(pair, vdi)  # noqa: SLF001 - this module is part of uedp.privacy
+        one = _pair_pld(pair, vdi)  # noqa: SLF001 - this module is part of uedp.privacy
         one = one.self_compose(count) if count > 1 else one
         pld = one if pld is None else pld.compose(one)
     if pld is None:
@@ -133,14 +135,14 @@ class HoldersEpsilon:
         return HoldersEpsilon(self.k, rest[name], name, rest, self.delta)
 
 
-def _rule(groups: acc.Groups) -> str:
+def _rule(groups: Runs) -> str:
     rules = {m.rule for m, _ in groups}
     if len(rules) != 1:
         raise ConfigError(f"holders_epsilon needs the rounds of one accounting rule, got {sorted(rules)}")
     return rules.pop()
 
 
-def _count_bound(groups: acc.Groups, k: int, left: float, vdi: float | None, *,
+def _count_bound(groups: Runs, k: int, left: float, vdi: float | None, *,
                  tail_base: float | None = None) -> float:
     """The revealed-count bound composed over the rounds at `left` (the delta left once the caller charged
     delta_trunc: Theorem 1's good event, or Theorem 6's), charged the tail cut (docs/proofs.md Theorem 5) of
@@ -155,32 +157,32 @@ def _count_bound(groups: acc.Groups, k: int, left: float, vdi: float | None, *,
         pairs.append((count_pair(m.sigma, sens.s_u, sens.s_s, m.q_u, m.q_u, k, j_max), count))
     if left <= 0.0:
         return math.inf
-    return acc.pairs_epsilon(pairs, delta=left, value_discretization_interval=vdi)
+    return composition.pairs_epsilon(pairs, delta=left, value_discretization_interval=vdi)
 
 
-def _user_group(groups: acc.Groups, steps: int, left: float, vdi: float | None) -> float:
+def _user_group(groups: Runs, steps: int, left: float, vdi: float | None) -> float:
     """Linear group privacy over `steps` user steps of the composed user pair, at `left` (no truncation
     charge: the caller's)."""
     user = tuple((m.mixture("user"), c) for m, c in groups)
-    grid = vdi or acc.auto_discretization(acc.pairs_rdp_epsilon(user, delta=left))
+    grid = vdi or composition.auto_discretization(composition.pairs_rdp_epsilon(user, delta=left))
     return group_epsilon(_profile(user, grid), steps, delta=left)
 
 
-def user_group_epsilon(records: Records, steps: int, *, delta: float, num_users: int | None,
+def user_group_epsilon(runs: Runs, steps: int, *, delta: float, num_users: int | None,
                        value_discretization_interval: float | None = None) -> float:
     """Group privacy over `steps` user steps ("one place emptied" or refilled) of `records`, at `delta`, with
     delta_trunc charged ONCE (docs/proofs.md Theorem 6: the good event "no round draws more than m_max of
     the N places" does not depend on the data or on the pair, and on it each step is dominated by the user
     pair PS_{q_u}(s_u), whatever the rule). The linear group bound (`group_epsilon`) of the composed user
     pair's profile at delta - delta_trunc; inf if delta_trunc >= delta."""
-    delta = acc.check_delta(delta, num_users)
+    delta = composition.check_delta(delta, num_users)
     positive_int("the number of user steps", steps)
-    groups = acc.as_groups(records)
+    groups = acc._check_runs(runs)
     left = delta - acc.truncation_delta(groups, num_users)
     return _user_group(groups, steps, left, value_discretization_interval) if left > 0.0 else math.inf
 
 
-def holders_epsilon(records: Records, k: int, *, delta: float = acc.DEFAULT_DELTA, num_users: int | None = None,
+def holders_epsilon(runs: Runs, k: int, *, delta: float = acc.DEFAULT_DELTA, num_users: int | None = None,
                     detected: bool = False, missed: int | None = None,
                     value_discretization_interval: float | None = None) -> HoldersEpsilon:
     """The epsilon of `records` (one accounting rule) for one user and one entity held by k other users, at
@@ -193,8 +195,8 @@ def holders_epsilon(records: Records, k: int, *, delta: float = acc.DEFAULT_DELT
     k = _check_k(k)
     missed = _check_missed(k, missed, detected)
     vdi = value_discretization_interval
-    delta = acc.check_delta(delta, num_users)
-    groups = acc.as_groups(records)
+    delta = composition.check_delta(delta, num_users)
+    groups = acc._check_runs(runs)
     if not groups:
         raise ConfigError("holders_epsilon needs at least one round")
     rule = _rule(groups)
@@ -205,8 +207,8 @@ def holders_epsilon(records: Records, k: int, *, delta: float = acc.DEFAULT_DELT
         return HoldersEpsilon(0, eps, "user", {"user": eps}, delta)
     bounds: dict[str, float] = {}
     if k == 1:  # Theorem 2 for one other holder, with the entity in ANY number of its sentences
-        bounds["one_holder"] = acc.undetected_epsilon(_any_sentences(groups), delta=delta, num_users=num_users,
-                                                      value_discretization_interval=vdi)[0]
+        bounds["one_holder"] = acc.epsilon_of(_any_sentences(groups), "undetected", delta=delta, num_users=num_users,
+                                              value_discretization_interval=vdi)
     trunc = acc.truncation_delta(groups, num_users)
     left = delta - trunc
     if rule != "user_dp" and missed == 0:
@@ -235,7 +237,7 @@ def _check_missed(k: int, missed: int | None, detected: bool) -> int:
 MIXED_SPLITS = (0.5, 0.9, 0.99)  # the share of the delta left that the first hop of the mixed chain gets
 
 
-def _mixed(groups: acc.Groups, missed: int, left: float, vdi: float | None) -> float:
+def _mixed(groups: Runs, missed: int, left: float, vdi: float | None) -> float:
     """The mixed case (docs/proofs.md Theorem 7): on Theorem 6's good event, the chain D' -> D_1 -> D (or
     D -> D_2 -> D') of an eps_uedp hop (u' and the sentences where the entity is detected: Theorem 1's pair)
     and a hop of the `missed` holders' other sentences (the revealed count or 2 * missed user steps), joined
@@ -246,7 +248,7 @@ def _mixed(groups: acc.Groups, missed: int, left: float, vdi: float | None) -> f
     entity = tuple((m.mixture("uedp"), c) for m, c in groups)
 
     def detected_at(d: float) -> float:
-        return acc.pairs_epsilon(entity, delta=d, value_discretization_interval=vdi)
+        return composition.pairs_epsilon(entity, delta=d, value_discretization_interval=vdi)
 
     def missed_at(d: float) -> float:
         return min(_count_bound(groups, missed, d, vdi), _user_group(groups, 2 * missed, d, vdi))
@@ -264,7 +266,7 @@ def _mixed(groups: acc.Groups, missed: int, left: float, vdi: float | None) -> f
     return best
 
 
-def _any_sentences(groups: acc.Groups) -> tuple[tuple[Mechanism, int], ...]:
+def _any_sentences(groups: Runs) -> tuple[tuple[Mechanism, int], ...]:
     """The rounds with q_e = q_s = 1 (the rule's rates at 1: uedp_naive keeps q_s = 0): Theorem 2's pairs are
     per SENTENCE at q_s < 1 (section 6: m sentences need 1 - (1 - q_s)^m), while the neighbour here removes
     every sentence of a holder that holds the entity; at rates 1 the pair (LPS at eta = q_u) holds for any
@@ -276,7 +278,7 @@ def _any_sentences(groups: acc.Groups) -> tuple[tuple[Mechanism, int], ...]:
     return tuple(out)
 
 
-def _undetected_group(groups: acc.Groups, k: int, delta: float, num_users: int | None, vdi: float | None) -> float:
+def _undetected_group(groups: Runs, k: int, delta: float, num_users: int | None, vdi: float | None) -> float:
     """Group privacy over the k holders (k steps: u' with the first holder, then one holder at a time), each
     step (e, delta_step(e))-DP with delta_step the max over the two kinds of sentence of the min over that
     kind's bounds of Theorem 2 (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES) at q_e = q_s = 1 (`_any_sentences`),
@@ -286,11 +288,11 @@ def _undetected_group(groups: acc.Groups, k: int, delta: float, num_users: int |
     if trunc >= delta:
         return math.inf
     kinds = []
-    for names in (acc.UNDETECTED_FREE, acc.UNDETECTED_WITH_ENTITIES):
+    for names in (UNDETECTED_FREE, UNDETECTED_WITH_ENTITIES):
         profiles = []
         for b in names:
             pairs = tuple((m.undetected(b), c) for m, c in groups)
-            grid = vdi or acc.auto_discretization(acc.pairs_rdp_epsilon(pairs, delta=delta))
+            grid = vdi or composition.auto_discretization(composition.pairs_rdp_epsilon(pairs, delta=delta))
             profiles.append(_profile(pairs, grid))
         kinds.append(profiles)
 

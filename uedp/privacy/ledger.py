@@ -38,7 +38,8 @@ from typing import Any
 from uedp.checks import non_negative_int, one_of, positive
 from uedp.errors import ConfigError
 from uedp.files import PRIVATE, atomic_write_json
-from uedp.privacy.accounting import ADJACENCIES, DEFAULT_DELTA, Mechanism, check_delta, compose_epsilons, epsilon
+from uedp.privacy.accounting import ADJACENCIES, DEFAULT_DELTA, Mechanism, epsilon_of, epsilons_of
+from uedp.privacy.composition import check_delta
 
 FORMAT = "uedp-ledger"
 VERSION = 2  # 2: hash chain; version 1 files (no chain) are still read, and saved again as version 2
@@ -231,8 +232,9 @@ class Ledger:
         self._hashes.append(record.chained(self.head.hash))
         self._records.append(record)
 
-    def groups(self, extra: Iterable[RoundRecord] = ()) -> list[tuple[Mechanism, int]]:
-        """Runs of consecutive rounds with the same mechanism, as (mechanism, count)."""
+    def runs(self, extra: Iterable[RoundRecord] = ()) -> list[tuple[Mechanism, int]]:
+        """The runs the accountant composes (uedp.privacy.accounting): consecutive rounds (then `extra`) with the
+        same mechanism, as (mechanism, count)."""
         out: list[tuple[Mechanism, int]] = []
         for record in (*self._records, *extra):
             mech = record.mechanism
@@ -246,7 +248,7 @@ class Ledger:
         """eps_uedp, eps_user, eps_undetected, eps_rdp_bound (+ delta, rounds, the undetected bound's name
         and delta_trunc), computed from the records."""
         delta = self.delta if delta is None else check_delta(delta, self.num_users)
-        return compose_epsilons(self.groups(), delta=delta, num_users=self.num_users).as_dict()
+        return epsilons_of(self.runs(), delta=delta, num_users=self.num_users).as_dict()
 
     def check_budget(
         self, next_record: RoundRecord, *, target_epsilon: float, adjacency: str | Sequence[str] = "uedp"
@@ -258,8 +260,8 @@ class Ledger:
         if not claims or any(c not in ADJACENCIES for c in claims):
             raise ConfigError(f"adjacency must be one or more of {', '.join(ADJACENCIES)}, got {adjacency!r}")
         self._check_next(next_record)
-        groups = self.groups([next_record])
-        after = {c: epsilon(c, groups, delta=self.delta, num_users=self.num_users) for c in claims}
+        runs = self.runs([next_record])
+        after = {c: epsilon_of(runs, c, delta=self.delta, num_users=self.num_users) for c in claims}
         worst = max(after.values())
         return BudgetCheck(allowed=worst <= target, epsilon_after=worst, target_epsilon=target,
                            epsilons_after=after)

@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from uedp.config_values import AUTO
 from uedp.errors import ConfigError
 from uedp.privacy.sensitivity import RULES
 
@@ -50,10 +51,10 @@ class PrivacyParams(Protocol):
 
     q_e: float
     q_s: float
-    m_max: int
-    k_cap: int
+    m_max: int | str  # "auto": not resolved yet
+    k_cap: int | None
     target_on: str
-    gamma: float
+    gamma: float | str  # "auto": from k_cap, beta and m_max
     beta: float
 
 
@@ -144,15 +145,15 @@ class MechanismSpec:
 
     def gamma(self, privacy: PrivacyParams) -> float:
         """The entity part's clip of a split update (0 for every other mechanism): privacy.gamma, or
-        (privacy.gamma = 0) max(k_cap, 1) * beta / m_max, the entity budget of the slot rule: the same s_e =
+        (privacy.gamma = "auto") max(k_cap, 1) * beta / m_max, the entity budget of the slot rule: the same s_e =
         2 k_cap w_max beta, spread over every usable entity sentence of every sampled client."""
         if not self.split:
             return 0.0
-        if privacy.gamma > 0:
+        if privacy.gamma != AUTO and privacy.gamma > 0:
             return float(privacy.gamma)
-        if privacy.m_max < 1:
-            raise ConfigError("the automatic gamma needs m_max (resolved from privacy.m_max = 0 by the server)")
-        return max(privacy.k_cap, 1) * privacy.beta / privacy.m_max
+        if privacy.m_max == AUTO or privacy.m_max < 1:
+            raise ConfigError('the automatic gamma needs m_max (resolved from privacy.m_max = "auto" by the server)')
+        return max(privacy.k_cap or 0, 1) * privacy.beta / privacy.m_max
 
     def k_cap(self, privacy: PrivacyParams) -> int | None:
         """The entity cap in force (None: off)."""
@@ -253,7 +254,7 @@ register(MechanismSpec(
 register(MechanismSpec(
     # the crafted-update audit sends crafted updates, never text: its law and result for this spec are
     # user_dp's exactly, so its evidence is user_dp's rows and `audited` stays False (no duplicate name in
-    # uedp.audit.mechanism.METHODS)
+    # uedp.audit.scenario.METHODS)
     name="deid_dp", strategy="deid_dp", estimator=None, rule="user_dp", adjacency="user", keyed=False,
     truncate=False, entity_cap=False, deidentify=True,
     description="de-identification + user-level DP: DP-FedAvg (as user_dp: every sentence of a Poisson-sampled "

@@ -92,14 +92,26 @@ def pair_pld(p_means: Any, p_weights: Any, q_means: Any, q_weights: Any, sigma: 
 @dataclass(frozen=True)
 class NumericPair:
     """The pair P = sum_j p_j N(c_j, sigma^2) (the dataset without the neighbour) and Q = sum_k q_k N(a_k,
-    sigma^2) (with it), both directions, as a `Pair` of uedp.privacy.accounting: its PLD is the pessimistic
-    `pair_pld` on the accountant's grid."""
+    sigma^2) (with it), both directions, as a `Pair` of uedp.privacy.pairs: its PLD is `pair_pld` on the
+    accountant's grid, pessimistic (an upper bound) unless `pessimistic` is False (an optimistic estimate: what
+    a lower bound of the audit computes)."""
 
     p_means: tuple[float, ...]
     p_weights: tuple[float, ...]
     q_means: tuple[float, ...]
     q_weights: tuple[float, ...]
     sigma: float
+    pessimistic: bool = True
+
+    @classmethod
+    def of(cls, p_means: Any, p_weights: Any, q_means: Any, q_weights: Any, sigma: float, *,
+           pessimistic: bool = True) -> NumericPair:
+        """The pair of any sequences or arrays of means and weights (stored as tuples of floats: hashable)."""
+        def floats(xs: Any) -> tuple[float, ...]:
+            return tuple(float(x) for x in np.asarray(xs, dtype=float).ravel())
+
+        return cls(floats(p_means), floats(p_weights), floats(q_means), floats(q_weights), float(sigma),
+                   bool(pessimistic))
 
     @property
     def is_null(self) -> bool:
@@ -124,4 +136,4 @@ class NumericPair:
 
     def pld(self, value_discretization_interval: float) -> pld_lib.PrivacyLossDistribution:
         return pair_pld(self.p_means, self.p_weights, self.q_means, self.q_weights, self.sigma,
-                        vdi=value_discretization_interval)
+                        vdi=value_discretization_interval, pessimistic=self.pessimistic)

@@ -17,7 +17,7 @@ noiseless baselines) use every sentence of the sampled user with weight 1 and ne
 The sentence ids (`sids`) name the extended entities: `stable_sids(texts, entities)` computes them from
 each sentence alone (a hash of its text, its entity set and its occurrence index among the user's identical
 such sentences), so removing any other sentence, or another user, never changes them (docs/proofs.md
-section 2). Every caller passes these ids (client/update.py through uedp.pipeline.UserData.stable_ids).
+section 2). Every caller passes these ids (client/update.py through uedp.prepare.users.UserData.stable_ids).
 
 `select_sentences` hashes each DISTINCT entity of the user once and decides per sentence with numpy;
 tests/test_privacy_sampling.py compares it with a slow, obviously-correct reference (plain loops).

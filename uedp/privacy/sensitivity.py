@@ -28,12 +28,24 @@ Accounting rules (`RULES`; `MechanismSpec.rule`, `RoundRecord.rule`, the ledger 
 
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass
 
 from uedp.checks import positive, positive_int
 
-RULES = ("uedp", "uedp_naive", "uedp_split", "user_dp", "noiseless")  # the accounting rules
+
+class Rule(enum.StrEnum):
+    """An accounting rule (module docstring). A str: files and f-strings see its value ("uedp_split")."""
+
+    UEDP = "uedp"
+    UEDP_NAIVE = "uedp_naive"
+    UEDP_SPLIT = "uedp_split"
+    USER_DP = "user_dp"
+    NOISELESS = "noiseless"
+
+
+RULES = tuple(Rule)
 
 
 def check_rule(rule: str) -> str:

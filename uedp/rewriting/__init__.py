@@ -35,14 +35,15 @@ __all__ = [
     "sensitivities",
 ]
 
-# The rewriter model (uedp.rewriting.model, torch + transformers) and its public training text
-# (uedp.rewriting.public_text), exported lazily so that importing the mechanism stays light.
+# The rewriter model (uedp.rewriting.model, torch + transformers), its training (uedp.rewriting.training), its
+# cache (uedp.rewriting.store) and its public training text (uedp.rewriting.public_text), exported lazily so that
+# importing the mechanism stays light.
 _LAZY = {
     "Rewriter": "uedp.rewriting.model",
     "RewriterConfig": "uedp.rewriting.model",
-    "load_rewriter": "uedp.rewriting.model",
+    "load_rewriter": "uedp.rewriting.store",
     "reconstruction_bleu": "uedp.rewriting.model",
-    "train_rewriter": "uedp.rewriting.model",
+    "train_rewriter": "uedp.rewriting.training",
     "PUBLIC_SOURCES": "uedp.rewriting.public_text",
     "public_text_for": "uedp.rewriting.public_text",
 }

@@ -223,14 +223,8 @@ def pld_points(n: int, noise_multiplier: float, vdi: float) -> float:
     return n * (1.0 / noise_multiplier**2 + 21.0 / noise_multiplier) / vdi
 
 
-def compose_documents(
-    epsilon: float,
-    delta: float,
-    n: int,
-    *,
-    noise_multiplier: float | None = None,
-    value_discretization_interval: float | None = None,
-) -> Composition:
+def compose_documents(epsilon: float, delta: float, n: int, *, noise_multiplier: float | None = None,
+                      value_discretization_interval: float | None = None) -> Composition:
     """The guarantee for one user whose n documents are each privatized once with an (epsilon, delta) mechanism.
 
     Basic composition always; with `noise_multiplier` (sigma / L2 sensitivity of a Gaussian mechanism) also the
@@ -253,7 +247,7 @@ def compose_documents(
         raise ConfigError(f"n * delta must be below 1, got n={n} and delta={delta!r}")
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-    from uedp.privacy.accounting import auto_discretization
+    from uedp.privacy.composition import auto_discretization
 
     if value_discretization_interval is None:
         vdi = auto_discretization(n * epsilon)

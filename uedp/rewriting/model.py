@@ -1,6 +1,7 @@
 """The rewriter model of DP-BART (docs/dp-bart-system.md, "The mechanism (DP-BART-CLV)"): an encoder whose
 output z in R^{l x d} is what the mechanism (uedp.rewriting.mechanism) clips, prunes and noises, and a decoder that
-turns a (privatized) z back into text. Weights come from PUBLIC text only (uedp.rewriting.public_text).
+turns a (privatized) z back into text. Weights come from PUBLIC text only (uedp.rewriting.public_text); training is
+uedp.rewriting.training, the cache of trained rewriters uedp.rewriting.store.
 
 Kinds (`RewriterConfig.kind`, one of `REWRITER_KINDS`; docs/figures/rewriter.md measures both,
 `python -m experiments.rewriter`):
@@ -23,29 +24,20 @@ Contract:
   `ClvMechanism(...).privatize(z, rng)` (`Rewriter.mechanism(epsilon)` builds the matching mechanism).
 - `decode(z)` is greedy decoding, batched, of any (n, l, d) array (the mechanism's float64 output included); the
   pruned coordinates are set to 0 first (a released z has 0 there anyway), nothing else is changed.
-- Training always feeds the decoder clamp(z) to [-C, C] with pruned coordinates 0 (and for "pr+", plus the
-  mechanism's noise: `ClvMechanism.privatize` in the forward pass, a straight-through estimator carrying the
-  clamp's gradient). The noise used in training is on public text: it protects nothing and may be seeded.
-  An "adept" rewriter (the ADePT mechanism on our model) is fed each document's z norm-clipped to its
-  `norm_bound` instead (`Rewriter.clip_tensor`), and its `mechanism()` is the NormClipMechanism.
-- `load_rewriter` caches under cache_root()/"rewriters"/<digest of the request>: weights.pt, tokenizer.json and
-  rewriter.json (identity, kept coordinates, training log). The request is the config fields the variant uses,
-  the variant, epsilon and delta (pr+ only) and `public_text_key` of the public text; `identity()` adds the
-  kept coordinates and a SHA-256 of the weights, so it determines the outputs.
+- An "adept" rewriter (the ADePT mechanism on our model) clips each document's z to its `norm_bound` in norm
+  instead of clamping its values (`Rewriter.clamp`, `Rewriter.clip_tensor`), and its `mechanism()` is the
+  NormClipMechanism.
+- `request()` is what a rewriter was asked for (the cache key of uedp.rewriting.store.load_rewriter): the config
+  fields the variant uses, the variant, epsilon and delta (pr+ only) and `public_text_key` of the public text;
+  `identity()` adds the kept coordinates and a SHA-256 of the weights, so it determines the outputs.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import inspect
 import json
 import math
-import os
-import shutil
-import sys
-import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -58,15 +50,13 @@ from torch import nn
 
 from uedp.checks import integer
 from uedp.errors import ConfigError
-from uedp.paths import cache_root
-from uedp.rewriting.mechanism import VARIANTS, ClvMechanism, LocalMechanism, NormClipMechanism, norm_clip
-from uedp.rewriting.public_text import public_text_for, public_text_key
+from uedp.rewriting.mechanism import ClvMechanism, LocalMechanism, NormClipMechanism, norm_clip
 from uedp.versions import package_version
 
 FORMAT_VERSION = 1  # bump when training or the file layout changes: old cached rewriters are then not reused
 REWRITER_KINDS = ("bart", "minilm")
 MINILM_DIM = 384
-_BATCH = 256  # encode / decode batch size
+BATCH = 256  # encode / decode batch size (and the minilm training's encoding of its sentences)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,10 +129,22 @@ class RewriterConfig:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
 
 
+def rewriter_request(config: RewriterConfig, variant: str, epsilon: float | None, delta: float | None,
+                     noise: str | None, public_key: str) -> dict[str, Any]:
+    """What a rewriter is asked for, the cache key of uedp.rewriting.store.load_rewriter: the config fields its
+    variant uses, epsilon / delta / noise (pr+ only), the public text's key."""
+    pr_plus = variant == "pr+"
+    request = {"format": FORMAT_VERSION, "variant": variant, "config": config.fields_for(variant),
+               "epsilon": epsilon if pr_plus else None, "delta": delta if pr_plus else None, "public": public_key}
+    if pr_plus:
+        request["noise"] = noise
+    return request
+
+
 # -- tokens -------------------------------------------------------------------------------------------------------
 
 
-class _Codec:
+class Codec:
     """Text <-> token ids: encoder inputs (exactly l ids + mask), windows, decoder targets, decoded text."""
 
     def __init__(self, config: RewriterConfig, bpe: Any) -> None:
@@ -187,7 +189,8 @@ def _minilm_dir() -> Path:
     return minilm_dir()
 
 
-def _normalize(texts: Sequence[str]) -> list[str]:
+def normalize_texts(texts: Sequence[str]) -> list[str]:
+    """Each text NFC-normalized with its runs of white space made one space (ConfigError for a single string)."""
     import unicodedata
 
     if isinstance(texts, str):
@@ -198,7 +201,7 @@ def _normalize(texts: Sequence[str]) -> list[str]:
 # -- the network ---------------------------------------------------------------------------------------------------
 
 
-class _Net(nn.Module):
+class RewriterNet(nn.Module):
     """Encoder (BART's own or frozen MiniLM) + BART decoder whose output layer is tied to its token embedding."""
 
     def __init__(self, config: RewriterConfig, vocab_size: int, pad_id: int) -> None:
@@ -224,7 +227,7 @@ class _Net(nn.Module):
             self.encoder = _load_minilm()
             self.bridge = nn.Linear(MINILM_DIM, d)  # trained with the decoder: 384 -> d_model
 
-    def train(self, mode: bool = True) -> _Net:
+    def train(self, mode: bool = True) -> RewriterNet:
         super().train(mode)
         if self.kind == "minilm":
             self.encoder.eval()  # frozen: no dropout either
@@ -280,7 +283,7 @@ def _cache_kwargs() -> dict[str, Any]:
 class Rewriter:
     """A trained rewriter (see the module docstring). Not trained further in place: training makes a copy."""
 
-    def __init__(self, *, config: RewriterConfig, net: _Net, codec: _Codec, kept: np.ndarray | None, public: str,
+    def __init__(self, *, config: RewriterConfig, net: RewriterNet, codec: Codec, kept: np.ndarray | None, public: str,
                  public_key: str, variant: str = "clv", epsilon: float | None = None, delta: float | None = None,
                  noise: str | None = None, log: list[dict[str, Any]] | None = None,
                  norm_bound: float | None = None) -> None:
@@ -345,15 +348,15 @@ class Rewriter:
     # text <-> z
     def window(self, texts: Sequence[str]) -> list[str]:
         """The part of each text that the encoder sees (its first l tokens), normalized."""
-        return self.codec.inputs(_normalize(texts))[2]
+        return self.codec.inputs(normalize_texts(texts))[2]
 
     @torch.no_grad()
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """(n, length, dim) float32: the RAW encoder output of each text (not clamped, not pruned)."""
-        texts = _normalize(texts)
+        texts = normalize_texts(texts)
         out = np.zeros((len(texts), self.length, self.dim), dtype=np.float32)
-        for start in range(0, len(texts), _BATCH):
-            ids, mask, _, _ = self.codec.inputs(texts[start : start + _BATCH])
+        for start in range(0, len(texts), BATCH):
+            ids, mask, _, _ = self.codec.inputs(texts[start : start + BATCH])
             out[start : start + len(ids)] = self.net.encode(ids, mask).numpy()
         return out
 
@@ -367,8 +370,8 @@ class Rewriter:
             raise ConfigError("z contains NaN or infinite values")
         keep = self.keep_mask()
         texts: list[str] = []
-        for start in range(0, len(z), _BATCH):
-            zb = torch.from_numpy(np.ascontiguousarray(z[start : start + _BATCH], dtype=np.float32)) * keep
+        for start in range(0, len(z), BATCH):
+            zb = torch.from_numpy(np.ascontiguousarray(z[start : start + BATCH], dtype=np.float32)) * keep
             texts.extend(self._greedy(zb))
         return texts
 
@@ -391,8 +394,8 @@ class Rewriter:
 
     # identity and files
     def request(self) -> dict[str, Any]:
-        """What was asked for: the cache key of `load_rewriter`."""
-        return _request(self.config, self.variant, self.epsilon, self.delta, self.noise, self.public_key)
+        """What was asked for (`rewriter_request`): the cache key of uedp.rewriting.store.load_rewriter."""
+        return rewriter_request(self.config, self.variant, self.epsilon, self.delta, self.noise, self.public_key)
 
     def identity(self) -> dict[str, Any]:
         """JSON-able; everything that determines the outputs: the request, the kept coordinates, the weights."""
@@ -427,12 +430,12 @@ class Rewriter:
         meta = json.loads((directory / "rewriter.json").read_text())
         ident, config = meta["identity"], RewriterConfig(**meta["config"])
         bpe = TextTokenizer(Tokenizer.from_file(str(directory / "tokenizer.json")), source="cache")
-        net = _Net(config, bpe.vocab_size, bpe.pad_id)
+        net = RewriterNet(config, bpe.vocab_size, bpe.pad_id)
         missing, unexpected = net.load_state_dict(torch.load(directory / "weights.pt", weights_only=True), strict=False)
         if unexpected or any(config.kind == "bart" or not k.startswith("encoder.") for k in missing):
             raise ConfigError(f"cached rewriter {directory} does not match its config (missing {missing}, "
                               f"unexpected {unexpected})")
-        rw = cls(config=config, net=net, codec=_Codec(config, bpe), kept=ident["kept"], public=meta["public"],
+        rw = cls(config=config, net=net, codec=Codec(config, bpe), kept=ident["kept"], public=meta["public"],
                  public_key=ident["public"], variant=ident["variant"], epsilon=ident["epsilon"],
                  delta=ident["delta"], noise=ident.get("noise"), log=meta["log"], norm_bound=ident.get("norm_bound"))
         if rw.identity()["weights"] != ident["weights"]:
@@ -452,7 +455,7 @@ def reconstruction_bleu(rewriter: Rewriter, texts: Sequence[str], *, mechanism: 
     the text lost to truncation then does not count)."""
     import sacrebleu
 
-    texts = _normalize(texts)
+    texts = normalize_texts(texts)
     if not texts:
         raise ConfigError("reconstruction_bleu needs at least one text")
     if against not in ("text", "window"):
@@ -467,286 +470,3 @@ def reconstruction_bleu(rewriter: Rewriter, texts: Sequence[str], *, mechanism: 
         released = mechanism.privatize(z, rng)
     refs = texts if against == "text" else rewriter.window(texts)
     return float(sacrebleu.corpus_bleu(rewriter.decode(released), [refs]).score)
-
-
-# -- training -------------------------------------------------------------------------------------------------------
-
-
-def _say(progress: bool, message: str) -> None:
-    if progress:
-        print(f"[rewriter] {message}", file=sys.stderr, flush=True)
-
-
-def train_rewriter(sentences: Sequence[str], config: RewriterConfig, *, valid: Sequence[str] | None = None,
-                   init: Rewriter | None = None, kept: Sequence[int] | np.ndarray | None = None,
-                   mechanism: LocalMechanism | None = None, steps: int | None = None, variant: str = "clv",
-                   public: str | None = None, public_key: str | None = None, progress: bool = True,
-                   norm_bound: float | None = None) -> Rewriter:
-    """Train a rewriter on `sentences` (public text): from scratch (a BPE tokenizer trained on them, fresh weights)
-    or, with `init`, a copy of `init` trained further. `kept`: released coordinates (None: all, or init's); the
-    others are 0 for the decoder. `mechanism`: add its noise in the forward pass (pr+; it must match the rewriter).
-    `steps` defaults to config.steps. Validation BLEU on `valid` (default: the sentences themselves, at most
-    config.valid_sentences) is reported every config.eval_every steps. `norm_bound` (variant "adept"): the decoder is
-    fed the norm-clipped z (`Rewriter.clip_tensor`) in place of the value-clamped one. All training in this module
-    goes through this function."""
-    from uedp.tokenization import TokenizerTraining, train_tokenizer
-
-    train = _normalize(sentences)
-    if len(train) < 2:
-        raise ConfigError(f"train_rewriter needs at least 2 sentences, got {len(train)}")
-    valid = _normalize(valid) if valid is not None else train[: config.valid_sentences]
-    steps = config.steps if steps is None else steps
-    if public_key is None:
-        public_key = hashlib.blake2b("\n".join(train).encode(), digest_size=12).hexdigest()
-    started = time.perf_counter()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.seed + 7919 * len(init.log if init is not None else ()))
-        if init is None:
-            bpe = train_tokenizer(train, TokenizerTraining(vocab_size=config.vocab_size))
-            codec = _Codec(config, bpe)
-            net = _Net(config, bpe.vocab_size, bpe.pad_id)
-            log: list[dict[str, Any]] = []
-        else:
-            config, codec, net, log = init.config, init.codec, copy.deepcopy(init.net), list(init.log)
-        if init is not None:
-            public, public_key = init.public, init.public_key
-            kept = init.kept if kept is None else kept
-        rw = Rewriter(config=config, net=net, codec=codec, kept=kept, public=public or f"{len(train)} given sentences",
-                      public_key=public_key, variant=variant, epsilon=None if mechanism is None else mechanism.epsilon,
-                      delta=None if mechanism is None else mechanism.delta,
-                      noise=None if mechanism is None else mechanism.noise, log=log, norm_bound=norm_bound)
-        if mechanism is not None:
-            rw.check_mechanism(mechanism)
-        stage = {"variant": variant, "steps": steps, "kept": rw.dim if rw.kept is None else len(rw.kept),
-                 "epsilon": rw.epsilon, "evals": []}
-        _fit(rw, train, valid, steps=steps, mechanism=mechanism, stage=stage, progress=progress)
-    stage["seconds"] = round(time.perf_counter() - started, 1)
-    rw.log.append(stage)
-    rw.net.eval()
-    return rw
-
-
-def _fit(rw: Rewriter, train: list[str], valid: list[str], *, steps: int, mechanism: LocalMechanism | None,
-         stage: dict[str, Any], progress: bool) -> None:
-    config, net, codec = rw.config, rw.net, rw.codec
-    ids, mask, windows, contents = codec.inputs(train)
-    targets = codec.targets(windows, contents)
-    z_fixed = None
-    if config.kind == "minilm":  # frozen encoder: its clamped output once per sentence list, in float16 (raw for
-        # adept, whose norm clip needs the whole vector)
-        bound = math.inf if rw.norm_bound is not None else config.clip
-        key = hashlib.blake2b("\n".join(train).encode(), digest_size=12).hexdigest() + f"/{bound}"
-        if codec.memo[0] != key:
-            chunks = [net.encode(ids[s : s + _BATCH], mask[s : s + _BATCH]).clamp(-bound, bound).half()
-                      for s in range(0, len(ids), _BATCH)]
-            codec.memo = (key, torch.cat(chunks))
-        z_fixed = codec.memo[1]
-    params = [p for p in net.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.01)
-    warmup = max(1, min(100, steps // 10))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warmup) * max(0.05, 0.5 * (1 + math.cos(math.pi * s / steps))))
-    noise_rng = np.random.default_rng([config.seed, len(rw.log)])  # public text: seeding is fine
-    order = torch.randperm(len(train))
-    pos, pad, label = 0, codec.bpe.pad_id, f"{config.kind} {stage['variant']}"
-    mask_id = codec.source.backend.token_to_id("[MASK]")
-    word_mask_id = codec.bpe.backend.token_to_id("[MASK]")
-    losses: list[float] = []
-    net.train()
-    for step in range(1, steps + 1):
-        if pos + config.batch_size > len(order):
-            order, pos = torch.randperm(len(train)), 0
-        idx = order[pos : pos + config.batch_size]
-        pos += config.batch_size
-        if z_fixed is not None:
-            z = z_fixed[idx].float()
-        else:
-            inp = ids[idx]
-            if config.mask_prob > 0 and mask_id is not None:
-                content = mask[idx].bool() & (inp != codec.source.eos_id)
-                inp = torch.where(content & (torch.rand(inp.shape) < config.mask_prob), mask_id, inp)
-            z = net.encode(inp, mask[idx])
-        z = rw.clip_tensor(z)
-        if mechanism is not None:  # straight-through: the value is privatize(z), the gradient the clamp's
-            noised = torch.from_numpy(mechanism.privatize(z.detach().numpy(), noise_rng)).float()
-            z = z + (noised - z.detach())
-        tgt = targets[idx]
-        tgt = tgt[:, : int((tgt != pad).sum(1).max())]
-        dec_in = tgt[:, :-1]
-        if config.word_dropout > 0:
-            hide = (torch.rand(dec_in.shape) < config.word_dropout) & (dec_in != pad) & (dec_in != codec.bpe.bos_id)
-            dec_in = torch.where(hide, word_mask_id, dec_in)
-        logits = net.logits(z, dec_in, use_cache=False)
-        labels = tgt[:, 1:].masked_fill(tgt[:, 1:] == pad, -100)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        sched.step()
-        losses.append(float(loss.detach()))
-        if step % config.eval_every == 0 or step == steps:
-            net.eval()
-            entry = {"step": step, "loss": round(float(np.mean(losses[-config.eval_every :])), 4),
-                     "bleu": round(reconstruction_bleu(rw, valid), 2)}
-            if mechanism is not None:
-                entry["noisy_bleu"] = round(reconstruction_bleu(rw, valid, mechanism=mechanism,
-                                                                rng=np.random.default_rng(config.seed)), 2)
-            stage["evals"].append(entry)
-            noisy = f", noised BLEU {entry['noisy_bleu']:.1f}" if mechanism is not None else ""
-            _say(progress, f"{label} step {step}/{steps} loss {entry['loss']:.3f} valid BLEU {entry['bleu']:.1f}"
-                           f"{noisy}")
-            net.train()
-
-
-def prune_rewriter(base: Rewriter, sentences: Sequence[str], valid: Sequence[str], *,
-                   progress: bool = True) -> Rewriter:
-    """DP-BART-PR on a TRAINED rewriter: score the coordinates still kept by the L1 norm of their column in the first
-    decoder layer's cross-attention key projection, prune those below the config.prune_quantile quantile, retrain
-    (clip, no noise; config.prune_steps), and repeat (at most config.prune_rounds times) while the no-noise validation
-    BLEU stays >= the unpruned model's minus config.prune_tolerance. Returns the last model within tolerance (the
-    base model itself, relabelled "pr", if even the first pruning falls outside it)."""
-    config = base.config
-    floor = reconstruction_bleu(base, valid) - config.prune_tolerance
-    current = base
-    kept = np.arange(base.dim) if base.kept is None else base.kept.copy()
-    rejected = None
-    for round_ in range(1, config.prune_rounds + 1):
-        scores = current.net.cross_key_weight().detach().abs().sum(dim=0).numpy()[kept]
-        new_kept = kept[scores >= np.quantile(scores, config.prune_quantile)]
-        if len(new_kept) == len(kept):  # ties: drop the lowest-scored one at least
-            new_kept = np.delete(kept, int(np.argmin(scores)))
-        if len(new_kept) == 0:
-            break
-        candidate = train_rewriter(sentences, config, valid=valid, init=current, kept=new_kept,
-                                   steps=config.prune_steps, variant="pr", progress=progress)
-        bleu = reconstruction_bleu(candidate, valid)
-        ok = bleu >= floor
-        _say(progress, f"prune round {round_}: d' {len(kept)} -> {len(new_kept)}, valid BLEU {bleu:.1f} "
-                       f"({'within' if ok else 'beyond'} tolerance: floor {floor:.1f})")
-        if not ok:
-            rejected = {"variant": "pr", "rejected_kept": len(new_kept), "bleu": round(bleu, 2),
-                        "seconds": candidate.log[-1]["seconds"]}
-            break
-        current, kept = candidate, new_kept
-    return Rewriter(config=config, net=current.net, codec=current.codec, kept=current.kept, public=current.public,
-                    public_key=current.public_key, variant="pr", log=current.log + ([rejected] if rejected else []))
-
-
-# -- the cache ------------------------------------------------------------------------------------------------------
-
-
-def _request(config: RewriterConfig, variant: str, epsilon: float | None, delta: float | None, noise: str | None,
-             public_key: str) -> dict[str, Any]:
-    """The cache key of a rewriter: the config fields its variant uses, epsilon / delta / noise (pr+ only), the
-    public text's key."""
-    pr_plus = variant == "pr+"
-    request = {"format": FORMAT_VERSION, "variant": variant, "config": config.fields_for(variant),
-               "epsilon": epsilon if pr_plus else None, "delta": delta if pr_plus else None, "public": public_key}
-    if pr_plus:
-        request["noise"] = noise
-    return request
-
-
-def rewriter_dir(request: dict[str, Any]) -> Path:
-    digest = hashlib.blake2b(json.dumps(request, sort_keys=True).encode(), digest_size=12).hexdigest()
-    return cache_root() / "rewriters" / digest
-
-
-def load_rewriter(*, private_corpus: str, variant: str = "clv", epsilon: float | None = None, delta: float = 1e-5,
-                  config: RewriterConfig = RewriterConfig(), progress: bool = True,  # noqa: B008
-                  noise: str = "gaussian") -> Rewriter:
-    """The rewriter for `variant`, trained on public_text_for(private_corpus) only, cached (see the module docstring):
-    "clv" (clip-by-value training, no noise); "pr" (the clv model pruned, `prune_rewriter`); "pr+" (the pr model
-    further trained for config.noisy_steps with the noise of (epsilon, delta): one model per epsilon; epsilon is
-    required, and ignored by the other variants, as is delta); "adept" (the ADePT mechanism on our model: the clv
-    model further trained for config.adept_steps with its encoder output norm-clipped, no noise; the bound C is the
-    config.adept_quantile quantile of the clv model's raw output norms on the public validation text).
-    Progress (step, loss, BLEU) goes to stderr."""
-    if variant not in VARIANTS:
-        raise ConfigError(f"rewriter variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
-    if not isinstance(config, RewriterConfig):
-        raise ConfigError(f"config must be a RewriterConfig, got {type(config).__name__}")
-    if variant == "pr+":
-        if epsilon is None:
-            raise ConfigError("the pr+ rewriter is trained for one epsilon: give epsilon")
-        mechanism = ClvMechanism(epsilon=epsilon, delta=delta, dim=config.width, clip=config.clip,
-                                 length=config.length, noise=noise)  # validates; its kept is set below
-        epsilon, delta, noise = mechanism.epsilon, mechanism.delta, mechanism.noise
-    else:
-        epsilon = delta = noise = None
-    key = public_text_key(private_corpus, max_sentences=config.max_sentences)
-    request = _request(config, variant, epsilon, delta, noise, key)
-    directory = rewriter_dir(request)
-    if (directory / "rewriter.json").is_file():
-        return Rewriter.load(directory)
-    description, sentences = public_text_for(private_corpus, max_sentences=config.max_sentences)
-    train, valid = sentences[: -config.valid_sentences], sentences[-config.valid_sentences :]
-    _say(progress, f"training the {config.kind} {variant} rewriter on {description}")
-    if variant == "clv":
-        rw = train_rewriter(train, config, valid=valid, public=description, public_key=key, progress=progress)
-    elif variant == "pr":
-        base = load_rewriter(private_corpus=private_corpus, config=config, progress=progress)
-        rw = prune_rewriter(base, train, valid, progress=progress)
-    elif variant == "adept":
-        base = load_rewriter(private_corpus=private_corpus, config=config, progress=progress)
-        bound = public_norm_bound(base, valid, config.adept_quantile)
-        _say(progress, f"adept: norm bound C = {bound:.4g} (the {config.adept_quantile:g} quantile of the public "
-                       "validation text's encoder-output norms)")
-        rw = train_rewriter(train, config, valid=valid, init=base, steps=config.adept_steps, variant="adept",
-                            norm_bound=bound, progress=progress)
-    else:
-        base = load_rewriter(private_corpus=private_corpus, variant="pr", config=config, progress=progress)
-        rw = train_rewriter(train, config, valid=valid, init=base, kept=base.kept, steps=config.noisy_steps,
-                            mechanism=base.mechanism(epsilon, delta, noise), variant="pr+", progress=progress)
-    if rw.request() != request:  # pragma: no cover - a bug, not an input error
-        raise RuntimeError(f"trained rewriter {rw.request()} does not match the request {request}")
-    _store(rw, directory)
-    return rw
-
-
-def public_norm_bound(rewriter: Rewriter, texts: Sequence[str], quantile: float) -> float:
-    """The `quantile` quantile of the L2 norms of `rewriter`'s raw encoder outputs (flattened l * d) on `texts`,
-    which must be PUBLIC: the adept norm bound C is chosen from them, outside any privacy accounting."""
-    norms = np.linalg.norm(rewriter.encode(texts).reshape(len(texts), -1).astype(np.float64), axis=1)
-    return float(np.quantile(norms, quantile))
-
-
-def load_saved_rewriter(directory: str | Path, *, variant: str, epsilon: float | None = None,
-                        delta: float | None = None, noise: str | None = None, setting: str = "rewrite.rewriter"
-                        ) -> Rewriter:
-    """A rewriter saved with Rewriter.save at `directory` (weights.pt, tokenizer.json, rewriter.json), its weights
-    checked against their recorded digest; it must be of `variant`, and a pr+ one trained for exactly this
-    epsilon, delta and noise (it was trained with that noise). ConfigError naming `setting` otherwise. Whether
-    its training text was public is the word of whoever trained it (rewriter.json's "public" says what it was)."""
-    path = Path(directory).expanduser()
-    if not (path / "rewriter.json").is_file():
-        raise ConfigError(f"{setting}: {path} is not a saved rewriter (no rewriter.json; Rewriter.save writes "
-                          "weights.pt, tokenizer.json and rewriter.json)")
-    try:
-        rw = Rewriter.load(path)
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
-        raise ConfigError(f"{setting}: cannot load the rewriter at {path}: {exc}") from None
-    if rw.variant != variant:
-        raise ConfigError(f"{setting}: the rewriter at {path} is a {rw.variant} one, rewrite.variant is {variant}")
-    if variant == "pr+" and (rw.epsilon, rw.delta, rw.noise) != (epsilon, delta, noise):
-        raise ConfigError(f"{setting}: the pr+ rewriter at {path} was trained for epsilon {rw.epsilon}, delta "
-                          f"{rw.delta}, noise {rw.noise}; this run asks epsilon {epsilon}, delta {delta}, "
-                          f"noise {noise}")
-    return rw
-
-
-def _store(rw: Rewriter, directory: Path) -> None:
-    """Write atomically: a temporary directory renamed into place (a concurrent writer's copy wins)."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=directory.name + ".tmp"))
-    try:
-        rw.save(tmp)
-        try:
-            os.rename(tmp, directory)
-        except OSError:
-            if not (directory / "rewriter.json").is_file():
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)

@@ -1,7 +1,7 @@
 """Rewriting documents under local DP: a data owner's texts in, privatized rewrites and their guarantee out.
 
     settings = RewriteSettings(epsilon=1000.0, variant="clv")
-    rewriter = load_rewriter(private_corpus="jsonl", variant="clv")        # public weights (uedp.rewriting.model)
+    rewriter = load_rewriter(private_corpus="jsonl", variant="clv")        # public weights (uedp.rewriting.store)
     texts = rewrite_texts(sentences, rewriter, mechanism_for(rewriter, settings), rng)
     meta = guarantee(mechanism_for(rewriter, settings), settings, documents_per_user=40)
 
@@ -83,9 +83,9 @@ def mechanism_for(rewriter: Any, settings: RewriteSettings) -> LocalMechanism:
 def rewriter_for(settings: RewriteSettings, private_corpus: str, *, progress: bool = True, path: str = "",
                  setting: str = "rewrite.rewriter") -> Any:
     """The public rewriter these settings use: the one saved at `path` (rewrite.rewriter;
-    uedp.rewriting.model.load_saved_rewriter), else the one load_rewriter trains on public text independent of
+    uedp.rewriting.store.load_saved_rewriter), else the one load_rewriter trains on public text independent of
     `private_corpus` (a PR+ one for the settings' epsilon and noise)."""
-    from uedp.rewriting.model import load_rewriter, load_saved_rewriter
+    from uedp.rewriting.store import load_rewriter, load_saved_rewriter
 
     if path:
         pr_plus = settings.variant == "pr+"
