@@ -46,8 +46,9 @@ def client_rewrite(cfg: RunConfig, *, partition_id: int | None, data_path: str, 
                    ) -> ConfigRecord:
     """This owner's rewrites. `expected`: the server's rewriter digest (sent with the query); a node whose
     rewriter differs (another rewrite.rewriter file, another cache) refuses before rewriting anything."""
+    from uedp.pipeline import rewriter_corpus
     from uedp.privacy.noise import secure_generator
-    from uedp.rewriting.rewrite import rewrite_cached, rewriter_corpus, rewriter_digest, rewriter_for
+    from uedp.rewriting.rewrite import rewrite_cached, rewriter_digest, rewriter_for
 
     settings = cfg.rewrite_settings()
     texts, labels, num_labels = owner_sentences(cfg, partition_id=partition_id, data_path=data_path)

@@ -90,8 +90,13 @@ def ask_run_status(flwr: str, connection: str, run_id: int, *, cwd: Path, env: M
 
 def write_run_config(path: Path, overrides: Mapping[str, Any], root: Path) -> Path:
     """Write `overrides` as the TOML run config file that `flwr run --run-config` reads, each key under the
-    project's namespace as the app at `root` lists it (uedp.privacy.q_u); returns `path`."""
-    path.write_text("".join(f"{namespaced(k, root)} = {toml_value(v)}\n" for k, v in overrides.items()))
+    project's namespace as the app at `root` lists it (uedp.privacy.q_u), None and "auto" as their numbers
+    (uedp.config_values.SENTINELS: TOML has no null); returns `path`."""
+    from uedp.config import NAMESPACE
+    from uedp.config_values import to_wire
+
+    path.write_text("".join(f"{namespaced(k, root)} = {toml_value(to_wire(k.removeprefix(f'{NAMESPACE}.'), v))}\n"
+                            for k, v in overrides.items()))
     return path
 
 

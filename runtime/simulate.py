@@ -10,7 +10,7 @@ one (runtime/ray_cluster.py starts a local one on loopback).
 
 Where federation.device resolves to cuda here, each client also asks Ray for a share of a GPU (`num_gpus`,
 `gpu_share`), and a Ray started here is given the GPUs; otherwise clients ask for CPUs only (`backend_config`).
-The share is `client_gpus` where given (the argument, else federation.client_gpus; 0: automatic), else sized
+The share is `client_gpus` where given (the argument, else federation.client_gpus), else ("auto") sized
 by memory: 1 / uedp.devices.actors_per_gpu, the clients whose estimated need (the run's model at its dtype:
 weights, a gradient and the local optimizer's states per trainable parameter, an activation and CUDA-context
 allowance) fits in the smallest GPU's memory, at most the clients the CPUs run at once (CPUs / client_cpus)
@@ -44,7 +44,7 @@ from flwr.serverapp import Grid, ServerApp
 from client.app import make_client_app
 from client.shared_users import shared_user_cache
 from server.app import make_server_app
-from uedp.config import RunConfig
+from uedp.config import AUTO, RunConfig
 from uedp.devices import (
     OPTIMIZER_STATES,
     actors_per_gpu,
@@ -185,21 +185,23 @@ def run_model_size(cfg: RunConfig) -> tuple[int, int]:
     return model_memory(new_model(cfg, load_manifest(cfg)))
 
 
-def gpu_share(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float | None = None,
+def gpu_share(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float | str | None = None,
               model_size: tuple[int, int] | None = None) -> tuple[float, str]:
     """(each client's share of a GPU, the line saying how it was chosen), where federation.device resolves to
-    cuda (module docstring). `client_gpus`: None for federation.client_gpus; 0 sizes the share by memory
-    (`model_size`: (model bytes, trainable bytes), None to build the run's model: run_model_size); a share
-    > 0 is taken as given (at most 1, or a whole number of GPUs)."""
+    cuda (module docstring). `client_gpus`: None for federation.client_gpus; "auto" (or 0, its run-config
+    spelling) sizes the share by memory (`model_size`: (model bytes, trainable bytes), None to build the run's
+    model: run_model_size); a share > 0 is taken as given (at most 1, or a whole number of GPUs)."""
     import torch
 
     name = "federation.client_gpus" if client_gpus is None else "client_gpus"
-    given = float(cfg.federation.client_gpus if client_gpus is None else client_gpus)
-    if not (math.isfinite(given) and given >= 0 and (given <= 1 or given.is_integer())):
-        raise ConfigError(f"{name} must be 0 (sized by the model's memory), a share in (0, 1] or a whole number of "
-                          f"GPUs, got {given!r}")
-    if given > 0:
-        return given, f"GPU share: {given:g} GPU per client ({name})"
+    given = cfg.federation.client_gpus if client_gpus is None else client_gpus
+    if given != AUTO:
+        given = float(given)
+        if not (math.isfinite(given) and given >= 0 and (given <= 1 or given.is_integer())):
+            raise ConfigError(f'{name} must be "auto" (sized by the model\'s memory), a share in (0, 1] or a whole '
+                              f"number of GPUs, got {given!r}")
+        if given > 0:
+            return given, f"GPU share: {given:g} GPU per client ({name})"
     gpus = torch.cuda.device_count()
     at_once = max(1, (os.cpu_count() or 2) // max(1, client_cpus))  # clients the CPUs run at once
     by_cpu = max(1, at_once // gpus)
@@ -229,7 +231,7 @@ def check_simulation_device(cfg: RunConfig) -> None:
                           f"to run on GPU {index}, set CUDA_VISIBLE_DEVICES={index} and federation.device=cuda")
 
 
-def backend_config(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float | None = None,
+def backend_config(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float | str | None = None,
                    model_size: tuple[int, int] | None = None) -> dict[str, Any]:
     """Flower's Ray backend config for `cfg`: each client's resources and Ray's start arguments (the module
     docstring). `num_gpus` only where federation.device resolves to cuda on this machine (gpu_share's, with
@@ -251,10 +253,10 @@ def backend_config(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float |
     return {"client_resources": resources, "init_args": init}
 
 
-def simulate(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float | None = None, verbose: bool = False,
+def simulate(cfg: RunConfig, *, client_cpus: int = 1, client_gpus: float | str | None = None, verbose: bool = False,
              server_app: ServerApp | None = None, client_app: ClientApp | None = None) -> dict[str, Any]:
     """`client_gpus`: each client's share of a GPU where federation.device resolves to cuda (None:
-    federation.client_gpus; 0: sized by memory, gpu_share). `server_app` / `client_app`: apps to run instead of
+    federation.client_gpus; "auto": sized by memory, gpu_share). `server_app` / `client_app`: apps to run instead of
     make_simulation_server_app(cfg) / make_client_app(cfg) (the benchmark's instrumented ones); they must run
     `cfg`."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -42,7 +42,15 @@ from uedp.devices import resolve_device
 from uedp.files import atomic_path, atomic_write_json
 from uedp.models.base import CLASSIFICATION, UedpModel, get_weights
 from uedp.models.export import export_release
-from uedp.pipeline import EncodedSentences, encode_sentences, release_options
+from uedp.pipeline import (
+    EncodedSentences,
+    encode_sentences,
+    model_spec,
+    private_dataset,
+    release_options,
+    rewriter_corpus,
+    server_data,
+)
 from uedp.privacy.mechanisms import spec_for
 from uedp.privacy.noise import FIXED_SEED_WARNING
 from uedp.protocol import REWRITE_RECORD, REWRITES_RECORD
@@ -51,11 +59,10 @@ from uedp.rewriting.rewrite import (
     RewriteSettings,
     guarantee,
     mechanism_for,
-    rewriter_corpus,
     rewriter_digest,
     rewriter_for,
 )
-from uedp.server_data import ServerData, server_data
+from uedp.server_data import ServerData
 from uedp.summary import write_summary
 from uedp.tasks import get_task
 from uedp.training import LocalTraining, evaluate_encoded, local_train
@@ -114,7 +121,8 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
     """The dp_bart run (module docstring): the guarantee checked, the query, local_dp.json, the central training,
     then summary.json, model.pt and a Hugging Face release."""
     t_start = time.monotonic()
-    check_rewriter_sources(cfg)  # the rewriter's public text is not the users' own (before anything is written)
+    # the rewriter's public text is not the users' own (before anything is written)
+    check_rewriter_sources(*private_dataset(cfg))
     out = Path(cfg.federation.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(cfg.to_nested(), indent=1))
@@ -224,7 +232,7 @@ def train_on_rewrites(cfg: RunConfig, data: ServerData, rewrites: Rewrites, metr
     print(f"device: {device} (federation.device = {cfg.federation.device}: the central training and evaluation)",
           file=stream, flush=True)
     with all_cores():  # every owner has replied: nothing else competes for the cores now
-        model = data.new_model(cfg, seed=seed)
+        model = data.new_model(model_spec(cfg), seed=seed)
         model = model if device.type == "cpu" else model.to(device)
         initial = evaluate_encoded(model, data.test) if data.test is not None else {}
         pooled = encode_sentences(data.tokenizer, rewrites.texts, rewrites.labels, task=cfg.task.name,

@@ -33,13 +33,12 @@ from uedp.flower.strategy import Seams, UserEntityDP
 from uedp.models.base import UedpModel, get_weights, parameter_counts, set_weights
 from uedp.models.checkpoints import base_digest, checkpoint_of, recorded_public_corpus_of
 from uedp.models.public_start import load_public_start, refuse_private_start
-from uedp.pipeline import EncodedSentences
+from uedp.pipeline import EncodedSentences, model_spec, private_dataset, server_data
 from uedp.privacy.accounting import safe_m_max
 from uedp.privacy.aggregation import Aggregator, aggregate
 from uedp.privacy.mechanisms import MechanismSpec, spec_for
 from uedp.privacy.noise import FIXED_SEED_WARNING, NoiseSource
 from uedp.protocol import BASE_RECORD
-from uedp.server_data import server_data
 from uedp.tasks import get_task
 from uedp.tokenization import TextTokenizer
 from uedp.training import LocalTraining, evaluate_encoded
@@ -133,12 +132,12 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
     cut = data.test.truncation() if data.test is not None else None  # the evaluation set's text only
     if cut is not None:
         print(cut.line("evaluation", longest=False), file=stream, flush=True)
-    model = data.new_model(cfg, seed=p.seed if fixed else None)
+    model = data.new_model(model_spec(cfg), seed=p.seed if fixed else None)
     initial_model: dict[str, Any] = {"source": "random"}
     if cfg.model.init:  # a public start: weights trained on public text only (uedp.models.public_start)
         initial_model = {"source": "public", **load_public_start(
             cfg.model.init, model, model_name=cfg.model.name, model_options=cfg.model.option_dict(),
-            tokenizer=data.tokenizer, run=cfg)}
+            tokenizer=data.tokenizer, private=private_dataset(cfg))}
         print(f"public start: {cfg.model.init} (trained on {initial_model['corpus']})", file=stream, flush=True)
     base_model, base_record = describe_model(cfg, model, stream)
     shipped = data.shipped()
@@ -190,7 +189,7 @@ def describe_model(cfg: RunConfig, model: UedpModel, stream: TextIO) -> tuple[di
               "lora": dataclasses.asdict(lora) if lora.r else None}
     corpus = recorded_public_corpus_of(checkpoint.path)  # a public start this project saved as a checkpoint
     if corpus is not None:
-        refuse_private_start(corpus, cfg, where=checkpoint.where)
+        refuse_private_start(corpus, private_dataset(cfg), where=checkpoint.where)
         print(f"the checkpoint was pretrained on public text: {corpus}", file=stream, flush=True)
         record["public_corpus"] = corpus
     return record, {BASE_RECORD: {"digest": digest}}

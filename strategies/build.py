@@ -70,7 +70,7 @@ def paper_denominator(cfg: RunConfig, spec: MechanismSpec, data: ServerData, pop
 def build_strategy(cfg: RunConfig, spec: MechanismSpec, model: UedpModel, *, places: Places, store: RunStore,
                    records: dict | None, noise_multiplier: float | None, seams: Seams) -> UserEntityDP:
     """The strategy the ServerApp runs: UeDP's wrapper (`UserEntityDP.from_privacy`: z given as
-    `noise_multiplier`, or privacy.noise_multiplier with privacy.target_epsilon = 0, or calibrated to the target)
+    `noise_multiplier`, or privacy.noise_multiplier with privacy.target_epsilon = None, or calibrated to the target)
     around the project's server optimizer on `model` (server.optimizer, server.lr, server.momentum), with the run
     store (federation.out_dir, checkpoint_every, resume), the schedule (federation.round_period), the records
     every training message carries and the seams."""

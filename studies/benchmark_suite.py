@@ -30,7 +30,7 @@ def suite_config(rounds: int) -> RunConfig:
     both runners draw the same cohort sizes round by round (a like-for-like comparison; the run is then
     reported not private, which does not change what a round does)."""
     base = RunConfig()
-    return replace(base, privacy=replace(base.privacy, target_epsilon=0.0, noise_multiplier=1.0, seed=0),
+    return replace(base, privacy=replace(base.privacy, target_epsilon=None, noise_multiplier=1.0, seed=0),
                    federation=replace(base.federation, rounds=rounds, eval_every=rounds, checkpoint_every=rounds))
 
 

@@ -96,7 +96,7 @@ def job_config(out: Path, *, device: str, rounds: int = 3, users: int = 8, seed:
         "model": {"options": {"emb_dim": 16, "hidden_dim": 16, "embed_dropout": 0.0, "input_dropout": 0.0,
                               "hidden_dropout": 0.0, "output_dropout": 0.0}},
         "privacy": {"q_u": 0.5, "q_e": 0.5, "q_s": 0.5, "m_max": users, "k_cap": 2, "beta": 0.5,
-                    "noise_multiplier": 1.0, "target_epsilon": 0.0, "delta": 1e-3, "seed": seed},
+                    "noise_multiplier": 1.0, "target_epsilon": None, "delta": 1e-3, "seed": seed},
         "train": {"lr": 0.5, "batch_size": 8},
         "federation": {"rounds": rounds, "eval_every": rounds, "checkpoint_every": rounds, "out_dir": str(out),
                        "wait_timeout": 120.0, "device": device},

@@ -146,13 +146,12 @@ def central_reference(cfg: RunConfig) -> dict[str, Any]:
     trains on the pooled rewrites (same model, rewrite.epochs epochs, train.* optimizer); summary.json in
     federation.out_dir. Not private: it is the reference that isolates what the rewriting costs."""
     from server.local_dp import all_cores, pooled_epochs
-    from uedp.pipeline import load_split
-    from uedp.server_data import server_data
+    from uedp.pipeline import load_split, model_spec, server_data
 
     out = Path(cfg.federation.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     data = server_data(cfg)
-    model = data.new_model(cfg)
+    model = data.new_model(model_spec(cfg))
     train = load_split(cfg, "train")
     final: dict[str, float] = {}
     with all_cores():
@@ -271,9 +270,10 @@ def survival(comparison: Comparison, names: list[str], sample: int = 1000) -> di
 
     from uedp.data.loaders import materialize
     from uedp.entities.annotations import annotate_cached
+    from uedp.pipeline import rewriter_corpus
     from uedp.privacy.noise import secure_generator
     from uedp.rewriting.evaluation import corpus_bleu, entity_survival
-    from uedp.rewriting.rewrite import mechanism_for, rewrite_texts, rewriter_corpus, rewriter_for
+    from uedp.rewriting.rewrite import mechanism_for, rewrite_texts, rewriter_for
 
     base = comparison.config(Path("unused"))
     _, corpus = materialize(base.dataset.name, **base.loader_options())

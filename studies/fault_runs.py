@@ -84,7 +84,7 @@ class Settings:
     restarts: int | None = None
     max_delay: float = 3.0
     restart_after: float = RESTART_AFTER
-    target_epsilon: float = 6.0  # z calibrated to it (cached on disk); 0: z = noise_multiplier, no calibration
+    target_epsilon: float | None = 6.0  # z calibrated to it (cached on disk); None: z = noise_multiplier
     noise_multiplier: float = 1.0
     checkpoint_every: int = 2  # rounds charged after the last checkpoint stay charged on resume
     round_timeout: float = 45.0  # a round with a killed node that is still "online" waits this long at most

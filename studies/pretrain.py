@@ -11,6 +11,7 @@ from pathlib import Path
 from uedp.config import RunConfig
 from uedp.models.export import export_public_start
 from uedp.models.public_start import save_public_start
+from uedp.pipeline import pretrain_run
 from uedp.pretraining import pretrain, public_text
 
 
@@ -20,7 +21,7 @@ def public_start(cfg: RunConfig, public: str, *, public_users: int, epochs: int,
     write it to OUT (default outputs/public_start/PUBLIC.pt) and OUT.json, and with `hf_out` the Hugging Face
     checkpoint directory; returns one line per file written, saying how a run starts from it."""
     texts, description = public_text(public, public_users=public_users)
-    model, tokenizer, history = pretrain(cfg, texts, epochs=epochs, lr=lr, batch_size=batch_size)
+    model, tokenizer, history = pretrain(pretrain_run(cfg), texts, epochs=epochs, lr=lr, batch_size=batch_size)
     out = out or Path(f"outputs/public_start/{Path(public).stem}.pt")
     details = {"epochs": epochs, "optimizer": "adam", "lr": lr, "batch_size": batch_size,
                "sentences": len(texts), "held_out_perplexity": history[-1]["perplexity"]}

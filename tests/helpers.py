@@ -17,7 +17,7 @@ def tiny_config(out_dir: Path, **groups: dict[str, Any]) -> RunConfig:
         "task": {"max_len": 16},
         "model": {"options": {"emb_dim": 16, "hidden_dim": 16}},
         "privacy": {"q_u": 0.5, "q_e": 0.5, "q_s": 0.5, "m_max": 8, "k_cap": 2, "beta": 0.5,
-                    "noise_multiplier": 1.0, "target_epsilon": 0.0, "delta": 1e-3},
+                    "noise_multiplier": 1.0, "target_epsilon": None, "delta": 1e-3},
         "train": {"lr": 0.5, "batch_size": 8},
         "federation": {"rounds": 3, "eval_every": 3, "checkpoint_every": 1, "out_dir": str(out_dir),
                        "wait_timeout": 120.0},

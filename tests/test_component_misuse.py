@@ -53,7 +53,7 @@ from uedp.flower.strategy import MissingClientMod, PrivacyBudgetExhausted, Seams
 from uedp.privacy.accountant import UeDPAccountant
 from uedp.protocol import INSTRUCTIONS_RECORD, RoundInstructions, is_probe, reply_content
 
-PRIVACY = PrivacyConfig(q_u=0.1, q_e=0.5, q_s=0.5, m_max=4, k_cap=1, beta=1.0, target_epsilon=0.0,
+PRIVACY = PrivacyConfig(q_u=0.1, q_e=0.5, q_s=0.5, m_max=4, k_cap=1, beta=1.0, target_epsilon=None,
                         noise_multiplier=1.0, delta=1e-3, seed=0)
 
 

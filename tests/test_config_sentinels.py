@@ -6,15 +6,19 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from flwr.serverapp.strategy import FedAvg
 
 from uedp.config import AUTO, PrivacyConfig, RunConfig
 from uedp.config_values import SENTINELS, to_wire
 from uedp.errors import ConfigError
+from uedp.flower import RunStore, UserEntityDP
+from uedp.privacy import UeDPAccountant, run_noise_multiplier
 from uedp.privacy.mechanisms import get
 
 # flat key: (the Python spelling, the run config's number for it)
 SPELLINGS = {"privacy.m_max": (AUTO, 0), "privacy.gamma": (AUTO, 0.0), "privacy.k_cap": (None, 0),
-             "privacy.target_holders": (None, -1), "privacy.seed": (None, -1)}
+             "privacy.target_holders": (None, -1), "privacy.seed": (None, -1), "privacy.target_epsilon": (None, 0.0),
+             "federation.client_gpus": (AUTO, 0.0), "federation.num_nodes": (None, 0)}
 
 
 def test_the_sentinels_are_the_documented_ones():
@@ -24,6 +28,7 @@ def test_the_sentinels_are_the_documented_ones():
 def test_defaults_use_none_and_auto():
     p = PrivacyConfig()
     assert (p.m_max, p.gamma, p.target_holders, p.seed) == (AUTO, AUTO, None, None)
+    assert (RunConfig().federation.client_gpus, RunConfig().federation.num_nodes) == (AUTO, None)
 
 
 @pytest.mark.parametrize("key", sorted(SPELLINGS))
@@ -32,7 +37,10 @@ def test_the_old_number_is_read_as_the_new_spelling(key):
     assert RunConfig.from_flat({key: old}).to_flat()[key] == new
     assert RunConfig.from_flat({key: new}).to_flat()[key] == new
     group, name = key.split(".")
-    assert getattr(RunConfig.from_nested({group: {name: old}}).privacy, name) == new
+    assert getattr(getattr(RunConfig.from_nested({group: {name: old}}), group), name) == new
+    built = RunConfig(**{group: dataclasses.replace(getattr(RunConfig(), group), **{name: old})})
+    built.validate()  # a RunConfig built in Python with the old number
+    assert getattr(getattr(built, group), name) == new
     assert RunConfig.from_run_config({f"uedp.{key}": old}).to_flat()[key] == new
     wire = RunConfig.from_flat({key: new}).to_run_config()[f"uedp.{key}"]
     assert wire == old and type(wire) is type(old)  # TOML has no null: the run config keeps the number
@@ -41,9 +49,9 @@ def test_the_old_number_is_read_as_the_new_spelling(key):
 
 def test_set_values_pass_unchanged():
     cfg = RunConfig.from_flat({"privacy.m_max": 40, "privacy.gamma": 0.05, "privacy.k_cap": 2,
-                               "privacy.target_holders": 0, "privacy.seed": 0})
+                               "privacy.target_holders": 0, "privacy.seed": 0, "privacy.target_epsilon": 4})
     p = cfg.privacy
-    assert (p.m_max, p.gamma, p.k_cap, p.target_holders, p.seed) == (40, 0.05, 2, 0, 0)
+    assert (p.m_max, p.gamma, p.k_cap, p.target_holders, p.seed, p.target_epsilon) == (40, 0.05, 2, 0, 0, 4.0)
     assert RunConfig.from_run_config(cfg.to_run_config()) == cfg
     assert RunConfig.from_flat(cfg.to_flat()) == cfg
 
@@ -58,6 +66,13 @@ def test_set_values_pass_unchanged():
     ({"privacy.target_holders": -3}, r"privacy.target_holders must be >= 0, or None"),
     ({"privacy.gamma": -0.1}, r'privacy.gamma must be > 0, or "auto"'),
     ({"privacy.gamma": None}, r"privacy.gamma must be of type float or 'auto'"),
+    ({"privacy.target_epsilon": -1.0}, r"privacy.target_epsilon must be > 0, or None"),
+    ({"privacy.target_epsilon": "auto"}, r"privacy.target_epsilon must be of type float or None"),
+    ({"federation.client_gpus": -0.5}, r'federation.client_gpus must be "auto" \(sized by'),
+    ({"federation.client_gpus": None}, r"federation.client_gpus must be of type float or 'auto'"),
+    ({"federation.num_nodes": -1}, r"federation.num_nodes must be >= 1, or None"),
+    ({"federation.num_nodes": "auto"}, r"federation.num_nodes must be of type int or None"),
+    ({"federation.data": "owners", "federation.num_nodes": 0}, r"owners needs federation.num_nodes = N"),
 ])
 def test_bad_values_name_the_key_and_the_spelling(flat, message):
     with pytest.raises(ConfigError, match=message):
@@ -73,3 +88,18 @@ def test_the_mechanism_reads_the_sentinels():
     assert split.gamma(dataclasses.replace(p, k_cap=None)) == 0.5 / 8
     with pytest.raises(ConfigError, match='privacy.m_max = "auto"'):
         split.gamma(PrivacyConfig())
+
+
+def test_no_target_is_none_and_a_python_config_takes_the_old_zero(tmp_path):
+    for target in (None, 0, 0.0):  # 0: the run-config spelling, still accepted from Python
+        privacy = PrivacyConfig(target_epsilon=target, noise_multiplier=1.3, m_max=0)
+        accountant = UeDPAccountant("uedp", privacy, num_users=20, rounds=3, noise_multiplier=1.3)
+        assert accountant.max_epsilon is None and accountant.privacy.target_epsilon is None
+        assert run_noise_multiplier(get("uedp"), privacy, rounds=3, num_users=20) == 1.3
+        wrapper = UserEntityDP.from_privacy(FedAvg(), places=20, num_rounds=3, privacy=privacy,
+                                            store=RunStore(tmp_path))
+        assert wrapper.accountant.noise_multiplier == 1.3 and wrapper.accountant.max_epsilon is None
+        with pytest.raises(ConfigError, match="make_private_with_epsilon needs privacy.target_epsilon > 0"):
+            UserEntityDP.make_private_with_epsilon(FedAvg(), places=20, num_rounds=3, privacy=privacy)
+    assert UeDPAccountant("uedp", PrivacyConfig(target_epsilon=5), num_users=20, rounds=3,
+                          noise_multiplier=1.0).max_epsilon == 5.0

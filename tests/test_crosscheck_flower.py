@@ -141,7 +141,7 @@ def _ours(noise, *, z: float = Z_MULT, num_nodes: int = N_NODES, m: int = M) -> 
     """User-level DP with q_u * N = m (so Z = m), w_max = 1 and beta = C, around FedAvg (which adds the
     released update to the global model: the release is the new model minus GLOBAL, as Flower's)."""
     privacy = OurPrivacyConfig(q_u=m / num_nodes, beta=CLIP, w_max=1.0, noise_multiplier=z, seed=0,
-                               target_epsilon=0.0)
+                               target_epsilon=None)
     out = tempfile.mkdtemp(prefix="uedp-crosscheck-")
     accountant = UeDPAccountant("user_dp", privacy, num_users=num_nodes, rounds=10_000, noise_multiplier=z)
     dp = UserEntityDP(FedAvg(), places=num_nodes, accountant=accountant, store=RunStore(out),

@@ -138,14 +138,16 @@ def test_a_model_that_does_not_fit_gets_a_whole_gpu_and_a_warning(one_gpu):
 
 def test_federation_client_gpus_overrides_the_estimate(one_gpu):
     cfg = RunConfig.from_flat({"federation.device": "cuda", "federation.client_gpus": 0.5})
-    assert cfg.federation.client_gpus == 0.5 and RunConfig().federation.client_gpus == 0.0
+    assert cfg.federation.client_gpus == 0.5 and RunConfig().federation.client_gpus == "auto"
     assert gpu_share(cfg) == (0.5, "GPU share: 0.5 GPU per client (federation.client_gpus)")  # no model built
     assert gpu_share(cfg, client_gpus=0.2)[0] == 0.2  # simulate(..., client_gpus=) before the config
-    # 0: sized by memory (plain SGD: 2 GB + the allowance, 7 fit; the share rounded down to 1e-4)
+    # "auto" (0 its run-config spelling): sized by memory (plain SGD: 2 GB + the allowance, 7 fit; the share
+    # rounded down to 1e-4)
+    assert gpu_share(cfg, client_gpus="auto", model_size=(10**9, 10**9))[0] == 0.1428
     assert gpu_share(cfg, client_gpus=0, model_size=(10**9, 10**9))[0] == 0.1428
     assert gpu_share(RunConfig.from_flat({"federation.client_gpus": 2}))[0] == 2.0  # whole GPUs
     for bad in (-1, 1.5):
-        with pytest.raises(ConfigError, match=r"federation\.client_gpus must be 0 \(sized by the model's memory\)"):
+        with pytest.raises(ConfigError, match=r'federation\.client_gpus must be "auto" \(sized by the model'):
             gpu_share(RunConfig.from_flat({"federation.client_gpus": bad}))
     for bad in (-0.5, math.inf, math.nan):
         with pytest.raises(ConfigError, match=r"^client_gpus must be"):
@@ -245,27 +247,29 @@ def test_a_tied_transformer_stays_tied_through_the_refresh():
 def test_pretraining_moves_the_model_to_the_runs_device_and_returns_it_on_the_cpu(tmp_path, monkeypatch,
                                                                                     one_torch_thread):
     import uedp.pretraining as pretraining
+    from uedp.models.build import ModelSpec
+    from uedp.pipeline import pretrain_run
 
     asked, moves = [], []
-    real_resolve, real_new = pretraining.resolve_device, pretraining.new_model
+    real_resolve, real_build = pretraining.resolve_device, ModelSpec.build
 
     def resolve(choice):
         asked.append(choice)
         return real_resolve(choice)
 
-    def new_model(*args, **kwargs):
-        model = real_new(*args, **kwargs)
+    def build(*args, **kwargs):
+        model = real_build(*args, **kwargs)
         real_to, real_cpu = model.to, model.cpu
         model.to = lambda device: moves.append(("to", str(device))) or real_to(device)
         model.cpu = lambda: moves.append(("cpu",)) or real_cpu()
         return model
 
     monkeypatch.setattr(pretraining, "resolve_device", resolve)
-    monkeypatch.setattr(pretraining, "new_model", new_model)
+    monkeypatch.setattr(ModelSpec, "build", build)
     texts, _ = pretraining.public_text("synthetic", public_users=10)
     out = io.StringIO()
-    model, _, history = pretraining.pretrain(tiny_config(tmp_path, federation={"device": "cpu"}), texts, epochs=1,
-                                             lr=3e-3, batch_size=32, stream=out)
+    run = pretrain_run(tiny_config(tmp_path, federation={"device": "cpu"}))
+    model, _, history = pretraining.pretrain(run, texts, epochs=1, lr=3e-3, batch_size=32, stream=out)
     assert asked == ["cpu"] and moves == [("to", "cpu"), ("cpu",)]
     assert "(on cpu)" in out.getvalue() and len(history) == 2
     assert all(p.device.type == "cpu" for p in model.parameters())

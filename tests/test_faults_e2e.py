@@ -35,7 +35,7 @@ def test_supernode_superlink_and_serverapp_killed_in_one_run(tmp_path):
 
     # every node sampled every round (q_u = 1): while node 3 is down each round waits the whole time-out for it,
     # so the run outlasts node 3's restart; z fixed (no calibration: the time goes to the faults)
-    settings = Settings(nodes=4, rounds=4, q_u=1.0, target_epsilon=0.0, noise_multiplier=1.0, round_timeout=20.0,
+    settings = Settings(nodes=4, rounds=4, q_u=1.0, target_epsilon=None, noise_multiplier=1.0, round_timeout=20.0,
                         wait_timeout=10.0)
     owners, evaluation = write_owners(tmp_path, settings.nodes)
     _, reference = reference_in_process(tmp_path, settings, owners, evaluation, log=log)

@@ -383,7 +383,7 @@ def test_a_round_schedule_makes_the_rounds_start_on_time(tmp_path):
     import time
 
     set_local_task_identity()
-    cfg = tiny_config(tmp_path, privacy={"q_u": 1.0, "seed": 1, "target_epsilon": 0.0})
+    cfg = tiny_config(tmp_path, privacy={"q_u": 1.0, "seed": 1, "target_epsilon": None})
     starts: list[float] = []
 
     class Quick(StandInGrid):

@@ -317,7 +317,7 @@ def test_real_round_is_the_strategys_round(setting, adjacency, design, tmp_path)
     law = realizable_law(sc)
     z = 0.92
     privacy = PrivacyConfig(seed=11, q_u=setting.q_u, q_e=setting.q_e, q_s=setting.q_s, m_max=setting.m_max,
-                            k_cap=setting.k_cap, target_epsilon=0.0, delta=setting.delta)
+                            k_cap=setting.k_cap, target_epsilon=None, delta=setting.delta)
     clients = CraftedClients(sc)
     for world in (0, 1):
         accountant = UeDPAccountant("uedp", privacy, num_users=setting.places, rounds=4, noise_multiplier=z)

@@ -511,9 +511,11 @@ def test_corpus_stats_exits_2_naming_file_and_line(work: Path, case: tuple[bytes
 
 
 def _defaults() -> dict[str, Any]:
+    """Every key's default, a sentinel's as its run-config number (so its type is the key's: float, int)."""
     from uedp.config import RunConfig
+    from uedp.config_values import to_wire
 
-    return RunConfig().to_flat()
+    return {k: to_wire(k, v) for k, v in RunConfig().to_flat().items()}
 
 
 DEFAULTS = _defaults()
@@ -621,7 +623,12 @@ def one_invalid_value(draw: st.DrawFn) -> tuple[dict[str, Any], str]:
         values, context = OUT_OF_RANGE[key]
         return {**context, key: draw(values)}, key
     key = draw(st.sampled_from(KEYS))
-    return {key: draw(_wrong_type(key))}, key
+    from uedp.config_values import SENTINELS
+
+    sentinel = SENTINELS.get(key)  # its None or "auto" is a valid value of the key
+    wrong = _wrong_type(key) if sentinel is None else _wrong_type(key).filter(
+        lambda v: not (v is None or isinstance(v, str)) or v != sentinel.value)
+    return {key: draw(wrong)}, key
 
 
 @profile("run_config_invalid")
@@ -1068,6 +1075,7 @@ def test_pretraining_refuses_a_bad_public_text_or_settings(work: Path, content: 
     sentence is held out: none would be left to train on), or bad --epochs / --lr / --batch-size are refused
     (ConfigError or CorpusError naming them) before any training."""
     from uedp.config import RunConfig
+    from uedp.pipeline import pretrain_run
     from uedp.pretraining import pretrain, public_text
 
     path = work / "public.txt"
@@ -1084,5 +1092,5 @@ def test_pretraining_refuses_a_bad_public_text_or_settings(work: Path, content: 
                 and settings_["batch_size"] >= 1)
         assume(not (good and sum(1 for t in texts if t.strip()) >= 2))  # only bad inputs here (no training)
         with pytest.raises(ConfigError) as err:
-            pretrain(RunConfig(), texts, **settings_)
+            pretrain(pretrain_run(RunConfig()), texts, **settings_)
     assert any(w in str(err.value) for w in ("--epochs", "--lr", "--batch-size", "public text")), err.value

@@ -82,7 +82,7 @@ def _strategy(name: str = "user_dp") -> UserEntityDP:
     from flwr.serverapp.strategy import FedAvg
 
     privacy = PrivacyConfig(q_u=1.0, q_e=1.0, q_s=1.0, m_max=NODES, k_cap=0, beta=BETA, w_max=1.0,
-                            gamma=GAMMA if name == "uedp_split" else 0.0, seed=0, target_epsilon=0.0)
+                            gamma=GAMMA if name == "uedp_split" else 0.0, seed=0, target_epsilon=None)
     accountant = UeDPAccountant(name, privacy, num_users=NODES, rounds=10, noise_multiplier=1.0)
     out = Path(tempfile.mkdtemp(dir=OUT[0]))  # its own folder: its operator log holds its rounds' counts
     dp = UserEntityDP(FedAvg(), places=NODES, accountant=accountant, store=RunStore(out),

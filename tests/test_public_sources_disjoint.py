@@ -18,7 +18,7 @@ from uedp.data.loaders import DatasetFacts, dataset_facts, dataset_names
 from uedp.data.synthetic import PUBLIC_SEED
 from uedp.errors import ConfigError
 from uedp.models.public_start import FORMAT, load_public_start, save_public_start, tokenizer_digest
-from uedp.pipeline import ModelShape, new_model, run_tokenizer
+from uedp.pipeline import ModelShape, new_model, private_dataset, run_tokenizer
 from uedp.pretraining import public_text
 from uedp.public_corpora import (
     PublicSource,
@@ -175,7 +175,7 @@ def _start(tmp_path: Path, tokenizer: TextTokenizer, corpus: Any) -> tuple[Path,
 
 def _load(path: Path, model: torch.nn.Module, tokenizer: TextTokenizer, run: RunConfig) -> dict[str, Any]:
     return load_public_start(path, model, model_name="lstm", model_options=run.model.option_dict(),
-                             tokenizer=tokenizer, run=run)
+                             tokenizer=tokenizer, private=private_dataset(run))
 
 
 @pytest.mark.parametrize("dataset, record, options", [

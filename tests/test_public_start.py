@@ -16,7 +16,7 @@ from runtime.local_grid import run_local
 from tests.helpers import tiny_config
 from uedp.errors import ConfigError
 from uedp.models.public_start import load_public_start, save_public_start
-from uedp.pipeline import ModelShape, load_split, new_model, prepare, run_tokenizer
+from uedp.pipeline import ModelShape, load_split, new_model, prepare, pretrain_run, run_tokenizer
 from uedp.pretraining import pretrain, public_text
 
 
@@ -26,7 +26,7 @@ def public_start(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("public_start")
     cfg = tiny_config(tmp / "run")
     texts, description = public_text("synthetic", public_users=100)
-    model, tokenizer, history = pretrain(cfg, texts, epochs=1, lr=3e-3, batch_size=32)
+    model, tokenizer, history = pretrain(pretrain_run(cfg), texts, epochs=1, lr=3e-3, batch_size=32)
     path = tmp / "start.pt"
     save_public_start(path, model, model_name=cfg.model.name, model_options=cfg.model.option_dict(),
                       tokenizer=tokenizer, corpus=description, details={"epochs": 1})

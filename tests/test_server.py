@@ -36,7 +36,7 @@ def test_run_writes_ledger_metrics_summary_and_model(tmp_path):
 
 
 def test_budget_stop_never_exceeds_target(tmp_path):
-    cfg = tiny_config(tmp_path, privacy={"noise_multiplier": 2.0, "target_epsilon": 0.0},
+    cfg = tiny_config(tmp_path, privacy={"noise_multiplier": 2.0, "target_epsilon": None},
                       federation={"rounds": 6})
     full = run_local(cfg)  # how far 6 rounds go at z = 2
     target = (json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[2]))["eps_uedp"] + 1e-6
@@ -183,7 +183,7 @@ def test_budget_stop_on_the_undetected_epsilon(tmp_path):
     """A UeDP run claims eps_uedp AND eps_undetected (docs/proofs.md Theorem 2): with q_s = 1 the undetected
     one grows faster here, and the run stops before IT passes the target, while eps_uedp alone would let the
     next round run."""
-    base = {"q_s": 1.0, "q_e": 0.2, "noise_multiplier": 2.0, "target_epsilon": 0.0}
+    base = {"q_s": 1.0, "q_e": 0.2, "noise_multiplier": 2.0, "target_epsilon": None}
     run_local(tiny_config(tmp_path / "free", privacy=base, federation={"rounds": 4, "eval_every": 1}))
     rows = _rows(tmp_path / "free")
     assert all(r["eps_undetected"] > r["eps_uedp"] for r in rows)

@@ -102,7 +102,7 @@ def test_the_client_trains_each_part_on_its_own_sentences(tmp_path) -> None:
     client trains on its entity-free sentences alone, the entity part the one on its entity sentences; the
     client mod clips each to its own bound."""
     from client.update import _model, _user_data
-    from uedp.server_data import server_data
+    from uedp.pipeline import server_data
 
     cfg = tiny_config(tmp_path, strategy={"name": "uedp_split"}, privacy={"q_e": 1.0, "q_s": 1.0})
     server_data(cfg)  # prepares the corpus, annotations and tokenizer the clients read

@@ -16,17 +16,18 @@ Defaults are the main job's (docs/defaults-and-tuning.md, "Choosing the defaults
 behind them).
 
 The groups' dataclasses are defined here, except the training ones (train, server: uedp.config_training);
-how a value is checked, and the sentinels, live in uedp.config_values. Sentinels: an option that may be left unset
-is None, one the run chooses is "auto": `privacy.m_max = "auto"` (the smallest cohort cap whose truncation
+how a value is checked, and the sentinels, live in uedp.config_values. Sentinels: an option that may be left
+unset is None, one the run chooses is "auto": `privacy.m_max = "auto"` (the smallest cohort cap whose truncation
 charge is at most 1% of delta: uedp.privacy.accounting.safe_m_max), `privacy.gamma = "auto"`,
 `privacy.k_cap = None` (entity cap off), `privacy.target_holders = None` (off), `privacy.seed = None`
-(cryptographically seeded noise). A Flower run config has no null (TOML), so there they keep their numbers
-(m_max 0, gamma 0.0, k_cap 0, target_holders -1, seed -1): `to_run_config()` writes them, and every reader
-accepts them with the same meaning (config files and Hydra overrides too). Other values that stand for a
-rule: `privacy.target_epsilon = 0` (use `privacy.noise_multiplier` as given), `privacy.target_on = ""` (the
-target bounds every epsilon the mechanism claims), `federation.num_nodes = 0` (one node per corpus user),
-`train.local_steps = 0` (use local_epochs), `federation.device = "auto"` (cuda where torch sees a GPU, else
-cpu; uedp.devices).
+(cryptographically seeded noise), `privacy.target_epsilon = None` (no target: use `privacy.noise_multiplier` as
+given), `federation.client_gpus = "auto"` (sized by memory: runtime/simulate.py gpu_share),
+`federation.num_nodes = None` (one node per corpus user). A Flower run config has no null (TOML), so there they
+keep their numbers (m_max 0, gamma 0.0, k_cap 0, target_holders -1, seed -1, target_epsilon 0.0, client_gpus 0.0,
+num_nodes 0): `to_run_config()` writes them, and every reader accepts them with the same meaning (config files,
+Hydra overrides, and a RunConfig built in Python when it is validated). Other values that stand for a rule:
+`privacy.target_on = ""` (the target bounds every epsilon the mechanism claims), `train.local_steps = 0` (use
+local_epochs), `federation.device = "auto"` (cuda where torch sees a GPU, else cpu; uedp.devices).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from uedp.config_training import (
     ClientTrainConfig,
     ServerConfig,
 )
-from uedp.config_values import AUTO, assign, coerce, json_object, leaves, show, to_wire
+from uedp.config_values import AUTO, SENTINELS, assign, coerce, json_object, leaves, show, to_wire
 from uedp.devices import check_device
 from uedp.errors import ConfigError
 from uedp.privacy.mechanisms import spec_for
@@ -213,7 +214,9 @@ class PrivacyConfig:
     beta: float = 0.2
     w_max: float = 1.0
     noise_multiplier: float = 1.0
-    target_epsilon: float = 8.0
+    # the budget: z is calibrated so that every claimed epsilon reaches it, and no round that would pass it runs;
+    # None: no target (z = noise_multiplier, no budget stop)
+    target_epsilon: float | None = 8.0
     # which claimed epsilons the target bounds (calibration and the budget stop): "" = every epsilon the
     # mechanism claims (UeDP: eps_uedp and eps_undetected; user-level DP: eps_user), or a comma-separated
     # subset (e.g. "uedp": eps_undetected is then reported, not bounded)
@@ -233,10 +236,16 @@ class PrivacyConfig:
     # overrides both (fixed-seed Philox, reproduction only). Recorded in the ledger per round.
     noise: str = "secure"
 
+    def checked(self) -> PrivacyConfig:
+        """A validated copy (`validate`): a sentinel's run-config number read as its None or "auto"."""
+        copy = dataclasses.replace(self)
+        copy.validate()
+        return copy
+
     def validate(self) -> None:
         """ConfigError naming the option (privacy.NAME) for a value outside its range or of the wrong type; a
-        sentinel's run-config number (m_max 0, k_cap 0, gamma 0, target_holders -1, seed -1) becomes its None
-        or "auto"."""
+        sentinel's run-config number (m_max 0, k_cap 0, gamma 0, target_holders -1, seed -1, target_epsilon 0)
+        becomes its None or "auto"."""
         for name, f in self.__dataclass_fields__.items():  # types first (an int where a float is meant is fine)
             setattr(self, name, coerce(f"privacy.{name}", getattr(self, name), f.default))
         for name in ("q_u", "q_e", "q_s"):
@@ -251,8 +260,10 @@ class PrivacyConfig:
             raise ConfigError(f"privacy.beta must be > 0 and privacy.w_max in (0, 1]; got {self.beta}, {self.w_max}")
         if self.gamma != AUTO and self.gamma < 0:
             raise ConfigError(f'privacy.gamma must be > 0, or "auto" (automatic), got {self.gamma}')
-        if self.noise_multiplier < 0 or self.target_epsilon < 0:
-            raise ConfigError("privacy.noise_multiplier and privacy.target_epsilon must be >= 0")
+        if self.noise_multiplier < 0:
+            raise ConfigError(f"privacy.noise_multiplier must be >= 0, got {self.noise_multiplier}")
+        if self.target_epsilon is not None and self.target_epsilon < 0:
+            raise ConfigError(f"privacy.target_epsilon must be > 0, or None (no target), got {self.target_epsilon}")
         if not 0 < self.delta < 1:
             raise ConfigError(f"privacy.delta must lie in (0, 1), got {self.delta}")
         from uedp.privacy.noise import NOISE_CHOICES
@@ -279,8 +290,8 @@ class DataSource(enum.Enum):
 class FederationConfig:
     """The federation's shape and timing, where its outputs go, and where each machine's torch work runs."""
 
-    # places (nodes) of the run; 0: one per corpus user (federation.data = owners: the invited owners, >= 1)
-    num_nodes: int = 0
+    # places (nodes) of the run; None: one per corpus user (federation.data = owners: the invited owners, >= 1)
+    num_nodes: int | None = None
     rounds: int = 30  # the planned rounds (the accounting's and the lr schedule's horizon)
     eval_every: int = 10  # central evaluation every this many rounds (and after the last)
     # central evaluation on at most this many test sentences (0 = the whole test split): a fixed subset
@@ -310,8 +321,8 @@ class FederationConfig:
     # those the process sees (a Ray simulation takes cuda / cuda:0 only: each actor sees its own GPU as cuda:0)
     device: str = "auto"
     # a Ray simulation on cuda: each client's share of a GPU (Ray's num_gpus: in (0, 1] or a whole number);
-    # 0 = sized by the model's estimated memory against the GPU's (runtime/simulate.py gpu_share)
-    client_gpus: float = 0.0
+    # "auto" = sized by the model's estimated memory against the GPU's (runtime/simulate.py gpu_share)
+    client_gpus: float | str = AUTO
 
 
 @dataclass
@@ -459,6 +470,12 @@ class RunConfig:
     def validate(self) -> None:
         p = self.privacy
         p.validate()
+        fed = self.federation
+        for key in SENTINELS:  # the other groups' run-config numbers (a RunConfig built in Python too) read as
+            group, name = key.split(".")  # their None or "auto" (PrivacyConfig.validate reads privacy's)
+            if group != "privacy":
+                block = getattr(self, group)
+                setattr(block, name, coerce(key, getattr(block, name), None))
         self._validate_training()
         spec = spec_for(self.strategy.name, self.strategy.estimator)  # the registry refuses unknown names
         spec.claims_for(p)  # privacy.target_on names epsilons the mechanism claims
@@ -474,7 +491,6 @@ class RunConfig:
             raise ConfigError("federation.rounds and federation.eval_every must be >= 1")
         if self.federation.eval_sentences < 0:
             raise ConfigError("federation.eval_sentences must be >= 0 (0 = the whole test split)")
-        fed = self.federation
         if not (fed.round_period == 0 or fed.round_period > fed.round_timeout):
             raise ConfigError(f"federation.round_period must be 0 (no schedule) or above federation.round_timeout "
                               f"({fed.round_timeout} s: a round must end before the next one starts), got "
@@ -483,9 +499,9 @@ class RunConfig:
             raise ConfigError(f"federation.poll_interval must be >= 0, got {self.federation.poll_interval}")
         check_device(self.federation.device)  # a bad value, or cuda where this machine's torch has none
         gpus = fed.client_gpus
-        if not (gpus >= 0 and (gpus <= 1 or float(gpus).is_integer())):  # written so that NaN fails too
-            raise ConfigError(f"federation.client_gpus must be 0 (sized by the model's memory), a share in (0, 1] or "
-                              f"a whole number of GPUs, got {show(gpus)}")
+        if gpus != AUTO and not (gpus > 0 and (gpus <= 1 or float(gpus).is_integer())):  # NaN fails too
+            raise ConfigError(f'federation.client_gpus must be "auto" (sized by the model\'s memory), a share in '
+                              f"(0, 1] or a whole number of GPUs, got {show(gpus)}")
         self._validate_owners()
         self.model.lora.validate()
         self.model.card_metadata()  # model.card_*: refused here, not after training at the release
@@ -530,7 +546,8 @@ class RunConfig:
              "an integer >= 0"),
             ("task.max_len", self.task.max_len, self.task.max_len >= 2, ">= 2"),
             ("tokenizer.vocab_size", self.tokenizer.vocab_size, self.tokenizer.vocab_size >= 1, ">= 1"),
-            ("federation.num_nodes", fed.num_nodes, fed.num_nodes >= 0, ">= 0 (0: one node per user)"),
+            ("federation.num_nodes", fed.num_nodes, fed.num_nodes is None or fed.num_nodes >= 1,
+             ">= 1, or None (one node per user)"),
             ("federation.checkpoint_every", fed.checkpoint_every, fed.checkpoint_every >= 1, ">= 1"),
             ("federation.round_timeout", fed.round_timeout, fed.round_timeout > 0, "> 0"),
             ("federation.wait_timeout", fed.wait_timeout, fed.wait_timeout >= 0, ">= 0 (0: no wait)"),
@@ -552,7 +569,7 @@ class RunConfig:
             if fed.eval_data:
                 raise ConfigError("federation.eval_data is for federation.data = owners (the corpus has a test split)")
             return
-        if fed.num_nodes < 1:
+        if fed.num_nodes is None:
             raise ConfigError("federation.data = owners needs federation.num_nodes = N, the number of invited "
                               "owners (public)")
         if self.privacy.paper_z:

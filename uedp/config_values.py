@@ -5,9 +5,12 @@ Sentinels. In Python (RunConfig, Hydra's YAML) an option that may be left unset 
 may choose takes "auto" (`AUTO`): `privacy.m_max = "auto"` (the smallest cohort cap whose truncation charge is
 at most 1% of delta: uedp.privacy.accounting.safe_m_max), `privacy.gamma = "auto"` (max(k_cap, 1) * beta /
 m_max), `privacy.k_cap = None` (no entity cap), `privacy.target_holders = None` (no holders target),
-`privacy.seed = None` (cryptographically seeded noise). A Flower run config (pyproject's
-`[tool.flwr.app.config]`, `flwr run --run-config`: TOML, which has no null) spells them as numbers, the
-`SENTINELS` wire values: m_max 0, gamma 0.0, k_cap 0, target_holders -1, seed -1. RunConfig.to_run_config
+`privacy.seed = None` (cryptographically seeded noise), `privacy.target_epsilon = None` (no target:
+privacy.noise_multiplier as given, no budget stop), `federation.client_gpus = "auto"` (a Ray simulation's GPU
+share per client sized by the model's memory), `federation.num_nodes = None` (one node per corpus user). A Flower
+run config (pyproject's `[tool.flwr.app.config]`, `flwr run --run-config`: TOML, which has no null) spells them as
+numbers, the `SENTINELS` wire values: m_max 0, gamma 0.0, k_cap 0, target_holders -1, seed -1, target_epsilon 0.0,
+client_gpus 0.0, num_nodes 0. RunConfig.to_run_config
 writes those (`to_wire`), and every reader (from_run_config, from_flat, from_nested, so config files and
 Hydra overrides too) accepts the wire value with the same meaning and holds it as None or "auto".
 """
@@ -45,6 +48,9 @@ SENTINELS = {
     "privacy.k_cap": Sentinel(None, 0, "no entity cap"),
     "privacy.target_holders": Sentinel(None, -1, "no holders target"),
     "privacy.seed": Sentinel(None, -1, "cryptographically seeded noise"),
+    "privacy.target_epsilon": Sentinel(None, 0.0, "no target: privacy.noise_multiplier as given, no budget stop"),
+    "federation.client_gpus": Sentinel(AUTO, 0.0, "a GPU share sized by the model's estimated memory"),
+    "federation.num_nodes": Sentinel(None, 0, "one node per corpus user"),
 }
 
 

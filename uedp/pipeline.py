@@ -1,7 +1,9 @@
 """From a RunConfig to what the server and the clients train on: the edge where a run's configuration enters
 the library's data and model steps. Each function here unpacks the RunConfig once and calls the steps of
-uedp.prepare (corpus, entities, tokenizer, manifest, encoding, users), uedp.owners, uedp.entity_tokens and
-uedp.models (build, export) with the plain values they use.
+uedp.prepare (corpus, entities, tokenizer, manifest, encoding, users), uedp.owners, uedp.server_data,
+uedp.entity_tokens and uedp.models (build, export), or builds the small frozen values they take (an OwnerTask, a
+ModelSpec, a PretrainRun), with the plain values they use. Below the apps no other module reads a RunConfig's
+fields (uedp.config and its Hydra view aside, and the Flower component's own `UserEntityDP.from_run_config`).
 
 `prepare(cfg)` runs once on the server side before round 1: it materializes the corpus (Parquet), detects
 entities (cached annotations), builds the tokenizer (`run_tokenizer`: by default trained on a public corpus,
@@ -11,9 +13,12 @@ text. A client that finds no manifest (a data owner on another machine) prepares
 config. Node `partition-id` i is user `users[i]` (users in storage order). With `federation.num_nodes` N > 0,
 only the first N users take part (uedp.prepare.corpus.participants).
 
-The rest, by what it is for: `load_split` (the server's evaluation set), `owner_task` (what a data owner's own
-file is read and encoded for: uedp.owners), `new_model` (the run's model: uedp.models.build, with the
-checkpoint's tokenizer, allow_missing and task.max_len refusals, LoRA) and `final_model` (a finished run's),
+The rest, by what it is for: `load_split` (the server's evaluation set), `server_data` (what the server uses,
+in either data mode: uedp.server_data), `owner_task` (what a data owner's own file is read and encoded for:
+uedp.owners), `model_spec` and `new_model` (the run's model: uedp.models.build, with the checkpoint's tokenizer,
+allow_missing and task.max_len refusals, LoRA) and `final_model` (a finished run's), `pretrain_run` (what a public
+start is pretrained with: uedp.pretraining), `private_dataset` and `rewriter_corpus` (the dataset whose users'
+text the run trains on, which a tokenizer, public start or rewriter may not have learnt from),
 `evaluation_split` (the loss on entity tokens and on the rest: uedp.entity_tokens), `release_options` (what
 uedp.models.export.export_release takes besides the model). `EncodedSentences.truncation()` counts the sentences
 task.max_len cut (uedp.prepare.encoding).
@@ -22,7 +27,7 @@ task.max_len cut (uedp.prepare.encoding).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import torch
@@ -32,7 +37,7 @@ from uedp.data.corpus import Corpus
 from uedp.entities.annotations import annotate_cached
 from uedp.entity_tokens import TokenSplit, corpus_evaluation_sentences, evaluation_tokens, owner_evaluation_sentences
 from uedp.models.base import CLASSIFICATION, NEXT_WORD, UedpModel, set_weights
-from uedp.models.build import ALLOW_MISSING_FROZEN, ModelShape, Shape, build_run_model
+from uedp.models.build import ALLOW_MISSING_FROZEN, ModelShape, ModelSpec, Shape
 from uedp.models.checkpoints import checkpoint_of
 from uedp.models.export import USER_FILE_DATASET, release_label_names
 from uedp.owners import OwnerTask
@@ -49,15 +54,19 @@ from uedp.prepare.tokenizer import (
     special_ids_key,
 )
 from uedp.prepare.users import UserData, participant_rows, user_data
-from uedp.public_corpora import private_dataset
+from uedp.server_data import ServerData, corpus_server_data, owners_server_data
 from uedp.tasks import get_task
 from uedp.tokenization import TextTokenizer, tokenizer_digest
+
+if TYPE_CHECKING:
+    from uedp.pretraining import PretrainRun
 
 __all__ = [
     "ALLOW_MISSING_FROZEN", "EVAL_SUBSET_SEED", "EncodedSentences", "Manifest", "ModelShape", "Truncation",
     "UserData", "data_key", "encode_sentences", "entity_policy", "evaluation_split", "final_model", "load_manifest",
-    "load_split", "load_tokenizer", "load_user_data", "manifest_path", "new_model", "owner_task", "prepare",
-    "release_labels", "release_options", "run_tokenizer", "special_ids_key", "split_rows", "tokenizer_spec",
+    "load_split", "load_tokenizer", "load_user_data", "manifest_path", "model_spec", "new_model", "owner_task",
+    "prepare", "pretrain_run", "private_dataset", "release_labels", "release_options", "rewriter_corpus",
+    "run_tokenizer", "server_data", "special_ids_key", "split_rows", "tokenizer_spec",
 ]
 
 
@@ -70,6 +79,19 @@ def tokenizer_spec(cfg: RunConfig) -> TokenizerSpec:
 def entity_policy(cfg: RunConfig) -> EntityPolicy:
     """Which detected entities the run protects (entities.protected less entities.public)."""
     return EntityPolicy(protected=cfg.entities.protected, public=cfg.entities.public)
+
+
+def private_dataset(cfg: RunConfig) -> tuple[str, dict[str, Any]]:
+    """(name, options) of the dataset whose users' text `cfg` trains on. Data owners who keep their own files
+    (federation.data = owners) hold JSONL files of unknown origin: "jsonl", whatever `dataset` says (the
+    server never loads it)."""
+    return ("jsonl", {}) if cfg.owners else (cfg.dataset.name, cfg.dataset.option_dict())
+
+
+def rewriter_corpus(cfg: RunConfig) -> str:
+    """The corpus a run's rewriter must be independent of (uedp.rewriting.public_text): the run's dataset, or
+    "jsonl" for owners' own files (federation.data = owners)."""
+    return private_dataset(cfg)[0]
 
 
 def owner_task(cfg: RunConfig) -> OwnerTask:
@@ -154,11 +176,36 @@ def load_split(cfg: RunConfig, split: str, *, limit: int = 0) -> EncodedSentence
     return encode_rows(manifest.text_tokenizer(), rows, task=cfg.task.name, max_len=cfg.task.max_len)
 
 
+def model_spec(cfg: RunConfig) -> ModelSpec:
+    """The run's model settings: the model and task groups' values (uedp.models.build.ModelSpec)."""
+    return ModelSpec(cfg.model.name, cfg.model.option_dict(), cfg.model.lora, task=cfg.task.name,
+                     max_len=cfg.task.max_len)
+
+
 def new_model(cfg: RunConfig, shape: Shape, *, seed: int | None = None) -> UedpModel:
     """The run's model, sized by `shape` (a Manifest, a ModelShape, or anything with vocab_size, pad_id and
     num_labels): uedp.models.build.build_run_model with the model and task groups' values."""
-    return build_run_model(cfg.model.name, cfg.model.option_dict(), cfg.model.lora, shape, task=cfg.task.name,
-                           max_len=cfg.task.max_len, seed=seed)
+    return model_spec(cfg).build(shape, seed=seed)
+
+
+def server_data(cfg: RunConfig) -> ServerData:
+    """The server's data for the run `cfg` (uedp.server_data): owners mode's public tokenizer, population
+    (federation.num_nodes) and evaluation file, or the prepared corpus and its test split."""
+    if cfg.owners:
+        tokenizer, info = run_tokenizer(cfg, None)
+        return owners_server_data(tokenizer, info, owner_task(cfg), population=cfg.federation.num_nodes,
+                                  eval_path=cfg.federation.eval_data)
+    return corpus_server_data(prepare(cfg), task=cfg.task.name, max_len=cfg.task.max_len,
+                              eval_sentences=cfg.federation.eval_sentences)
+
+
+def pretrain_run(cfg: RunConfig) -> PretrainRun:
+    """What a public start of the run's model is pretrained with (uedp.pretraining.pretrain): the run's model,
+    its tokenizer's settings and federation.device."""
+    from uedp.pretraining import PretrainRun  # torch training code, for the one command that pretrains
+
+    return PretrainRun(model=model_spec(cfg), tokenizer=tokenizer_spec(cfg), dataset=cfg.dataset.name,
+                       private=private_dataset(cfg), device=cfg.federation.device)
 
 
 def final_model(cfg: RunConfig) -> tuple[UedpModel, TextTokenizer]:

@@ -26,15 +26,19 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from uedp.checks import integer
-from uedp.config import ClientTrainConfig, RunConfig
+from uedp.config import ClientTrainConfig
 from uedp.devices import resolve_device
 from uedp.errors import ConfigError
-from uedp.pipeline import ModelShape, encode_sentences, new_model, run_tokenizer
+from uedp.models.build import ModelShape, ModelSpec
+from uedp.prepare.encoding import encode_sentences
+from uedp.prepare.tokenizer import TokenizerSpec, make_run_tokenizer
 from uedp.public_corpora import is_public_corpus, public_source, recorded_public_corpus
 from uedp.tasks import get_task
 from uedp.tokenization import TextTokenizer, public_corpus
@@ -42,6 +46,20 @@ from uedp.training import LocalTraining, evaluate_encoded, local_train
 
 HELD_OUT = 0.05
 SPLIT_SEED = 0
+
+
+@dataclass(frozen=True)
+class PretrainRun:
+    """What a public start is pretrained with (uedp.pipeline.pretrain_run of the run's config): the run's `model`
+    (its settings, task and max_len included), its `tokenizer` settings (made as the run makes it for `dataset`;
+    `private`: the dataset whose users' text the tokenizer's public corpus may not be) and `device`
+    (federation.device)."""
+
+    model: ModelSpec
+    tokenizer: TokenizerSpec
+    dataset: str
+    private: tuple[str, dict[str, Any]]
+    device: str
 
 
 def public_text(name: str, *, public_users: int) -> tuple[list[str], str]:
@@ -61,10 +79,11 @@ def public_text(name: str, *, public_users: int) -> tuple[list[str], str]:
     return corpus.texts(), corpus.description
 
 
-def pretrain(cfg: RunConfig, texts: list[str], *, epochs: int, lr: float, batch_size: int,
+def pretrain(run: PretrainRun, texts: list[str], *, epochs: int, lr: float, batch_size: int,
              stream=None) -> tuple[torch.nn.Module, TextTokenizer, list[dict[str, float]]]:
-    """Train the run's model on `texts` (held-out 5% for the printed perplexity) on the device federation.device
-    resolves to; returns (model, on the CPU; the run's tokenizer it was trained with, history)."""
+    """Train the run's model on `texts` (held-out 5% for the printed perplexity) on the device `run.device`
+    (federation.device) resolves to; returns (model, on the CPU; the run's tokenizer it was trained with,
+    history)."""
     epochs = integer("--epochs", epochs, minimum=1, note="(a public start is trained)")
     if not (isinstance(lr, int | float) and 0 < lr < math.inf):
         raise ConfigError(f"--lr must be a positive finite number, got {lr!r}")
@@ -73,19 +92,19 @@ def pretrain(cfg: RunConfig, texts: list[str], *, epochs: int, lr: float, batch_
     if usable < 2:  # 5% (at least one) is held out: at least one sentence must be left to train on
         raise ConfigError(f"the public text has {usable} non-blank sentence(s): pretraining needs at least 2 "
                           "(one is held out)")
-    if cfg.tokenizer.source != "public":
+    if run.tokenizer.source != "public":
         raise ConfigError("tokenizer.source: a public start needs the public tokenizer (tokenizer.source=public)")
-    if get_task(cfg.task.name).mode != "lm":
-        raise ConfigError(f"task.name={cfg.task.name}: experiments.pretrain pretrains next-word models only")
-    device = resolve_device(cfg.federation.device)
-    tokenizer, _ = run_tokenizer(cfg, None)
-    model = new_model(cfg, ModelShape(tokenizer.vocab_size, tokenizer.pad_id, None)).to(device)
+    task = run.model.task
+    if get_task(task).mode != "lm":
+        raise ConfigError(f"task.name={task}: experiments.pretrain pretrains next-word models only")
+    device = resolve_device(run.device)
+    tokenizer, _ = make_run_tokenizer(None, model=run.model.name, model_options=run.model.options,
+                                      spec=run.tokenizer, dataset=run.dataset, private=run.private)
+    model = run.model.build(ModelShape(tokenizer.vocab_size, tokenizer.pad_id, None)).to(device)
     order = np.random.default_rng(SPLIT_SEED).permutation(len(texts))
     cut = max(1, int(len(texts) * HELD_OUT))
-    held = encode_sentences(tokenizer, [texts[i] for i in order[:cut]], None, task=cfg.task.name,
-                            max_len=cfg.task.max_len)
-    train = encode_sentences(tokenizer, [texts[i] for i in order[cut:]], None, task=cfg.task.name,
-                             max_len=cfg.task.max_len)
+    held = encode_sentences(tokenizer, [texts[i] for i in order[:cut]], None, task=task, max_len=run.model.max_len)
+    train = encode_sentences(tokenizer, [texts[i] for i in order[cut:]], None, task=task, max_len=run.model.max_len)
     training = LocalTraining.from_config(ClientTrainConfig(optimizer="adam", lr=lr, batch_size=batch_size))
     rows, weights = torch.arange(len(train)), torch.ones(len(train))
     history = [{"epoch": 0, **evaluate_encoded(model, held)}]

@@ -104,13 +104,6 @@ def public_source(name: str) -> PublicSource:
 # -- public text must not be the run's private text -----------------------------------------------------
 
 
-def private_dataset(cfg: Any) -> tuple[str, dict[str, Any]]:
-    """(name, options) of the dataset whose users' text `cfg` trains on. Data owners who keep their own files
-    (federation.data = owners) hold JSONL files of unknown origin: "jsonl", whatever `dataset` says (the
-    server never loads it), as uedp.rewriting.rewrite.rewriter_corpus does."""
-    return ("jsonl", {}) if cfg.owners else (cfg.dataset.name, cfg.dataset.option_dict())
-
-
 def private_text_clash(public: str | None, dataset: str, dataset_options: Mapping[str, Any] | None = None, *,
                        seed: int | None = None, named: str = "", role: str = "public") -> str | None:
     """Why public text would be (part of) private dataset `dataset`'s text, or None if it is independent.

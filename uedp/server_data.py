@@ -1,15 +1,15 @@
 """What the server of a run uses, in either data mode (`federation.data`).
 
-- "corpus" (simulations, and real nodes that read partition-id rows): `prepare(cfg)` materializes and
-  annotates the corpus and builds the tokenizer; the population is the corpus's users; the test split is
-  the evaluation set (`corpus_server_data`).
+- "corpus" (simulations, and real nodes that read partition-id rows): the prepared run's manifest
+  (uedp.pipeline.prepare materializes and annotates the corpus and builds the tokenizer); the population is the
+  corpus's users; the test split is the evaluation set (`corpus_server_data`).
 - "owners": the server opens no private text. The tokenizer is the public one (uedp.pipeline.run_tokenizer
   without a corpus) and is shipped to the nodes; the population N is `federation.num_nodes`, the number of
   invited owners (public); the label set is `task.labels`; the evaluation set is `federation.eval_data`
   (public or server-owned), or none; the paper's data-derived Z weights do not exist (config refuses
   privacy.paper_z) (`owners_server_data`).
 
-`server_data(cfg)` reads the run configuration once and hands its values to these two.
+uedp.pipeline.server_data reads the run configuration once and hands its values to these two.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from uedp.config import DataSource, RunConfig
+from uedp.config import DataSource
 from uedp.models.base import UedpModel
+from uedp.models.build import ModelSpec
 from uedp.owners import OwnerTask, eval_data, model_shape, tokenizer_payload
-from uedp.pipeline import new_model, owner_task, prepare, run_tokenizer
 from uedp.prepare.corpus import read_split
 from uedp.prepare.encoding import EncodedSentences, encode_rows
 from uedp.prepare.manifest import Manifest
@@ -54,8 +54,9 @@ class ServerData:
         """The run tokenizer's digest (a checkpoint's model is built only with its own: uedp.models.build)."""
         return tokenizer_digest(self.tokenizer)
 
-    def new_model(self, cfg: RunConfig, *, seed: int | None = None) -> UedpModel:
-        return new_model(cfg, self, seed=seed)
+    def new_model(self, model: ModelSpec, *, seed: int | None = None) -> UedpModel:
+        """The run's `model` (uedp.pipeline.model_spec) sized by this data; `seed` seeds its weights."""
+        return model.build(self, seed=seed)
 
 
 def owners_server_data(tokenizer: TextTokenizer, tokenizer_info: dict[str, Any], task: OwnerTask, *,
@@ -76,12 +77,3 @@ def corpus_server_data(manifest: Manifest, *, task: str, max_len: int, eval_sent
     return ServerData(DataSource.CORPUS, len(manifest.users), manifest.vocab_size, manifest.pad_id, manifest.num_labels,
                       tokenizer, manifest.tokenizer_info, test, manifest.num_entities, manifest.num_extended)
 
-
-def server_data(cfg: RunConfig) -> ServerData:
-    """The server's data for the run `cfg`: the one place the server's side reads the run configuration for it."""
-    if cfg.owners:
-        tokenizer, info = run_tokenizer(cfg, None)
-        return owners_server_data(tokenizer, info, owner_task(cfg), population=cfg.federation.num_nodes,
-                                  eval_path=cfg.federation.eval_data)
-    return corpus_server_data(prepare(cfg), task=cfg.task.name, max_len=cfg.task.max_len,
-                              eval_sentences=cfg.federation.eval_sentences)

@@ -178,7 +178,7 @@ def _ledger_epsilons(args: argparse.Namespace, setting: _Setting, z: float) -> t
     record = _record(args, setting, z=z)
     privacy = PrivacyConfig(q_u=args.q_u, q_e=setting.q_e, q_s=setting.q_s, m_max=setting.m_max or AUTO,
                             k_cap=args.k_cap or None, beta=args.beta, w_max=args.w_max, noise_multiplier=z,
-                            target_epsilon=0.0, target_on=args.target_on, delta=args.delta)
+                            target_epsilon=None, target_on=args.target_on, delta=args.delta)
     accountant = UeDPAccountant(setting.spec.name, privacy, num_users=args.num_users, rounds=args.rounds,
                                 noise_multiplier=z)
     for r in range(1, args.rounds + 1):

@@ -219,8 +219,9 @@ class UserEntityDP(Strategy):
 
         spec = get(mechanism)
         size = place_count(places)
-        if spec.private and privacy.target_epsilon <= 0:
-            raise ConfigError("make_private_with_epsilon needs privacy.target_epsilon > 0 (with 0, pass an "
+        privacy = privacy.checked()  # target_epsilon 0 (its run-config spelling) is None
+        if spec.private and privacy.target_epsilon is None:
+            raise ConfigError("make_private_with_epsilon needs privacy.target_epsilon > 0 (with None, pass an "
                               "accountant of your noise multiplier to UserEntityDP)")
         recorded = store.recorded_z(delta=privacy.delta, num_users=size) if store is not None else None
         # the accountant resolves the automatic cohort cap first: the calibration is for that cap
@@ -237,8 +238,8 @@ class UserEntityDP(Strategy):
         """The wrapper as a Flower run config sets it: the mechanism (`uedp.strategy.name`, and
         `uedp.strategy.estimator` for UeDP) and the privacy settings (`uedp.privacy.*`) from the run config's
         `uedp.` keys (uedp.config.RunConfig.from_run_config: an app's own keys pass through, an unknown key
-        inside the namespace is refused, naming it). privacy.target_epsilon > 0 calibrates z to it
-        (`make_private_with_epsilon`); 0 uses privacy.noise_multiplier."""
+        inside the namespace is refused, naming it). privacy.target_epsilon calibrates z to it
+        (`make_private_with_epsilon`); None (in the run config 0) uses privacy.noise_multiplier."""
         from uedp.config import RunConfig
         from uedp.privacy.mechanisms import spec_for
 
@@ -252,12 +253,14 @@ class UserEntityDP(Strategy):
                      mechanism: str = "uedp", store: RunStore | None = None, noise_multiplier: float | None = None,
                      **options: Any) -> UserEntityDP:
         """The wrapper of privacy settings as a run config means them: `noise_multiplier` when given (z fixed),
-        else privacy.target_epsilon > 0 calibrates z to it (`make_private_with_epsilon`), and 0 uses
-        privacy.noise_multiplier. `options`: the constructor's round_period, records, seams."""
+        else privacy.target_epsilon calibrates z to it (`make_private_with_epsilon`), and None (or 0, its
+        run-config spelling) uses privacy.noise_multiplier. `options`: the constructor's round_period, records,
+        seams."""
         from uedp.privacy.mechanisms import get
 
         private = get(mechanism).private
-        if private and noise_multiplier is None and privacy.target_epsilon > 0:
+        privacy = privacy.checked()
+        if private and noise_multiplier is None and privacy.target_epsilon is not None:
             return cls.make_private_with_epsilon(strategy, places=places, num_rounds=num_rounds, privacy=privacy,
                                                  mechanism=mechanism, store=store, **options)
         z = privacy.noise_multiplier if noise_multiplier is None else noise_multiplier

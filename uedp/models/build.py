@@ -1,8 +1,8 @@
-"""The run's model (`build_run_model`): built by name at the size of its tokenizer (`ModelShape`, or a prepared run's
-manifest), after the refusals a build owes its checkpoint: the run's tokenizer must be the checkpoint's own
-(its digest), model.options.allow_missing is refused with LoRA or frozen weights (`ALLOW_MISSING_FROZEN`) and
-task.max_len above the model's positions (`check_max_len`); model.lora.r > 0 then wraps it in LoRA adapters
-(uedp.models.lora)."""
+"""The run's model (`build_run_model`; `ModelSpec`: the run's model settings, which build it): built by name at
+the size of its tokenizer (`ModelShape`, or a prepared run's manifest), after the refusals a build owes its
+checkpoint: the run's tokenizer must be the checkpoint's own (its digest), model.options.allow_missing is refused
+with LoRA or frozen weights (`ALLOW_MISSING_FROZEN`) and task.max_len above the model's positions
+(`check_max_len`); model.lora.r > 0 then wraps it in LoRA adapters (uedp.models.lora)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,23 @@ class ModelShape:
     pad_id: int
     num_labels: int | None
     tokenizer_digest: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The run's model settings: model `name` with `options` and `lora` (the model group) for `task` at `max_len`
+    tokens (the task group); `build` makes one (`build_run_model`)."""
+
+    name: str
+    options: dict[str, Any]
+    lora: LoraConfig
+    task: str
+    max_len: int
+
+    def build(self, shape: Shape, *, seed: int | None = None) -> UedpModel:
+        """The model sized by `shape` (build_run_model); `seed` seeds torch before the weights are drawn."""
+        return build_run_model(self.name, self.options, self.lora, shape, task=self.task, max_len=self.max_len,
+                               seed=seed)
 
 
 # a weight missing from the checkpoint starts at random on every build (server, each node, the user's own), and

@@ -10,16 +10,17 @@ file leaves the model unchanged. The weights are a function of public text and o
 the private training adds. The file also says which public
 corpus it learned from; the run's summary repeats it (`initial_model`).
 
-That holds only if the public corpus is not the run's private text: given the run (`run=cfg`, as the server
-passes it), `load_public_start` refuses a start whose recorded corpus is, or is contained in, the run's dataset
-(a start pretrained on bbc_news for dataset=bbc_news; the synthetic generator's public text for a synthetic
-dataset at the same seed): uedp.public_corpora.private_text_clash, the one rule, which the tokenizer obeys too.
+That holds only if the public corpus is not the run's private text: given the run's private dataset
+(`private=`, uedp.pipeline.private_dataset, as the server passes it), `load_public_start` refuses a start whose
+recorded corpus is, or is contained in, the run's dataset (a start pretrained on bbc_news for dataset=bbc_news;
+the synthetic generator's public text for a synthetic dataset at the same seed):
+uedp.public_corpora.private_text_clash, the one rule, which the tokenizer obeys too.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -28,14 +29,10 @@ from uedp.files import atomic_path
 from uedp.models.base import UedpModel
 from uedp.public_corpora import (
     independent_public_corpora,
-    private_dataset,
     private_text_clash,
     recorded_public_corpus,
 )
 from uedp.tokenization import TextTokenizer, tokenizer_digest
-
-if TYPE_CHECKING:
-    from uedp.config import RunConfig
 
 FORMAT = "uedp-public-start-1"
 __all__ = ["FORMAT", "load_public_start", "refuse_private_start", "save_public_start", "tokenizer_digest"]
@@ -51,10 +48,11 @@ def save_public_start(path: Path, model: UedpModel, *, model_name: str, model_op
 
 
 def load_public_start(path: str | Path, model: UedpModel, *, model_name: str, model_options: dict[str, Any],
-                      tokenizer: TextTokenizer, run: RunConfig | None = None) -> dict[str, Any]:
-    """Load the weights of `path` into `model` after checking they were made for it and, given `run` (the run's
-    config), that their public corpus is not the run's private text; returns where they come from ({"file",
-    "corpus", "details"}). Without `run` the corpus is not checked (a caller that has no run)."""
+                      tokenizer: TextTokenizer, private: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Load the weights of `path` into `model` after checking they were made for it and, given `private` (the
+    run's private dataset: name and options), that their public corpus is not the run's private text; returns
+    where they come from ({"file", "corpus", "details"}). Without `private` the corpus is not checked (a caller
+    that has no run)."""
     where = f"model.init {path}"
     if not Path(path).is_file():
         what = "not a regular file" if Path(path).exists() else "no such file"
@@ -71,8 +69,8 @@ def load_public_start(path: str | Path, model: UedpModel, *, model_name: str, mo
         if not _same(theirs, ours):
             raise ConfigError(f"{where}: field {field!r} is {_show(theirs)}, this run's is {_show(ours)} (pretrain "
                               "with the run's model, model.options and tokenizer settings)")
-    if run is not None:
-        refuse_private_start(blob.get("corpus"), run, where=where)
+    if private is not None:
+        refuse_private_start(blob.get("corpus"), private, where=where)
     weights = _checked_state_dict(blob.get("state_dict"), model, where=where)
     model.load_state_dict(weights)  # every key, shape and value checked: the model is changed only now
     corpus, details = blob.get("corpus"), blob.get("details", {})
@@ -80,12 +78,13 @@ def load_public_start(path: str | Path, model: UedpModel, *, model_name: str, mo
             "details": details if _plain(details) else {}}
 
 
-def refuse_private_start(corpus: Any, run: RunConfig, *, where: str) -> None:
-    """Refuse a start whose recorded public corpus is the run's private text (uedp.public_corpora.private_text_clash):
+def refuse_private_start(corpus: Any, private: tuple[str, dict[str, Any]], *, where: str) -> None:
+    """Refuse a start whose recorded public corpus is the run's private text (`private`: the dataset whose users'
+    text the run trains on and its options, uedp.pipeline.private_dataset; uedp.public_corpora.private_text_clash):
     its weights would be a function of the users' text, outside the guarantee. The record is the description
     experiments.pretrain wrote (uedp.pretraining.public_text); one this version cannot parse is refused only
     when it names a public corpus the dataset contains."""
-    dataset, options = private_dataset(run)
+    dataset, options = private
     record = corpus if isinstance(corpus, str) else _show(corpus)
     known = recorded_public_corpus(record)
     name, seed = known if known is not None else (None, None)

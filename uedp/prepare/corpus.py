@@ -1,6 +1,6 @@
 """The run's corpus: a dataset's sentences materialized as Parquet (`load_corpus`, cached by
 uedp.data.loaders), its participating users (`participants`: node `partition-id` i is user `users[i]`, users in
-storage order; with federation.num_nodes N > 0 only the first N take part) and the rows of a split restricted to
+storage order; with federation.num_nodes = N only the first N take part) and the rows of a split restricted to
 them (`read_split`: the server's evaluation set)."""
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ def load_corpus(dataset: str, loader_options: dict[str, Any], *, task: str) -> t
     return corpus_dir, corpus
 
 
-def participants(corpus: Corpus, num_nodes: int) -> list[str]:
-    """The corpus's users that take part: all of them (`num_nodes` 0) or the first `num_nodes` (refused when the
-    corpus has fewer: federation.num_nodes)."""
+def participants(corpus: Corpus, num_nodes: int | None) -> list[str]:
+    """The corpus's users that take part: all of them (`num_nodes` None) or the first `num_nodes` (refused when
+    the corpus has fewer: federation.num_nodes)."""
     users = corpus.users()
-    if num_nodes > len(users):
+    if num_nodes is not None and num_nodes > len(users):
         raise ConfigError(f"federation.num_nodes = {num_nodes} but corpus {corpus.name!r} has only "
                           f"{len(users)} users")
     return users[:num_nodes] if num_nodes else users

@@ -57,8 +57,8 @@ def make_run_tokenizer(corpus: Corpus | None, *, model: str, model_options: dict
     """The tokenizer of a run of model `model` (with `model_options`) on dataset `dataset`, and what it was
     trained on. Pretrained models keep their own; otherwise `spec.source` "public" trains on the public corpus
     `spec.public_corpus` names (the private corpus is not read: only `dataset` picks "auto"'s default;
-    `private`: (name, options) of the dataset whose users' text the run trains on, uedp.public_corpora.
-    private_dataset, which the public corpus may not be), "private_split" on the users' training split (reported
+    `private`: (name, options) of the dataset whose users' text the run trains on, uedp.pipeline.private_dataset,
+    which the public corpus may not be), "private_split" on the users' training split (reported
     not private: uedp.server_data.ServerData.tokenizer_warning). `corpus` is None on a server that holds no
     private text (federation.data = owners), where only public and pretrained tokenizers exist."""
     checkpoint = checkpoint_of(model, model_options)

@@ -22,7 +22,7 @@ What it holds (public, fixed for the run): the mechanism (a registered name, ued
 privacy settings with the automatic cohort cap resolved (privacy.m_max = "auto": `safe_m_max` for N places, q_u,
 the planned rounds and delta), N (`num_users`, the public number of places), the planned rounds, the noise
 multiplier z, the claims (the adjacencies whose epsilon the run promises: `MechanismSpec.claims_for`) and the
-budget (`max_epsilon`: privacy.target_epsilon, None when it is 0). Calibrating z to a target is not its job:
+budget (`max_epsilon`: privacy.target_epsilon; None: the run is not stopped). Calibrating z to a target is not its job:
 `uedp.privacy.calibration.run_noise_multiplier` (the wrapper's `UserEntityDP.make_private_with_epsilon`).
 """
 
@@ -66,8 +66,7 @@ class UeDPAccountant:
                               "round by round")
         for name, value in (("num_users", num_users), ("rounds", rounds)):
             positive_int(name, value)
-        privacy = dataclasses.replace(privacy) if privacy is not None else PrivacyConfig()
-        privacy.validate()
+        privacy = (privacy if privacy is not None else PrivacyConfig()).checked()
         if spec.truncate and privacy.m_max == "auto":  # automatic: truncation charges at most 1% of delta
             privacy = dataclasses.replace(privacy, m_max=safe_m_max(num_users, privacy.q_u, rounds, privacy.delta))
         if isinstance(noise_multiplier, bool) or not isinstance(noise_multiplier, int | float):
@@ -121,8 +120,8 @@ class UeDPAccountant:
 
     @property
     def max_epsilon(self) -> float | None:
-        """The budget: privacy.target_epsilon (None when it is 0: the run is not stopped)."""
-        return self._privacy.target_epsilon if self._spec.private and self._privacy.target_epsilon > 0 else None
+        """The budget: privacy.target_epsilon (None: no target, the run is not stopped)."""
+        return self._privacy.target_epsilon if self._spec.private else None
 
     # -- Flower's accountant vocabulary -----------------------------------------------------------------------
     @property

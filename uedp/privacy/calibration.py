@@ -564,16 +564,17 @@ def _interpolate(lo: float, e_lo: float, hi: float, e_hi: float, target: float) 
 
 def run_noise_multiplier(spec: Any, privacy: Any, *, rounds: int, num_users: int) -> float:
     """A run's noise multiplier from its mechanism spec (uedp.privacy.mechanisms.MechanismSpec) and privacy
-    settings (uedp.config.PrivacyConfig): privacy.noise_multiplier when privacy.target_epsilon is 0, else the
-    smallest z with which every claimed epsilon (privacy.target_on; UeDP: eps_uedp and eps_undetected) reaches
-    the target over `rounds` rounds of N = `num_users` places, and with privacy.target_holders = K >= 0 also the
-    epsilon for an entity held by K other users (`calibrate_identical`); 0 for a noiseless one."""
+    settings (uedp.config.PrivacyConfig): privacy.noise_multiplier when privacy.target_epsilon is None (or 0, its
+    run-config spelling), else the smallest z with which every claimed epsilon (privacy.target_on; UeDP: eps_uedp
+    and eps_undetected) reaches the target over `rounds` rounds of N = `num_users` places, and with
+    privacy.target_holders = K >= 0 also the epsilon for an entity held by K other users (`calibrate_identical`);
+    0 for a noiseless one."""
     p = privacy
     if not spec.private:
         return 0.0
-    if p.target_epsilon <= 0:
+    if p.target_epsilon is None or p.target_epsilon == 0:
         if p.noise_multiplier <= 0:
-            raise ConfigError("privacy.noise_multiplier must be > 0 when privacy.target_epsilon is 0")
+            raise ConfigError("privacy.noise_multiplier must be > 0 when privacy.target_epsilon is None")
         return float(p.noise_multiplier)
     q_e, q_s = spec.rates(p)
     holders = getattr(p, "target_holders", None)

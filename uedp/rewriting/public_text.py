@@ -50,13 +50,13 @@ def _corpus_name(source: str) -> str:
     return "synthetic" if source == "synthetic-public" else source
 
 
-def check_rewriter_sources(cfg: Any) -> None:
-    """ConfigError if a public source of the run's rewriter is the users' own text (uedp.public_corpora.
+def check_rewriter_sources(dataset: str, options: dict[str, Any]) -> None:
+    """ConfigError if a public source of the rewriter of a run on `dataset` with `options` (the dataset whose
+    users' text it trains on: uedp.pipeline.private_dataset) is the users' own text (uedp.public_corpora.
     private_text_clash, the one rule): `sources_for` leaves the dataset's own corpus out by name, but the
     synthetic generator's public personas ARE the users' when dataset.options.seed is the public seed."""
-    from uedp.public_corpora import private_dataset, private_text_clash
+    from uedp.public_corpora import private_text_clash
 
-    dataset, options = private_dataset(cfg)
     for source in sources_for(dataset):
         why = private_text_clash(_corpus_name(source), dataset, options, role="rewriter")
         if why is not None:

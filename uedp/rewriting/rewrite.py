@@ -225,9 +225,3 @@ def rewrite_cached(texts: Sequence[str], labels: Sequence[int] | None, num_label
             released = [randomized_response(y, num_labels, settings.label_epsilon, rng) for y in released]
     atomic_write_json(path, {"indices": indices, "texts": rewrites, "labels": released})
     return OwnerRewrite(indices, rewrites, released, False)
-
-
-def rewriter_corpus(cfg: Any) -> str:
-    """The corpus a run's rewriter must be independent of (uedp.rewriting.public_text): the run's dataset, or
-    "jsonl" for owners' own files (federation.data = owners)."""
-    return "jsonl" if cfg.owners else cfg.dataset.name
