@@ -5,7 +5,7 @@ The node reads its own sentences (partition-id's user of the prepared corpus, or
 federation.data = owners), loads the public rewriter (uedp.rewriting.model: weights trained on public text
 independent of this corpus), and rewrites at most rewrite.max_documents sentences through the CLV mechanism
 with noise from a cryptographically seeded generator (privacy.seed >= 0: reproducible, not private). The
-rewrites (and labels, by randomized response when rewrite.label_epsilon > 0) are cached on this machine and
+rewrites (and labels, by randomized response when rewrite.label_epsilon is set) are cached on this machine and
 sent again on a later run: rewriting again would spend epsilon again. Nothing else leaves the node.
 """
 

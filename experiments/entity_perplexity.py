@@ -22,7 +22,7 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--reference", type=Path, default=None,
                         help="a FedAvg run on the same data: adds the share of each run's excess NLL on entity tokens")
-    parser.add_argument("--limit", type=int, default=0, help="test sentences (default: the run's eval subset)")
+    parser.add_argument("--limit", type=int, default=None, help="test sentences (default: the run's eval subset)")
     parser.add_argument("--out", type=Path, default=None)
 
 

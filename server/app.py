@@ -49,7 +49,8 @@ OUTSIDE_GUARANTEE = {
                "the public number of places)"),
     "owners": "seconds (the run's wall time depends on the sampled owners' data)",
 }
-# An owners-mode run without a public round schedule (federation.round_period = 0): what the owners' nodes see
+# An owners-mode run without a public round schedule (federation.round_period None; the summary's text names its
+# run-config number, 0): what the owners' nodes see
 # of the rounds' timing is outside the guarantee (docs/proofs.md section 1, "Timing").
 UNSCHEDULED = ("; the rounds' timing (federation.round_period = 0: when each round's messages are sent and when "
                "the run started depend on who took part and on the sampled owners' data, and a node sees them)")
@@ -99,9 +100,9 @@ def outside_guarantee(ctx: RunContext) -> str:
     """What a private run's summary.json lists as outside the guarantee (docs/proofs.md section 1)."""
     fed = ctx.cfg.federation
     text = OUTSIDE_GUARANTEE[fed.data]
-    if ctx.cfg.owners and fed.round_period <= 0:
+    if ctx.cfg.owners and fed.round_period is None:
         text += UNSCHEDULED
-    if fed.round_period > 0:
+    if fed.round_period is not None:
         text += LATE_ROUNDS
     return text
 
@@ -188,7 +189,7 @@ def run_server(grid: Grid, cfg: RunConfig, *, components: Components | None = No
     ctx, state = setup(cfg, components=components or Components(), stream=stream)
     dp = ctx.strategy
     wait_for_nodes(grid, ctx.places, cfg.federation.wait_timeout, stream, strict=not cfg.owners,
-                   full=cfg.owners and cfg.federation.round_period > 0, operator_log=ctx.store.operator_log)
+                   full=cfg.owners and cfg.federation.round_period is not None, operator_log=ctx.store.operator_log)
     try:
         dp.start(grid, state.arrays, dp.rounds_left, timeout=cfg.federation.round_timeout,
                  train_config=ConfigRecord(ctx.train_config()), evaluate_fn=RoundLog(ctx, state))

@@ -2,7 +2,7 @@
 
 1. Load the public rewriter (the same one the clients load).
 2. Send every invited node one query message; each rewrites its own sentences once (client/rewrite.py) and
-   replies with the rewrites only (plus labels, privatized when rewrite.label_epsilon > 0). Then record the
+   replies with the rewrites only (plus labels, privatized when rewrite.label_epsilon is set). Then record the
    local guarantee in `local_dp.json` before anything is trained (the privacy record comes before any
    model): per document (rewrite.epsilon, rewrite.delta), per user by composition over
    rewrite.max_documents (a public cap; with 0, over the largest owner's count, labelled data-dependent),
@@ -16,7 +16,7 @@
 The summary has no central claim (eps_uedp = eps_user = inf): its local epsilons are `eps_local_document`,
 `eps_local_user` and `eps_local_entity`, in other units than the central ones (`local.units`). Released
 in the clear beside the rewrites: user ids (who replied), document counts, splits, and labels unless
-rewrite.label_epsilon > 0; a classification run with labels in the clear is reported `private: false`.
+rewrite.label_epsilon is set; a classification run with labels in the clear is reported `private: false`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -78,7 +78,7 @@ def pooled_epochs(model: UedpModel, pooled: EncodedSentences, test: EncodedSente
     The dp_bart server trains on the pooled rewrites with it, studies/dp_bart.py's reference on the
     original sentences."""
     t = cfg.train
-    training = LocalTraining.from_config(dataclasses.replace(t, local_epochs=1, local_steps=0))
+    training = LocalTraining.from_config(dataclasses.replace(t, local_epochs=1, local_steps=None))
     rows, weights = torch.arange(len(pooled)), torch.ones(len(pooled))
     for epoch in range(1, cfg.rewrite.epochs + 1):
         loss, steps = local_train(model, pooled, rows, weights, training)
@@ -137,7 +137,7 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
     local = guarantee(mechanism, settings, documents_per_user=settings.max_documents or 1,
                       warning="; ".join(warnings) or None)
     digest = rewriter_digest(rewriter)  # sent with the query (a node with another rewriter refuses) and recorded
-    rewrites = query_owners(grid, cfg, {**asdict(settings), "rewriter": digest}, population=data.population)
+    rewrites = query_owners(grid, cfg, {**settings.wire(), "rewriter": digest}, population=data.population)
     metrics = MetricsWriter(out, stream=stream)
     metrics.write(rewrites.row())
     print(f"rewrites from {rewrites.replies} of {rewrites.sampled} owners: {len(rewrites.texts)} documents "
@@ -182,9 +182,9 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
 
 def local_warnings(cfg: RunConfig, settings: RewriteSettings, *, fixed: bool, stream: TextIO) -> list[str]:
     """Why the run is not private or its per-user epsilon depends on the data, each printed: a fixed seed, labels
-    in the clear (a classification run with rewrite.label_epsilon = 0), rewrite.max_documents = 0."""
+    in the clear (a classification run with rewrite.label_epsilon None), rewrite.max_documents = 0."""
     warnings = [FIXED_SEED_WARNING] if fixed else []
-    if cfg.task.name == CLASSIFICATION and settings.label_epsilon <= 0:
+    if cfg.task.name == CLASSIFICATION and settings.label_epsilon is None:
         warnings.append(LABELS_IN_CLEAR)
     if not settings.max_documents:
         warnings.append("rewrite.max_documents = 0: the per-user epsilon is computed from the data")

@@ -81,11 +81,11 @@ class PollingGrid:
         return replies
 
 
-def fast_polling(grid: Grid, interval: float) -> Grid | PollingGrid:
-    """The grid the server loop uses: `grid` itself for the in-memory (simulation) grid or interval 0
+def fast_polling(grid: Grid, interval: float | None) -> Grid | PollingGrid:
+    """The grid the server loop uses: `grid` itself for the in-memory (simulation) grid or interval None
     (Flower's own 3-s wait), else a PollingGrid."""
     from flwr.superlink.grid.inmemory_grid import InMemoryGrid
 
-    if interval <= 0 or isinstance(grid, InMemoryGrid):
+    if interval is None or isinstance(grid, InMemoryGrid):
         return grid
     return PollingGrid(grid, interval)

@@ -53,16 +53,17 @@ def load_run(run: Path) -> tuple[RunConfig, UedpModel, TextTokenizer]:
     return cfg, model, tokenizer
 
 
-def token_split(run: Path, limit: int = 0) -> TokenSplit:
-    """The run's final model on its evaluation set, per predicted token (`limit` > 0: that many test sentences)."""
+def token_split(run: Path, limit: int | None = None) -> TokenSplit:
+    """The run's final model on its evaluation set, per predicted token (a `limit`: that many test sentences;
+    None: the run's own, federation.eval_sentences)."""
     cfg, model, tokenizer = load_run(run)
-    split = evaluation_split(model, cfg, tokenizer=tokenizer, limit=limit or None)
+    split = evaluation_split(model, cfg, tokenizer=tokenizer, limit=limit)
     if split is None:
         raise ConfigError(f"{run}: not a next-word run with an evaluation set (task.name {cfg.task.name!r})")
     return split
 
 
-def split_perplexity(run: Path, limit: int = 0, *, reference: TokenSplit | None = None) -> dict[str, Any]:
+def split_perplexity(run: Path, limit: int | None = None, *, reference: TokenSplit | None = None) -> dict[str, Any]:
     """The run's perplexities: all, with_entity / entity_free sentences (and their counts), entity_tokens /
     other_tokens (and their counts), spans; with `reference` (token_split of a FedAvg run on the same tokens)
     also excess_share, the share of the run's excess NLL over it on entity tokens (None: no excess)."""
@@ -83,8 +84,8 @@ def split_perplexity(run: Path, limit: int = 0, *, reference: TokenSplit | None 
     return out
 
 
-def perplexity_table(runs: list[Path], *, reference: Path | None = None, limit: int = 0, out: Path | None = None
-                     ) -> str:
+def perplexity_table(runs: list[Path], *, reference: Path | None = None, limit: int | None = None,
+                     out: Path | None = None) -> str:
     """The table of `split_perplexity` over `runs` (with `reference`, a FedAvg run: the share of each run's excess
     NLL on entity tokens); with `out`, also written to OUT and its rows to OUT with suffix .json."""
     if out:  # before the evaluations: a missing folder must not cost them

@@ -132,7 +132,7 @@ def instructions(**kw: Any) -> tuple[Any, Any]:
     from uedp.protocol import RoundInstructions
     from uedp.training import LocalTraining
 
-    training = dict(optimizer="sgd", lr=0.5, momentum=0.0, local_epochs=1, local_steps=0, batch_size=8)
+    training = dict(optimizer="sgd", lr=0.5, momentum=0.0, local_epochs=1, local_steps=None, batch_size=8)
     training.update({k: kw.pop(k) for k in list(kw) if k in TRAINING_FIELDS})
     return RoundInstructions(**kw), LocalTraining.from_config(ClientTrainConfig(**training))
 

@@ -124,7 +124,7 @@ def test_control_b_client_update_exceeds_beta(tmp_path):
     weights = get_weights(new_model(cfg, prepare(cfg), seed=0))
     ins, training = instructions(round=1, mechanism="user_dp", q_e=1.0, q_s=1.0, k_cap=0, m_max=6, slot=-1,
                                  beta=0.1, w_u=1.0, private=True, optimizer="sgd", lr=2.0, momentum=0.0,
-                                 local_epochs=3, local_steps=0, batch_size=8, key=None, seed=-1)
+                                 local_epochs=3, local_steps=None, batch_size=8, key=None, seed=-1)
     bound = UnclippedUpdate()
     new, metrics = ClientRound(gradient_hook=clip_each_step)(cfg, 0, weights, ins, training)
     broken = UeDPMod(bound=bound).update(ins, weights, [new])  # the control's mod

@@ -29,7 +29,7 @@ def tiny(tmp_path_factory):
     return cfg
 
 
-TRAINING = dict(optimizer="sgd", lr=0.5, momentum=0.0, local_epochs=1, local_steps=0, batch_size=8)
+TRAINING = dict(optimizer="sgd", lr=0.5, momentum=0.0, local_epochs=1, local_steps=None, batch_size=8)
 
 
 def _ins(**kw) -> tuple[RoundInstructions, LocalTraining]:

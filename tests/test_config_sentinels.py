@@ -18,7 +18,10 @@ from uedp.privacy.mechanisms import get
 # flat key: (the Python spelling, the run config's number for it)
 SPELLINGS = {"privacy.m_max": (AUTO, 0), "privacy.gamma": (AUTO, 0.0), "privacy.k_cap": (None, 0),
              "privacy.target_holders": (None, -1), "privacy.seed": (None, -1), "privacy.target_epsilon": (None, 0.0),
-             "federation.client_gpus": (AUTO, 0.0), "federation.num_nodes": (None, 0)}
+             "federation.client_gpus": (AUTO, 0.0), "federation.num_nodes": (None, 0),
+             "federation.eval_sentences": (None, 0), "federation.poll_interval": (None, 0.0),
+             "train.local_steps": (None, 0), "federation.round_period": (None, 0.0),
+             "rewrite.label_epsilon": (None, 0.0)}
 
 
 def test_the_sentinels_are_the_documented_ones():
@@ -28,7 +31,9 @@ def test_the_sentinels_are_the_documented_ones():
 def test_defaults_use_none_and_auto():
     p = PrivacyConfig()
     assert (p.m_max, p.gamma, p.target_holders, p.seed) == (AUTO, AUTO, None, None)
-    assert (RunConfig().federation.client_gpus, RunConfig().federation.num_nodes) == (AUTO, None)
+    fed = RunConfig().federation
+    assert (fed.client_gpus, fed.num_nodes, fed.eval_sentences, fed.round_period) == (AUTO, None, None, None)
+    assert (fed.poll_interval, RunConfig().train.local_steps) == (0.1, None)
 
 
 @pytest.mark.parametrize("key", sorted(SPELLINGS))
@@ -73,6 +78,15 @@ def test_set_values_pass_unchanged():
     ({"federation.num_nodes": -1}, r"federation.num_nodes must be >= 1, or None"),
     ({"federation.num_nodes": "auto"}, r"federation.num_nodes must be of type int or None"),
     ({"federation.data": "owners", "federation.num_nodes": 0}, r"owners needs federation.num_nodes = N"),
+    ({"federation.eval_sentences": -1}, r"federation.eval_sentences must be >= 1, or None \(the whole test split\)"),
+    ({"federation.eval_sentences": "auto"}, r"federation.eval_sentences must be of type int or None"),
+    ({"federation.poll_interval": -0.5}, r"federation.poll_interval must be > 0, or None \(Flower's 3 s\)"),
+    ({"train.local_steps": -1}, r"train.local_steps must be >= 1, or None \(use train.local_epochs\)"),
+    ({"train.local_steps": "auto"}, r"train.local_steps must be of type int or None"),
+    ({"federation.round_period": 5.0}, r"federation.round_period must be None \(no schedule\) or above"),
+    ({"federation.round_period": "auto"}, r"federation.round_period must be of type float or None"),
+    ({"strategy.name": "dp_bart", "rewrite.label_epsilon": -1.0}, r"label_epsilon must be a finite number > 0, or"),
+    ({"rewrite.label_epsilon": "auto"}, r"rewrite.label_epsilon must be of type float or None"),
 ])
 def test_bad_values_name_the_key_and_the_spelling(flat, message):
     with pytest.raises(ConfigError, match=message):
@@ -103,3 +117,33 @@ def test_no_target_is_none_and_a_python_config_takes_the_old_zero(tmp_path):
             UserEntityDP.make_private_with_epsilon(FedAvg(), places=20, num_rounds=3, privacy=privacy)
     assert UeDPAccountant("uedp", PrivacyConfig(target_epsilon=5), num_users=20, rounds=3,
                           noise_multiplier=1.0).max_epsilon == 5.0
+
+
+def test_the_python_api_takes_none_for_the_options_off():
+    """The functions behind the federation and training options take None where the option is not set; the
+    training message's record (a Flower ConfigRecord, which refuses None) keeps local_steps' number."""
+    from uedp.config import ClientTrainConfig
+    from uedp.training import LocalTraining
+
+    training = LocalTraining.from_config(ClientTrainConfig())
+    assert training.local_steps is None and training.to_record()["local_steps"] == 0
+    assert LocalTraining.from_record(training.to_record()) == training
+    assert LocalTraining.from_config(ClientTrainConfig(local_steps=0)).local_steps is None  # the old number
+    assert LocalTraining.from_config(ClientTrainConfig(local_steps=3)).to_record()["local_steps"] == 3
+    with pytest.raises(ConfigError, match="round_period must be a number of seconds > 0, or None"):
+        UserEntityDP(FedAvg(), places=4, accountant=UeDPAccountant("fedavg", PrivacyConfig(), num_users=4,
+                                                                    rounds=1, noise_multiplier=0.0),
+                     round_period=0.0)
+
+
+def test_the_rewrite_settings_take_none_for_labels_in_the_clear():
+    """RewriteSettings.label_epsilon None: labels in the clear; the old 0 reads as None, and the record sent to
+    the owners and the rewrite cache key keep the number (0.0)."""
+    from uedp.rewriting.rewrite import RewriteSettings
+
+    assert RewriteSettings(epsilon=100.0).label_epsilon is None
+    assert RewriteSettings(epsilon=100.0, label_epsilon=0.0) == RewriteSettings(epsilon=100.0)
+    assert RewriteSettings(epsilon=100.0).wire()["label_epsilon"] == 0.0
+    assert RewriteSettings(epsilon=100.0, label_epsilon=2.0).wire()["label_epsilon"] == 2.0
+    with pytest.raises(ConfigError, match="label_epsilon must be a finite number > 0, or None"):
+        RewriteSettings(epsilon=100.0, label_epsilon=-1.0)

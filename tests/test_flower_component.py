@@ -377,7 +377,7 @@ def test_a_node_reporting_garbage_for_its_key_stands_in_no_place(tmp_path):
 
 
 def test_a_round_schedule_makes_the_rounds_start_on_time(tmp_path):
-    """round_period > 0: round t's messages are built at `start` + t periods (the period before round 1 holds
+    """A round_period: round t's messages are built at `start` + t periods (the period before round 1 holds
     the preflight), however quickly the rounds before it ended (their timing then depends on no one's data or
     presence)."""
     import time

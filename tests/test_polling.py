@@ -52,6 +52,6 @@ def test_only_a_real_grid_is_wrapped():
     memory = InMemoryGrid.__new__(InMemoryGrid)  # the simulation's grid already pulls every 0.1 s
     assert fast_polling(memory, 0.1) is memory
     grid = FakeGrid([])
-    assert fast_polling(grid, 0.0) is grid and isinstance(fast_polling(grid, 0.1), PollingGrid)
+    assert fast_polling(grid, None) is grid and isinstance(fast_polling(grid, 0.1), PollingGrid)
     with pytest.raises(ValueError):
         PollingGrid(grid, 0.0)

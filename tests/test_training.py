@@ -154,7 +154,7 @@ def test_local_steps_count_optimizer_steps_and_a_partial_group_is_a_mean():
                            generator=torch.Generator().manual_seed(7), before_step=lambda ps: seen.append(1))
     assert steps == 3 and len(seen) == 3
     # epochs: 16 sentences in minibatches of 4 = 4 minibatches, grad_accum 3: steps of 3 and of 1 minibatch
-    _, steps = local_train(_lm(0), data, rows, w, _cfg(grad_accum=3, batch_size=4, local_steps=0),
+    _, steps = local_train(_lm(0), data, rows, w, _cfg(grad_accum=3, batch_size=4, local_steps=None),
                            generator=torch.Generator().manual_seed(7))
     assert steps == 2
 

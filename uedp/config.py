@@ -15,19 +15,22 @@ Options specific to one dataset or model travel as a JSON object string (`datase
 Defaults are the main job's (docs/defaults-and-tuning.md, "Choosing the defaults", gives the measurements
 behind them).
 
-The groups' dataclasses are defined here, except the training ones (train, server: uedp.config_training);
-how a value is checked, and the sentinels, live in uedp.config_values. Sentinels: an option that may be left
-unset is None, one the run chooses is "auto": `privacy.m_max = "auto"` (the smallest cohort cap whose truncation
-charge is at most 1% of delta: uedp.privacy.accounting.safe_m_max), `privacy.gamma = "auto"`,
-`privacy.k_cap = None` (entity cap off), `privacy.target_holders = None` (off), `privacy.seed = None`
-(cryptographically seeded noise), `privacy.target_epsilon = None` (no target: use `privacy.noise_multiplier` as
-given), `federation.client_gpus = "auto"` (sized by memory: runtime/simulate.py gpu_share),
-`federation.num_nodes = None` (one node per corpus user). A Flower run config has no null (TOML), so there they
-keep their numbers (m_max 0, gamma 0.0, k_cap 0, target_holders -1, seed -1, target_epsilon 0.0, client_gpus 0.0,
-num_nodes 0): `to_run_config()` writes them, and every reader accepts them with the same meaning (config files,
-Hydra overrides, and a RunConfig built in Python when it is validated). Other values that stand for a rule:
-`privacy.target_on = ""` (the target bounds every epsilon the mechanism claims), `train.local_steps = 0` (use
-local_epochs), `federation.device = "auto"` (cuda where torch sees a GPU, else cpu; uedp.devices).
+The groups' dataclasses are defined here, except the training ones (train, server: uedp.config_training); how a
+value is checked, and the sentinels, live in uedp.config_values. Sentinels: an option that may be left unset is
+None, one the run chooses is "auto": `privacy.m_max = "auto"` (the smallest cohort cap whose truncation charge is at
+most 1% of delta: uedp.privacy.accounting.safe_m_max), `privacy.gamma = "auto"`, `privacy.k_cap = None` (entity cap
+off), `privacy.target_holders = None` (off), `privacy.seed = None` (cryptographically seeded noise),
+`privacy.target_epsilon = None` (no target: use `privacy.noise_multiplier` as given), `federation.client_gpus =
+"auto"` (sized by memory: runtime/simulate.py gpu_share), `federation.num_nodes = None` (one node per corpus user),
+`federation.eval_sentences = None` (the whole test split), `federation.poll_interval = None` (Flower's own 3-s
+wait), `federation.round_period = None` (no schedule), `train.local_steps = None` (use local_epochs),
+`rewrite.label_epsilon = None` (labels in the clear). A Flower run config has no null (TOML), so there they keep
+their numbers (m_max 0, gamma 0.0, k_cap 0, target_holders -1, seed -1, target_epsilon 0.0, client_gpus 0.0,
+num_nodes 0, eval_sentences 0, poll_interval 0.0, round_period 0.0, local_steps 0, label_epsilon 0.0):
+`to_run_config()` writes them, and every reader accepts them with the same meaning (config files, Hydra overrides,
+and a RunConfig built in Python when it is validated). Other values that stand for a rule: `privacy.target_on = ""`
+(the target bounds every epsilon the mechanism claims), `federation.device = "auto"` (cuda where torch sees a GPU,
+else cpu; uedp.devices).
 """
 
 from __future__ import annotations
@@ -294,9 +297,9 @@ class FederationConfig:
     num_nodes: int | None = None
     rounds: int = 30  # the planned rounds (the accounting's and the lr schedule's horizon)
     eval_every: int = 10  # central evaluation every this many rounds (and after the last)
-    # central evaluation on at most this many test sentences (0 = the whole test split): a fixed subset
+    # central evaluation on at most this many test sentences (None = the whole test split): a fixed subset
     # (a constant seed, not the run's randomness), so runs of one population are evaluated on the same text
-    eval_sentences: int = 0
+    eval_sentences: int | None = None
     round_timeout: float = 600.0  # seconds a round waits for its replies
     wait_timeout: float = 300.0  # seconds the server waits for the nodes to connect (0: no wait)
     out_dir: str = "outputs/run"
@@ -305,7 +308,8 @@ class FederationConfig:
     ray_address: str = ""  # simulation on an existing Ray cluster ("host:port"); "" = $RAY_ADDRESS or a local one
     data: str = "corpus"  # a DataSource value: "corpus" | "owners" (see DataSource)
     eval_data: str = ""  # owners mode: a public or server-owned JSONL file for central evaluation ("" = none)
-    poll_interval: float = 0.1  # real processes: the ServerApp pulls replies this often (0 = Flower's 3 s)
+    # real processes: the ServerApp pulls replies this often (seconds); None = Flower's own 3-s wait
+    poll_interval: float | None = 0.1
     # owners mode: the public place map, a file of the invited owners' registered public-key fingerprints in
     # place order (uedp.flower.places; needed by private owners-mode runs, with SuperNode authentication)
     places: str = ""
@@ -315,7 +319,7 @@ class FederationConfig:
     # seconds between the starts of consecutive rounds (a public schedule, > round_timeout), and an owners-mode
     # run starts after exactly wait_timeout; 0: rounds run back to back, and their timing (when messages
     # arrive, how long a round takes) is outside the guarantee (docs/proofs.md section 1, "Timing")
-    round_period: float = 0.0
+    round_period: float | None = None
     # where each machine's torch work runs (uedp.devices): a node's local training and the server's evaluation;
     # auto = cuda where torch sees a GPU, else cpu; cuda on a machine without one is refused; cuda:N = GPU N of
     # those the process sees (a Ray simulation takes cuda / cuda:0 only: each actor sees its own GPU as cuda:0)
@@ -334,7 +338,7 @@ class RewriteConfig:
     delta: float = 1e-5  # per document (Gaussian noise)
     variant: str = "clv"  # clv | pr | pr+ | adept (the ADePT mechanism on our model)
     noise: str = "gaussian"  # gaussian | laplace
-    label_epsilon: float = 0.0  # > 0: labels by randomized response (0: labels in the clear: not private)
+    label_epsilon: float | None = None  # labels by randomized response (None: labels in the clear: not private)
     max_documents: int = 150  # per user: a public cap, so the per-user guarantee is a public number
     epochs: int = 3  # central training epochs on the pooled rewrites (train.* optimizer, lr, batch size)
     # "": the rewriter trained (and cached) on public text by uedp.rewriting.store.load_rewriter; a PATH: a saved
@@ -489,14 +493,15 @@ class RunConfig:
         self.task.name = get_task(self.task.name, field="task.name").name  # unknown: refused; an alias: its name
         if self.federation.rounds < 1 or self.federation.eval_every < 1:
             raise ConfigError("federation.rounds and federation.eval_every must be >= 1")
-        if self.federation.eval_sentences < 0:
-            raise ConfigError("federation.eval_sentences must be >= 0 (0 = the whole test split)")
-        if not (fed.round_period == 0 or fed.round_period > fed.round_timeout):
-            raise ConfigError(f"federation.round_period must be 0 (no schedule) or above federation.round_timeout "
+        if fed.eval_sentences is not None and fed.eval_sentences < 1:
+            raise ConfigError(f"federation.eval_sentences must be >= 1, or None (the whole test split), got "
+                              f"{fed.eval_sentences}")
+        if not (fed.round_period is None or fed.round_period > fed.round_timeout):
+            raise ConfigError(f"federation.round_period must be None (no schedule) or above federation.round_timeout "
                               f"({fed.round_timeout} s: a round must end before the next one starts), got "
                               f"{show(fed.round_period)}")
-        if not self.federation.poll_interval >= 0:
-            raise ConfigError(f"federation.poll_interval must be >= 0, got {self.federation.poll_interval}")
+        if fed.poll_interval is not None and not fed.poll_interval > 0:
+            raise ConfigError(f"federation.poll_interval must be > 0, or None (Flower's 3 s), got {fed.poll_interval}")
         check_device(self.federation.device)  # a bad value, or cuda where this machine's torch has none
         gpus = fed.client_gpus
         if gpus != AUTO and not (gpus > 0 and (gpus <= 1 or float(gpus).is_integer())):  # NaN fails too
@@ -538,7 +543,8 @@ class RunConfig:
             ("train.momentum", t.momentum, t.momentum >= 0, ">= 0"),
             ("server.momentum", s.momentum, s.momentum >= 0, ">= 0"),
             ("train.local_epochs", t.local_epochs, t.local_epochs >= 1, ">= 1"),
-            ("train.local_steps", t.local_steps, t.local_steps >= 0, ">= 0 (0: use train.local_epochs)"),
+            ("train.local_steps", t.local_steps, t.local_steps is None or t.local_steps >= 1,
+             ">= 1, or None (use train.local_epochs)"),
             ("train.batch_size", t.batch_size, t.batch_size >= 1, ">= 1"),
             ("train.grad_accum", t.grad_accum, isinstance(t.grad_accum, int) and t.grad_accum >= 1, "an integer >= 1"),
             ("train.weight_decay", t.weight_decay, t.weight_decay >= 0, ">= 0"),

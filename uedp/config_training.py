@@ -27,7 +27,8 @@ class ClientTrainConfig:
     lr: float = 0.5  # the base learning rate; the round's lr follows lr_schedule (the server sends it)
     momentum: float = 0.0  # sgd only
     local_epochs: int = 1
-    local_steps: int = 0  # > 0: exactly this many OPTIMIZER steps (each of grad_accum minibatches), not epochs
+    # exactly this many OPTIMIZER steps (each of grad_accum minibatches), not epochs; None: local_epochs epochs
+    local_steps: int | None = None
     batch_size: int = 16  # sentences per minibatch
     # minibatches per optimizer step: the step takes the mean of their gradients (an effective batch of
     # grad_accum * batch_size); privacy is unaffected, the clip bounds the whole update

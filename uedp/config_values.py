@@ -1,18 +1,22 @@
 """How a run configuration's values are read: each option checked against its type (uedp.config's dataclass
 defaults), JSON object options, nested blocks, and the options whose value may be "not set" or "choose for me".
 
-Sentinels. In Python (RunConfig, Hydra's YAML) an option that may be left unset takes None, and one the run
-may choose takes "auto" (`AUTO`): `privacy.m_max = "auto"` (the smallest cohort cap whose truncation charge is
-at most 1% of delta: uedp.privacy.accounting.safe_m_max), `privacy.gamma = "auto"` (max(k_cap, 1) * beta /
-m_max), `privacy.k_cap = None` (no entity cap), `privacy.target_holders = None` (no holders target),
-`privacy.seed = None` (cryptographically seeded noise), `privacy.target_epsilon = None` (no target:
-privacy.noise_multiplier as given, no budget stop), `federation.client_gpus = "auto"` (a Ray simulation's GPU
-share per client sized by the model's memory), `federation.num_nodes = None` (one node per corpus user). A Flower
-run config (pyproject's `[tool.flwr.app.config]`, `flwr run --run-config`: TOML, which has no null) spells them as
-numbers, the `SENTINELS` wire values: m_max 0, gamma 0.0, k_cap 0, target_holders -1, seed -1, target_epsilon 0.0,
-client_gpus 0.0, num_nodes 0. RunConfig.to_run_config
-writes those (`to_wire`), and every reader (from_run_config, from_flat, from_nested, so config files and
-Hydra overrides too) accepts the wire value with the same meaning and holds it as None or "auto".
+Sentinels. In Python (RunConfig, Hydra's YAML) an option that may be left unset takes None, and one the run may
+choose takes "auto" (`AUTO`): `privacy.m_max = "auto"` (the smallest cohort cap whose truncation charge is at most
+1% of delta: uedp.privacy.accounting.safe_m_max), `privacy.gamma = "auto"` (max(k_cap, 1) * beta / m_max),
+`privacy.k_cap = None` (no entity cap), `privacy.target_holders = None` (no holders target), `privacy.seed = None`
+(cryptographically seeded noise), `privacy.target_epsilon = None` (no target: privacy.noise_multiplier as given, no
+budget stop), `federation.client_gpus = "auto"` (a Ray simulation's GPU share per client sized by the model's
+memory), `federation.num_nodes = None` (one node per corpus user), `federation.eval_sentences = None` (central
+evaluation on the whole test split), `federation.poll_interval = None` (Flower's own 3-s wait for replies),
+`federation.round_period = None` (no schedule: rounds back to back), `train.local_steps = None` (train.local_epochs
+epochs), `rewrite.label_epsilon = None` (labels in the clear). A Flower run config (pyproject's
+`[tool.flwr.app.config]`, `flwr run --run-config`: TOML, which has no null) and a Flower record (a ConfigRecord
+refuses None) spell them as numbers, the `SENTINELS` wire values: m_max 0, gamma 0.0, k_cap 0, target_holders -1,
+seed -1, target_epsilon 0.0, client_gpus 0.0, num_nodes 0, eval_sentences 0, poll_interval 0.0, round_period 0.0,
+local_steps 0, label_epsilon 0.0. RunConfig.to_run_config writes those (`to_wire`; `from_wire` reads one back), and
+every reader (from_run_config, from_flat, from_nested, so config files and Hydra overrides too) accepts the wire
+value with the same meaning and holds it as None or "auto".
 """
 
 from __future__ import annotations
@@ -51,6 +55,11 @@ SENTINELS = {
     "privacy.target_epsilon": Sentinel(None, 0.0, "no target: privacy.noise_multiplier as given, no budget stop"),
     "federation.client_gpus": Sentinel(AUTO, 0.0, "a GPU share sized by the model's estimated memory"),
     "federation.num_nodes": Sentinel(None, 0, "one node per corpus user"),
+    "federation.eval_sentences": Sentinel(None, 0, "the whole test split"),
+    "federation.poll_interval": Sentinel(None, 0.0, "Flower's own 3-s wait"),
+    "train.local_steps": Sentinel(None, 0, "train.local_epochs epochs"),
+    "federation.round_period": Sentinel(None, 0.0, "no schedule: rounds run back to back"),
+    "rewrite.label_epsilon": Sentinel(None, 0.0, "labels in the clear: not private"),
 }
 
 
@@ -59,6 +68,15 @@ def to_wire(key: str, value: Any) -> Any:
     sentinel = SENTINELS.get(key)
     if sentinel is not None and (value is None or isinstance(value, str)) and value == sentinel.value:
         return sentinel.wire
+    return value
+
+
+def from_wire(key: str, value: Any) -> Any:
+    """`value` of flat key `key` read from a Flower record or run config: a sentinel's number as its None or
+    "auto" (`to_wire` undone)."""
+    sentinel = SENTINELS.get(key)
+    if sentinel is not None and not isinstance(value, (str, bool)) and value == sentinel.wire:
+        return sentinel.value
     return value
 
 

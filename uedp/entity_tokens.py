@@ -214,8 +214,8 @@ def owner_evaluation_sentences(path: str, task: OwnerTask) -> EvaluationSentence
     return EvaluationSentences(rows, ann, corpus.has_gold)
 
 
-def corpus_evaluation_sentences(manifest: Manifest, limit: int) -> EvaluationSentences:
-    """The participants' test sentences of the prepared run `manifest` (`limit` > 0: that fixed subset of them,
+def corpus_evaluation_sentences(manifest: Manifest, limit: int | None) -> EvaluationSentences:
+    """The participants' test sentences of the prepared run `manifest` (a `limit`: that fixed subset of them,
     uedp.prepare.corpus.read_split), with the corpus's gold spans where it has them, else the run's annotations."""
     rows = read_split(manifest.corpus_dir, manifest.users, "test", limit=limit)
     rows = rows.select(SCHEMA.names).cast(SCHEMA).sort_by("sid")

@@ -161,16 +161,16 @@ def load_user_data(cfg: RunConfig, partition_id: int, *, deidentified: bool = Fa
                      task=cfg.task.name, max_len=cfg.task.max_len, deidentified=deidentified)
 
 
-def split_rows(cfg: RunConfig, split: str, *, limit: int = 0) -> pa.Table:
-    """The corpus rows of a split, restricted to the participating users; with `limit` > 0, at most `limit` of
+def split_rows(cfg: RunConfig, split: str, *, limit: int | None = None) -> pa.Table:
+    """The corpus rows of a split, restricted to the participating users; with a `limit`, at most `limit` of
     them, a fixed subset (EVAL_SUBSET_SEED) in corpus order (uedp.prepare.corpus.read_split)."""
     manifest = load_manifest(cfg)
     return read_split(manifest.corpus_dir, manifest.users, split, limit=limit)
 
 
-def load_split(cfg: RunConfig, split: str, *, limit: int = 0) -> EncodedSentences:
+def load_split(cfg: RunConfig, split: str, *, limit: int | None = None) -> EncodedSentences:
     """A whole split (central evaluation on the server), restricted to the participating users; with
-    `limit` > 0, at most `limit` of its sentences, a fixed subset (EVAL_SUBSET_SEED) in corpus order."""
+    a `limit`, at most `limit` of its sentences, a fixed subset (EVAL_SUBSET_SEED) in corpus order."""
     manifest = load_manifest(cfg)
     rows = read_split(manifest.corpus_dir, manifest.users, split, limit=limit)
     return encode_rows(manifest.text_tokenizer(), rows, task=cfg.task.name, max_len=cfg.task.max_len)
@@ -220,7 +220,7 @@ def evaluation_split(model: UedpModel, cfg: RunConfig, *, tokenizer: TextTokeniz
                      limit: int | None = None, device: str = "cpu") -> TokenSplit | None:
     """`model`'s loss split by entity token (uedp.entity_tokens.evaluation_tokens) on the run's central evaluation
     set: in corpus mode the participants' test sentences (the fixed subset of federation.eval_sentences, or `limit`
-    > 0 of them), in owners mode every sentence of federation.eval_data. `tokenizer`: the run's (None: read back
+    of them), in owners mode every sentence of federation.eval_data. `tokenizer`: the run's (None: read back
     as the run made it); `device`: where to evaluate. None for a classification run or an owners-mode run without
     federation.eval_data."""
     if get_task(cfg.task.name).name != NEXT_WORD:

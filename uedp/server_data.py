@@ -68,9 +68,9 @@ def owners_server_data(tokenizer: TextTokenizer, tokenizer_info: dict[str, Any],
                       tokenizer, tokenizer_info, eval_data(eval_path, tokenizer, task))
 
 
-def corpus_server_data(manifest: Manifest, *, task: str, max_len: int, eval_sentences: int) -> ServerData:
+def corpus_server_data(manifest: Manifest, *, task: str, max_len: int, eval_sentences: int | None) -> ServerData:
     """Corpus mode: the prepared run `manifest`, evaluated on its participants' test split (at most
-    `eval_sentences` of it, federation.eval_sentences; 0: all) encoded for `task` at `max_len`."""
+    `eval_sentences` of it, federation.eval_sentences; None: all) encoded for `task` at `max_len`."""
     tokenizer = manifest.text_tokenizer()
     rows = read_split(manifest.corpus_dir, manifest.users, "test", limit=eval_sentences)
     test = encode_rows(tokenizer, rows, task=task, max_len=max_len)

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from uedp.config_values import from_wire, to_wire
 from uedp.errors import ConfigError
 from uedp.models.base import UedpModel
 from uedp.models.precision import LossScaler, needs_loss_scaling, prepare
@@ -47,7 +48,7 @@ class LocalTraining:
     lr: float  # this round's learning rate (the server applies train.lr_schedule: ClientTrainConfig.for_round)
     momentum: float
     local_epochs: int
-    local_steps: int  # > 0: exactly this many optimizer steps (cycling), instead of epochs
+    local_steps: int | None  # exactly this many optimizer steps (cycling), instead of epochs; None: local_epochs
     batch_size: int
     grad_accum: int  # minibatches per optimizer step (the mean of their gradients)
     weight_decay: float  # decoupled, toward the round's start weights (sgd and adamw)
@@ -55,7 +56,8 @@ class LocalTraining:
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"train.optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-        if not (self.lr > 0 and self.batch_size >= 1 and self.local_epochs >= 1 and self.local_steps >= 0
+        if not (self.lr > 0 and self.batch_size >= 1 and self.local_epochs >= 1
+                and (self.local_steps is None or self.local_steps >= 1)
                 and self.grad_accum >= 1 and self.weight_decay >= 0):
             raise ConfigError(f"bad local training settings: {self}")
         if self.weight_decay > 0 and self.optimizer == "adam":
@@ -63,12 +65,13 @@ class LocalTraining:
 
     @classmethod
     def from_config(cls, train: Any) -> LocalTraining:
-        """From uedp.config.ClientTrainConfig (or anything with its fields)."""
-        return cls(**{name: getattr(train, name) for name in cls.__dataclass_fields__})
+        """From uedp.config.ClientTrainConfig (or anything with its fields; local_steps 0 reads as None)."""
+        return cls(**{name: from_wire(f"train.{name}", getattr(train, name)) for name in cls.__dataclass_fields__})
 
     def to_record(self) -> dict[str, Any]:
-        """The message's "config" record (a dict of its values: flwr's ConfigRecord takes it as is)."""
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        """The message's "config" record (a dict of its values: flwr's ConfigRecord takes it as is; it has no
+        None, so local_steps None travels as its run-config number, uedp.config_values.to_wire)."""
+        return {name: to_wire(f"train.{name}", getattr(self, name)) for name in self.__dataclass_fields__}
 
     @classmethod
     def from_record(cls, record: Any) -> LocalTraining:
@@ -77,7 +80,7 @@ class LocalTraining:
         missing = [name for name in cls.__dataclass_fields__ if name not in record]
         if missing:
             raise ValueError(f"training message's config record lacks {', '.join(missing)}")
-        return cls(**{name: record[name] for name in cls.__dataclass_fields__})
+        return cls(**{name: from_wire(f"train.{name}", record[name]) for name in cls.__dataclass_fields__})
 
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -147,7 +150,7 @@ def batch_of(data: EncodedSentences, rows: torch.Tensor) -> Batch:
 
 
 def _minibatches(n_rows: torch.Tensor, cfg: LocalTraining, gen: torch.Generator) -> Iterator[torch.Tensor]:
-    if cfg.local_steps > 0:
+    if cfg.local_steps is not None:
         steps, wanted = 0, cfg.local_steps * cfg.grad_accum  # local_steps counts optimizer steps
         while True:
             for chunk in n_rows[torch.randperm(len(n_rows), generator=gen)].split(cfg.batch_size):

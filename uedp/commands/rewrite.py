@@ -38,7 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--delta", type=float, default=1e-5, help="per-document delta (Gaussian noise)")
     p.add_argument("--variant", default="clv", choices=("clv", "pr", "pr+", "adept"))
     p.add_argument("--noise", default="gaussian", choices=("gaussian", "laplace"))
-    p.add_argument("--label-epsilon", type=float, default=0.0, help="> 0: labels by randomized response")
+    p.add_argument("--label-epsilon", type=float, default=None,
+                   help="labels by randomized response (default: in the clear)")
     p.add_argument("--max-documents", type=int, default=0, help="rewrite at most N documents per user (0: all)")
     p.add_argument("--seed", type=int, default=None, help="reproducible noise: the output is NOT private")
     p.add_argument("--public-for", default="jsonl",
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         record = {"user": r["user"], "text": text, "split": r["split"]}
         if names is not None and r["label"] is not None:
             label = r["label"]
-            if settings.label_epsilon > 0:
+            if settings.label_epsilon is not None:
                 label = randomized_response(label, len(names), settings.label_epsilon, rng)
             record["label"] = names[label]
         lines.append(json.dumps(record, ensure_ascii=False) + "\n")

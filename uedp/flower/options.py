@@ -55,12 +55,12 @@ def place_map(places: int | Places, *, num_users: int) -> Places:
     return mapped
 
 
-def check_options(*, round_period: float, store: RunStore | None, private: bool) -> None:
-    """round_period a number of seconds >= 0; store a RunStore, required by a private mechanism (the ledger is
-    written there before each round's model is released)."""
-    if isinstance(round_period, bool) or not (isinstance(round_period, int | float) and round_period >= 0
-                                              and math.isfinite(round_period)):
-        raise ConfigError(f"round_period must be a number of seconds >= 0, got {round_period!r}")
+def check_options(*, round_period: float | None, store: RunStore | None, private: bool) -> None:
+    """round_period None (no schedule) or a number of seconds > 0; store a RunStore, required by a private
+    mechanism (the ledger is written there before each round's model is released)."""
+    if round_period is not None and (isinstance(round_period, bool) or not (
+            isinstance(round_period, int | float) and round_period > 0 and math.isfinite(round_period))):
+        raise ConfigError(f"round_period must be a number of seconds > 0, or None (no schedule), got {round_period!r}")
     if store is not None and not isinstance(store, RunStore):
         raise TypeError(f"store must be a uedp.flower.RunStore, got {type(store).__name__}")
     if private and store is None:

@@ -1,8 +1,8 @@
-"""The public round schedule of UeDP's wrapper (uedp.flower.strategy.UserEntityDP's round_period > 0): round t
+"""The public round schedule of UeDP's wrapper (uedp.flower.strategy.UserEntityDP's round_period, seconds): round t
 of `start` starts at `start` plus t periods, waits for its replies until its deadline (its due time plus
 `start`'s timeout; `ScheduledGrid`) and returns its release at a public time (`RoundSchedule.hold_release`), so
 that the rounds' timing depends on no one's data or presence. Before round 1 the period is checked against the
-timeout, a grid's lateness after it and the server's measured work (`RoundSchedule.check`). With round_period 0
+timeout, a grid's lateness after it and the server's measured work (`RoundSchedule.check`). With round_period None
 the rounds run back to back and none of this applies (the timing is then outside the guarantee).
 """
 
@@ -28,8 +28,8 @@ class RoundSchedule:
     `start`'s timeout, the evaluate_fn time measured at round 0 (`timed`), whether the period was checked, the
     release's slack after a round's deadline, and the round whose replies the scheduled grid waits for."""
 
-    def __init__(self, period: float, *, clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
-        self.period = period
+    def __init__(self, period: float | None, *, clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
+        self.period = period  # None: no schedule (rounds back to back)
         self.clock = clock
         self.sleep = sleep
         self.start: float | None = None
@@ -46,13 +46,13 @@ class RoundSchedule:
     def due(self, server_round: int) -> float:
         """When round `server_round` (of this process's `start`) is due to start: `start` + server_round periods."""
         self.begin()
-        assert self.start is not None
+        assert self.start is not None and self.period is not None
         return self.start + server_round * self.period
 
     def check(self, measure: Callable[[], float], kind: str) -> None:
         """round_period against the timeout, a grid's lateness after it (GRID_POLL_MARGIN; on a grid of `kind`)
         and the server's work, `measure()`d on a worst-case synthetic round, and `evaluate_fn` at round 0. Once."""
-        if self.period <= 0 or self.checked:
+        if self.period is None or self.checked:
             return
         self.checked = True
         work = measure()
@@ -68,10 +68,10 @@ class RoundSchedule:
                 "would start late, and when depends on who was sampled. Nothing was sampled, sent or charged")
 
     def keep(self, server_round: int) -> bool:
-        """With round_period > 0, wait until round `server_round`'s public start: `start` plus server_round
+        """With a round_period, wait until round `server_round`'s public start: `start` plus server_round
         periods (the period before round 1 holds the preflight). A round that is due already starts at once and
         is counted late (its start then depends on the rounds before it), with no grace. Returns lateness."""
-        if self.period <= 0:
+        if self.period is None:
             return False
         due = self.due(server_round)
         now = self.clock()
@@ -85,7 +85,7 @@ class RoundSchedule:
         lateness and 1.25 times the worst-case server work measured before round 1, so that when Flower prints
         the round's MetricRecord (and anything after it) does not tell how many replies it had to decode and
         sum. Returns whether the release was later than that (the round is then counted late)."""
-        if self.period <= 0 or self.timeout is None or not self.checked:
+        if self.period is None or self.timeout is None or not self.checked:
             return False
         release = self.due(server_round) + self.timeout + self.release_slack
         now = self.clock()
@@ -97,7 +97,7 @@ class RoundSchedule:
     def timed(self, evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None
               ) -> Callable[[int, ArrayRecord], MetricRecord | None] | None:
         """`evaluate_fn`, its longest call recorded for the check when the run is scheduled."""
-        if evaluate_fn is None or self.period <= 0:
+        if evaluate_fn is None or self.period is None:
             return evaluate_fn
 
         def timed(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
@@ -111,7 +111,7 @@ class RoundSchedule:
 
 
 class ScheduledGrid:
-    """The grid of a scheduled run (round_period > 0). A round's messages are pushed and its replies pulled every
+    """The grid of a scheduled run (a round_period). A round's messages are pushed and its replies pulled every
     SCHEDULED_POLL seconds until its public deadline, its due time plus `start`'s timeout (never longer for a
     round that started late; a last pull at the deadline), through the grid's own `push_messages` /
     `pull_messages` (a grid of one's own without them: its send_and_receive, to the deadline); then the round

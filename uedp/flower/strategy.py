@@ -22,7 +22,7 @@ start (before any budget is spent), `preflight` (uedp.flower.preflight):
     (uedp.flower.bundle: the same whoever is connected); on a simulation's, every node that stands in a place
     is sent one probe (uedp.protocol), which the mod answers itself; answers of which none carries the marker
     refuse the run, naming `uedp_mod`; silence (and the SuperLink's error reply for a node) decides nothing;
-  round_period > 0: the period must exceed the timeout, the grid's margin and 1.25 times the server's
+  a round_period: the period must exceed the timeout, the grid's margin and 1.25 times the server's
     worst-case work and `evaluate_fn` (measured before round 1), or the run is refused. Each round then waits
     for its replies until its public deadline and releases at a public time (uedp.flower.schedule:
     `ScheduledGrid`, `RoundSchedule.hold_release`).
@@ -134,13 +134,13 @@ class UserEntityDP(Strategy):
                   operator log), checkpoint_every, resume; required for a private mechanism
     round_period  seconds between the starts of consecutive rounds, from `start` (a public schedule: the rounds'
                   timing then depends on no one's data or presence); checked before round 1 against the
-                  timeout and the server's measured work; 0: back to back, the timing outside the guarantee
+                  timeout and the server's measured work; None: back to back, the timing outside the guarantee
     records       records every training message carries (the project's owners mode: its tokenizer)
     seams         test seams (`Seams`): the audit's noise and aggregator, a data-derived denominator, the clock
     """
 
     def __init__(self, strategy: Any, *, places: int | Places, accountant: UeDPAccountant,
-                 store: RunStore | None = None, round_period: float = 0.0,
+                 store: RunStore | None = None, round_period: float | None = None,
                  records: Mapping[str, Any] | None = None, seams: Seams | None = None) -> None:
         super().__init__()
         acc = refuse_foreign_accountant(accountant)
@@ -155,7 +155,8 @@ class UserEntityDP(Strategy):
         self._records = {k: v if isinstance(v, ConfigRecord) else ConfigRecord(dict(v))
                          for k, v in (records or {}).items()}
         seams = seams or Seams()
-        self._schedule = RoundSchedule(float(round_period), clock=seams.clock, sleep=seams.sleep)
+        period = None if round_period is None else float(round_period)
+        self._schedule = RoundSchedule(period, clock=seams.clock, sleep=seams.sleep)
         privacy = acc.privacy
         seeded = privacy.seed is not None
         self._noise: NoiseSource = seams.noise or noise_source(seed=privacy.seed, choice=privacy.noise)
@@ -311,7 +312,7 @@ class UserEntityDP(Strategy):
         schedule = self._schedule
         schedule.timeout = float(timeout)
         schedule.begin()
-        if schedule.period > 0:  # each round's replies to a public deadline, and its end held to it
+        if schedule.period is not None:  # each round's replies to a public deadline, and its end held to it
             grid = ScheduledGrid(grid, schedule)
         self.preflight(grid, timeout=timeout)
         return super().start(grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config,

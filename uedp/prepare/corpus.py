@@ -39,12 +39,12 @@ def participants(corpus: Corpus, num_nodes: int | None) -> list[str]:
     return users[:num_nodes] if num_nodes else users
 
 
-def read_split(corpus_dir: str | Path, users: list[str], split: str, *, limit: int = 0) -> pa.Table:
+def read_split(corpus_dir: str | Path, users: list[str], split: str, *, limit: int | None = None) -> pa.Table:
     """The rows (uedp.data.corpus.SCHEMA) of `split` in the corpus at `corpus_dir`, restricted to `users`; with
-    `limit` > 0, at most `limit` of them, a fixed subset (EVAL_SUBSET_SEED) in corpus order."""
+    a `limit` (None: all), at most `limit` of them, a fixed subset (EVAL_SUBSET_SEED) in corpus order."""
     table = pq.read_table(Path(corpus_dir) / "sentences.parquet", filters=[("split", "=", split)])
     table = table.filter(pa.compute.is_in(table.column("user"), value_set=pa.array(users)))
-    if 0 < limit < table.num_rows:
+    if limit is not None and limit < table.num_rows:
         keep = np.sort(np.random.default_rng(EVAL_SUBSET_SEED).choice(table.num_rows, size=limit, replace=False))
         table = table.take(pa.array(keep))
     return table

@@ -11,7 +11,7 @@ Each is encoded, clipped (by value: ClvMechanism; by norm for the adept variant:
 by composition over n (`guarantee`: basic n*epsilon and the tighter PLD composition of n Gaussians); an
 entity in f documents likewise over f. `RewriteSettings.max_documents` caps n per user, so the per-user
 guarantee is a public number rather than a function of the user's data. Released beside the rewrites, in
-the clear: user ids, splits, and labels unless `label_epsilon` > 0 (then k-ary randomized response with
+the clear: user ids, splits, and labels unless `label_epsilon` is set (then k-ary randomized response with
 that epsilon, composed into each document's label guarantee).
 
 Noise comes from a cryptographically seeded generator (uedp.privacy.noise.secure_generator) unless a seed
@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from uedp.checks import integer
+from uedp.config_values import from_wire, to_wire
 from uedp.errors import ConfigError
 from uedp.files import atomic_write_json
 from uedp.rewriting.mechanism import MECHANISM_NAMES, VARIANTS, LocalMechanism
@@ -51,7 +52,7 @@ class RewriteSettings:
     delta: float = 1e-5
     variant: str = "clv"  # clv | pr | pr+ | adept (docs/dp-bart-system.md)
     noise: str = "gaussian"  # gaussian (analytic) | laplace (pure epsilon: delta 0)
-    label_epsilon: float = 0.0  # > 0: labels released by randomized response with this epsilon
+    label_epsilon: float | None = None  # labels released by randomized response with this epsilon (None: in the clear)
     max_documents: int = 0  # per user (0: all; the per-user guarantee then depends on the user's data)
 
     def __post_init__(self) -> None:
@@ -63,11 +64,18 @@ class RewriteSettings:
             raise ConfigError(f"rewrite noise must be one of {', '.join(NOISES)}, got {self.noise!r}")
         if self.noise == "gaussian" and not 0 < self.delta < 1:
             raise ConfigError(f"rewrite delta must lie in (0, 1) for Gaussian noise, got {self.delta!r}")
-        if not (self.label_epsilon >= 0 and math.isfinite(self.label_epsilon)):  # NaN fails both
-            raise ConfigError(f"rewrite label_epsilon must be a finite number >= 0 (0: labels in the clear), got "
-                              f"{self.label_epsilon!r}")
+        label_epsilon = from_wire("rewrite.label_epsilon", self.label_epsilon)  # 0 (a run config's): None
+        if label_epsilon is not None and not (label_epsilon > 0 and math.isfinite(label_epsilon)):  # NaN fails
+            raise ConfigError(f"rewrite label_epsilon must be a finite number > 0, or None (labels in the clear), "
+                              f"got {self.label_epsilon!r}")
+        object.__setattr__(self, "label_epsilon", label_epsilon)
         object.__setattr__(self, "max_documents",
                            integer("rewrite max_documents", self.max_documents, minimum=0, note="(0: all)"))
+
+    def wire(self) -> dict[str, Any]:
+        """The settings as a Flower record and the rewrite cache key hold them (a ConfigRecord refuses None:
+        label_epsilon None is its run-config number, 0.0)."""
+        return {name: to_wire(f"rewrite.{name}", value) for name, value in asdict(self).items()}
 
     @property
     def mechanism_delta(self) -> float:
@@ -135,7 +143,7 @@ def guarantee(mechanism: LocalMechanism, settings: RewriteSettings, *, documents
     """The local guarantee of a rewrite, as JSON: per document, per user (composition over
     `documents_per_user` documents), per entity held by f documents, and what is released in the clear."""
     per_user = _compose(mechanism, max(documents_per_user, 1))
-    label_eps = settings.label_epsilon if settings.label_epsilon > 0 else None
+    label_eps = settings.label_epsilon
     clear = list(IN_THE_CLEAR) + ([] if label_eps else ["labels"])
     with_labels = {}
     if label_eps:  # each released label is its own label_eps-LDP release: it composes with the text (basic)
@@ -182,7 +190,7 @@ def cache_key(texts: Sequence[str], labels: Sequence[int] | None, rewriter: Any,
     rewrites, whose noise anyone can regenerate, are never read back by a private run: adversarial read,
     docs/proofs.md section 10)."""
     h = hashlib.blake2b(digest_size=16)
-    parts: list[Any] = [rewriter.identity(), asdict(settings), labels]
+    parts: list[Any] = [rewriter.identity(), settings.wire(), labels]
     if replicate:  # 0 keeps the keys of caches written before replicates existed
         parts.append({"replicate": replicate})
     if fixed_seed is not None:
@@ -197,7 +205,7 @@ def cache_key(texts: Sequence[str], labels: Sequence[int] | None, rewriter: Any,
 @dataclass(frozen=True)
 class OwnerRewrite:
     """One owner's released documents: which of their documents, the rewrites, the released labels (after
-    randomized response when settings.label_epsilon > 0), and whether they were read back from the cache."""
+    randomized response when settings.label_epsilon is set), and whether they were read back from the cache."""
 
     indices: list[int]
     texts: list[str]
@@ -221,7 +229,7 @@ def rewrite_cached(texts: Sequence[str], labels: Sequence[int] | None, num_label
     released = None
     if labels is not None:
         released = [int(labels[i]) for i in indices]
-        if settings.label_epsilon > 0 and num_labels:
+        if settings.label_epsilon is not None and num_labels:
             released = [randomized_response(y, num_labels, settings.label_epsilon, rng) for y in released]
     atomic_write_json(path, {"indices": indices, "texts": rewrites, "labels": released})
     return OwnerRewrite(indices, rewrites, released, False)
