@@ -22,7 +22,8 @@ attaches nothing, so there the line reaches only a handler someone attaches to t
 
 `read_node_config(cfg, node_config)` reads and checks what a node's config says its data is (ConfigError
 naming the entry: a missing, mistyped or out-of-range partition-id, a data-path that names no file).
-`make_client_app(cfg)` binds a RunConfig (Hydra entry point, simulations, the in-process grid); the
+`make_client_app(cfg)` binds a RunConfig, as it is when the app is made (Hydra entry point, simulations, the
+in-process grid); the
 module-level `app` reads the config from `context.run_config` (`flwr run`). `make_client_app(cfg, update=...,
 mods=[...])`: another client round or other mods (the audit's broken controls; studies/ mount their own mods
 beside `uedp_mod`); the mods must include a `UeDPMod`.
@@ -36,6 +37,7 @@ plain fields); a process rebuilds the app once and keeps it for the same bytes.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -57,7 +59,7 @@ from client.update import ClientRound, SplitModels, client_update, node_log_to_s
 from uedp.checks import integer
 from uedp.config import RunConfig
 from uedp.errors import ConfigError
-from uedp.flower.mod import UeDPMod, decoded, uedp_mod
+from uedp.flower.mod import UeDPMod, decoded, received, uedp_mod
 from uedp.models.checkpoints import check_base
 from uedp.owners import shipped_tokenizer
 from uedp.privacy.replies import NUMPY_STYPE
@@ -195,6 +197,56 @@ def first_training(state: RecordDict) -> bool:
 
 
 @dataclass(frozen=True)
+class NodeSetup:
+    """What the run config and a node's config say of this node's training, resolved once per node and run: the
+    run config with this node's checkpoint (`with_node_checkpoint`), its data (`read_node_config`), and what a
+    training message needs of them (the RunConfig stops here: a round reads these values, never the config)."""
+
+    cfg: RunConfig
+    data: NodeData
+    owners: bool  # federation.data = owners
+    key: tuple  # the run config's flat items, sorted: the client round's cache key (client.update)
+    model_name: str
+    model_options: dict[str, Any]
+
+    @classmethod
+    def of(cls, cfg: RunConfig, node_config: Mapping[str, Any]) -> NodeSetup:
+        data = read_node_config(cfg, node_config)
+        cfg = with_node_checkpoint(cfg, node_config)
+        return cls(cfg=cfg, data=data, owners=cfg.owners, key=tuple(sorted(cfg.to_flat().items())),
+                   model_name=cfg.model.name, model_options=cfg.model.option_dict())
+
+
+class NodeSetups:
+    """The NodeSetup of each node this ClientApp serves (a simulation's actor serves many), made on a node's
+    first message: for an app bound to a RunConfig, by node config; for the app `flwr run` starts, by run config
+    and node config (the RunConfig is read from `context.run_config` once, not with every message). A node config
+    that fails its checks fails every message (nothing is kept of it)."""
+
+    MAX = 4096  # nodes per process (USER_CACHE_SIZE's population), oldest dropped first
+
+    def __init__(self) -> None:
+        self._setups: dict[tuple, NodeSetup] = {}
+        self._lock = threading.Lock()
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:  # a pickled app's nodes resolve their setups again
+        return NodeSetups, ()
+
+    def setup(self, cfg: RunConfig | None, context: Context) -> NodeSetup:
+        key = (None if cfg is not None else tuple(sorted(context.run_config.items())),
+               tuple(sorted(context.node_config.items())))
+        found = self._setups.get(key)
+        if found is None:
+            found = NodeSetup.of(cfg if cfg is not None else RunConfig.from_run_config(context.run_config),
+                                 context.node_config)
+            with self._lock:
+                if len(self._setups) >= self.MAX:
+                    self._setups.pop(next(iter(self._setups)))
+                self._setups[key] = found
+        return found
+
+
+@dataclass(frozen=True)
 class TrainFunction:
     """The train function: decode the instructions and training settings, run the client round (`update`) on
     this node's data, return the new model. The mounted client mod makes the reply of it (uedp.flower.mod).
@@ -202,41 +254,48 @@ class TrainFunction:
     `update`: the client round (default client.update.client_update; the audit injects a broken control, tests
     a failing one), called as update(cfg, partition_id, weights, ins, training) on the run's corpus and
     update.owner(cfg, data_path, tokenizer, weights, ins, training, identity=node id) on an owner's file; a
-    `ClientRound` (client_update, the audit's controls) also with log_share=True on the node's first training
-    message (`first_training`), so that it logs the node's expected trainable share (module docstring)."""
+    `ClientRound` (client_update, the audit's controls) also with the node's config key (`key=`, NodeSetup) and
+    with log_share=True on the node's first training message (`first_training`), so that it logs the node's
+    expected trainable share (module docstring). The node's setup (`NodeSetup`) is resolved on its first message
+    and kept."""
 
     cfg: RunConfig | None = None
     update: ClientFn = client_update
+    _nodes: NodeSetups = dataclasses.field(default_factory=lambda: NodeSetups(), compare=False, repr=False)
 
     def __call__(self, msg: Message, context: Context) -> Message:
         torch.set_num_threads(1)
-        run_cfg = self.cfg if self.cfg is not None else RunConfig.from_run_config(context.run_config)
-        node = read_node_config(run_cfg, context.node_config)
-        run_cfg = with_node_checkpoint(run_cfg, context.node_config)
-        ins = RoundInstructions.from_record(msg.content[INSTRUCTIONS_RECORD])
+        node = self._nodes.setup(self.cfg, context)
         training = LocalTraining.from_record(msg.content[CONFIG_RECORD])
         record = msg.content.array_records.get(ARRAYS_RECORD)
-        arrays = decoded(record)
+        got = received(msg)  # the mod's reading of this message: instructions and arrays, read once on a node
+        if got is not None:
+            ins, arrays = got.instructions, got.arrays
+        else:
+            ins, arrays = RoundInstructions.from_record(msg.content[INSTRUCTIONS_RECORD]), decoded(record)
         if record is None or arrays is None:
             raise ValueError(f"a training message without its global model ({ARRAYS_RECORD!r} ArrayRecord)")
         weights = [np.array(a) for a in arrays]  # writable copies of the message's read-only views
         base = msg.content.config_records.get(BASE_RECORD)
         if base is not None:  # the model starts from a public checkpoint: this node's own copy must be the server's
-            check_base(run_cfg.model.name, run_cfg.model.option_dict(), str(base.get("digest", "")))
-        share: dict[str, bool] = {}  # the client round logs the node's expected trainable share, once
-        if first_training(context.state) and isinstance(self.update, ClientRound):
-            share["log_share"] = True
-            if self.cfg is None:  # the app `flwr run` starts: print the node's log where it runs alone
-                node_log_to_stderr()
-        if run_cfg.owners:  # this owner's own file, the tokenizer the server shipped
+            check_base(node.model_name, node.model_options, str(base.get("digest", "")))
+        extra: dict[str, Any] = {}
+        if isinstance(self.update, ClientRound):
+            extra["key"] = node.key  # the run config's flat items, computed once per node
+            if first_training(context.state):  # the client round logs the node's expected trainable share, once
+                extra["log_share"] = True
+                if self.cfg is None:  # the app `flwr run` starts: print the node's log where it runs alone
+                    node_log_to_stderr()
+        if node.owners:  # this owner's own file, the tokenizer the server shipped
             if not hasattr(self.update, "owner"):
                 raise TypeError(f"federation.data = owners needs a client round with .owner, got {self.update!r}")
             tokenizer = shipped_tokenizer(dict(msg.content[TOKENIZER_RECORD]))
-            new, metrics = self.update.owner(run_cfg, node.data_path, tokenizer, weights, ins, training,  # type: ignore[attr-defined]
-                                             identity=str(context.node_id), **share)
+            extra.pop("key", None)
+            new, metrics = self.update.owner(node.cfg, node.data.data_path, tokenizer, weights, ins, training,  # type: ignore[attr-defined]
+                                             identity=str(context.node_id), **extra)
         else:
-            assert node.partition_id is not None  # read_node_config requires it
-            new, metrics = self.update(run_cfg, node.partition_id, weights, ins, training, **share)  # type: ignore[call-arg]
+            assert node.data.partition_id is not None  # read_node_config requires it
+            new, metrics = self.update(node.cfg, node.data.partition_id, weights, ins, training, **extra)  # type: ignore[call-arg]
         keys = list(record.keys())
         if isinstance(new, SplitModels):
             content = RecordDict({ARRAYS_RECORD: model_record(keys, new.free),
@@ -322,7 +381,8 @@ def make_client_app(cfg: RunConfig | None = None, *, update: ClientFn = client_u
     mods = tuple(mods)
     if not any(isinstance(m, UeDPMod) for m in mods):
         raise ValueError(f"make_client_app: mods must include uedp_mod (a UeDPMod), got {mods!r}")
-    return ProjectClientApp(AppSpec(cfg, update, mods))
+    # The app is bound to `cfg` as it is now: its nodes resolve their setup from it once (NodeSetup)
+    return ProjectClientApp(AppSpec(None if cfg is None else copy.deepcopy(cfg), update, mods))
 
 
 app = make_client_app()

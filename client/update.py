@@ -177,10 +177,13 @@ class ClientRound:
     gradient_hook: GradientHook | None = None  # hook(ins, parameters with .grad) before each local step
 
     def __call__(self, cfg: RunConfig, partition_id: int, weights: Weights, ins: RoundInstructions,
-                 training: LocalTraining, *, log_share: bool = False) -> tuple[Weights | SplitModels, dict[str, float]]:
+                 training: LocalTraining, *, log_share: bool = False,
+                 key: tuple | None = None) -> tuple[Weights | SplitModels, dict[str, float]]:
         """The new model user `partition_id` of the run's corpus trains in one round, and (non-private runs
-        only) training metrics. `log_share`: first log the node's expected trainable share (module docstring)."""
-        key = tuple(sorted(cfg.to_flat().items()))
+        only) training metrics. `log_share`: first log the node's expected trainable share (module docstring).
+        `key`: `cfg`'s flat items, sorted, where the caller holds them (client/app.py's NodeSetup)."""
+        if key is None:
+            key = tuple(sorted(cfg.to_flat().items()))
         return self.train(_user_data(key, partition_id, ins.spec.deidentify), _model(key), weights, ins, training,
                           log_share=log_share)
 

@@ -86,6 +86,7 @@ class LocalGrid:
     calls: int = 0
     # per answered training message (not the server's probe), seconds in the ClientApp, in this process
     client_seconds: list[float] = field(default_factory=list)
+    _contexts: dict[int, Context] = field(default_factory=dict, repr=False)  # each node's, kept for the run
 
     def __post_init__(self) -> None:
         if self.app is None:
@@ -100,10 +101,15 @@ class LocalGrid:
         return [LocalNode(i, node_key(i)) for i in self.get_node_ids()]
 
     def context(self, node: int) -> Context:
-        """The Context a SuperNode gives its ClientApp: this node's id and node config."""
-        node_config: dict[str, bool | float | int | str] = (
-            {"data-path": self.data_paths[node]} if self.data_paths else {"partition-id": node})
-        return Context(run_id=0, node_id=node, node_config=node_config, state=RecordDict(), run_config={})
+        """The Context a SuperNode gives its ClientApp: this node's id and node config, and its state, which
+        (as Flower's) the node keeps from one message of the run to the next."""
+        context = self._contexts.get(node)
+        if context is None:
+            node_config: dict[str, bool | float | int | str] = (
+                {"data-path": self.data_paths[node]} if self.data_paths else {"partition-id": node})
+            context = Context(run_id=0, node_id=node, node_config=node_config, state=RecordDict(), run_config={})
+            self._contexts[node] = context
+        return context
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[Message]:
         replies = []

@@ -49,10 +49,9 @@ OUTSIDE_GUARANTEE = {
                "the public number of places)"),
     "owners": "seconds (the run's wall time depends on the sampled owners' data)",
 }
-# An owners-mode run without a public round schedule (federation.round_period None; the summary's text names its
-# run-config number, 0): what the owners' nodes see
+# An owners-mode run without a public round schedule (federation.round_period None): what the owners' nodes see
 # of the rounds' timing is outside the guarantee (docs/proofs.md section 1, "Timing").
-UNSCHEDULED = ("; the rounds' timing (federation.round_period = 0: when each round's messages are sent and when "
+UNSCHEDULED = ("; the rounds' timing (federation.round_period None: when each round's messages are sent and when "
                "the run started depend on who took part and on the sampled owners' data, and a node sees them)")
 # A scheduled run: how many rounds started late depends on the rounds before them (the operator log counts them);
 # the released files say only that such a round's timing is outside (the same sentence whatever the count).

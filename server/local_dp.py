@@ -5,7 +5,7 @@
    replies with the rewrites only (plus labels, privatized when rewrite.label_epsilon is set). Then record the
    local guarantee in `local_dp.json` before anything is trained (the privacy record comes before any
    model): per document (rewrite.epsilon, rewrite.delta), per user by composition over
-   rewrite.max_documents (a public cap; with 0, over the largest owner's count, labelled data-dependent),
+   rewrite.max_documents (a public cap; with None, over the largest owner's count, labelled data-dependent),
    per entity held by f documents.
 3. Train the model centrally on the pooled rewrites (post-processing of LDP outputs) for rewrite.epochs
    epochs with the train.* optimizer, learning rate and batch size, evaluating on the ORIGINAL test split
@@ -68,7 +68,7 @@ from uedp.tasks import get_task
 from uedp.training import LocalTraining, evaluate_encoded, local_train
 
 LOCAL_DP = "local_dp.json"
-LABELS_IN_CLEAR = "labels released in the clear (rewrite.label_epsilon = 0): not private"
+LABELS_IN_CLEAR = "labels released in the clear (rewrite.label_epsilon None): not private"
 
 
 def pooled_epochs(model: UedpModel, pooled: EncodedSentences, test: EncodedSentences | None, cfg: RunConfig
@@ -133,7 +133,7 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
     warnings = local_warnings(cfg, settings, fixed=fixed, stream=stream)
     mechanism = mechanism_for(rewriter, settings)
     # The guarantee BEFORE any owner releases anything: bad settings fail here, and with the public cap it is the
-    # final one (max_documents = 0: recomputed below from the largest owner's count).
+    # final one (max_documents None: recomputed below from the largest owner's count).
     local = guarantee(mechanism, settings, documents_per_user=settings.max_documents or 1,
                       warning="; ".join(warnings) or None)
     digest = rewriter_digest(rewriter)  # sent with the query (a node with another rewriter refuses) and recorded
@@ -144,7 +144,7 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
           f"({rewrites.seconds:.1f} s)", file=stream, flush=True)
     if not rewrites.texts:
         raise RuntimeError("dp_bart: no owner returned a rewrite; see the clients' errors")
-    # The public cap, or (max_documents = 0) the largest owner's count: the per-user composition covers it.
+    # The public cap, or (max_documents None) the largest owner's count: the per-user composition covers it.
     documents = settings.max_documents or rewrites.most
     if documents != local["documents_per_user"]:
         local = guarantee(mechanism, settings, documents_per_user=documents, warning="; ".join(warnings) or None)
@@ -182,12 +182,13 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
 
 def local_warnings(cfg: RunConfig, settings: RewriteSettings, *, fixed: bool, stream: TextIO) -> list[str]:
     """Why the run is not private or its per-user epsilon depends on the data, each printed: a fixed seed, labels
-    in the clear (a classification run with rewrite.label_epsilon None), rewrite.max_documents = 0."""
+    in the clear (a classification run with rewrite.label_epsilon None), rewrite.max_documents None."""
     warnings = [FIXED_SEED_WARNING] if fixed else []
     if cfg.task.name == CLASSIFICATION and settings.label_epsilon is None:
         warnings.append(LABELS_IN_CLEAR)
-    if not settings.max_documents:
-        warnings.append("rewrite.max_documents = 0: the per-user epsilon is computed from the data")
+    if settings.max_documents is None:
+        warnings.append("rewrite.max_documents None (every document): the per-user epsilon is computed from the "
+                        "data")
     for w in warnings:
         print(f"WARNING: {w}", file=stream, flush=True)
     return warnings

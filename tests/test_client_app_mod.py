@@ -191,3 +191,34 @@ def test_npy_headers_are_parsed_once_and_decoded_as_before(monkeypatch):
     for n in range(5):
         assert replies.decode_array(Array(np.zeros(n + 10))) is not None
     assert len(replies.PARSED_HEADERS) == 2
+
+
+def test_the_mod_hands_the_train_function_its_reading_of_that_message_only(tiny):
+    """`received(msg)`: inside the mod's call, the instructions and global arrays the mod read of that very
+    message (read-only views of its buffers); None outside it and for another message object. The project's
+    train function, called without the mod, reads the message itself and trains the same."""
+    from uedp.flower.mod import received
+    from uedp.protocol import RoundInstructions
+
+    msg = _message(tiny, 1, _ins())
+    seen = []
+
+    def train(m, context):
+        got, other = received(m), received(_message(tiny, 1, _ins()))
+        seen.append((got, other))
+        return TrainFunction(tiny)(m, context)
+
+    with_mod = uedp_mod(msg, _context(1), train)
+    (got, other), = seen
+    assert other is None and received(msg) is None  # another message; after the call
+    assert got.message is msg and got.instructions == RoundInstructions.of(msg)
+    assert [a.shape for a in got.arrays] == [w.shape for w in _weights(tiny)]
+    assert all(not a.flags.writeable for a in got.arrays)
+    without = uedp_mod.reply(msg, got.instructions, got.arrays,
+                             [TrainFunction(tiny)(msg, _context(1)).content.array_records["arrays"]
+                              .to_numpy_ndarrays()], None)
+    assert with_mod.content.array_records.keys() == without.content.array_records.keys()
+    for key in with_mod.content.array_records:
+        a = with_mod.content.array_records[key].to_numpy_ndarrays()
+        b = without.content.array_records[key].to_numpy_ndarrays()
+        assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))

@@ -21,7 +21,7 @@ SPELLINGS = {"privacy.m_max": (AUTO, 0), "privacy.gamma": (AUTO, 0.0), "privacy.
              "federation.client_gpus": (AUTO, 0.0), "federation.num_nodes": (None, 0),
              "federation.eval_sentences": (None, 0), "federation.poll_interval": (None, 0.0),
              "train.local_steps": (None, 0), "federation.round_period": (None, 0.0),
-             "rewrite.label_epsilon": (None, 0.0)}
+             "rewrite.label_epsilon": (None, 0.0), "rewrite.max_documents": (None, 0)}
 
 
 def test_the_sentinels_are_the_documented_ones():
@@ -87,6 +87,8 @@ def test_set_values_pass_unchanged():
     ({"federation.round_period": "auto"}, r"federation.round_period must be of type float or None"),
     ({"strategy.name": "dp_bart", "rewrite.label_epsilon": -1.0}, r"label_epsilon must be a finite number > 0, or"),
     ({"rewrite.label_epsilon": "auto"}, r"rewrite.label_epsilon must be of type float or None"),
+    ({"strategy.name": "dp_bart", "rewrite.max_documents": -1}, r"max_documents must be an integer >= 1 \(or"),
+    ({"rewrite.max_documents": "auto"}, r"rewrite.max_documents must be of type int or None"),
 ])
 def test_bad_values_name_the_key_and_the_spelling(flat, message):
     with pytest.raises(ConfigError, match=message):
@@ -147,3 +149,21 @@ def test_the_rewrite_settings_take_none_for_labels_in_the_clear():
     assert RewriteSettings(epsilon=100.0, label_epsilon=2.0).wire()["label_epsilon"] == 2.0
     with pytest.raises(ConfigError, match="label_epsilon must be a finite number > 0, or None"):
         RewriteSettings(epsilon=100.0, label_epsilon=-1.0)
+
+
+def test_the_rewrite_settings_take_none_for_every_document():
+    """RewriteSettings.max_documents None: every document of each user; the old 0 reads as None, the owners'
+    record and the rewrite cache key keep the number (0), and a cap selects that many documents."""
+    import numpy as np
+
+    from uedp.rewriting.rewrite import RewriteSettings, select_documents
+
+    assert RewriteSettings(epsilon=100.0).max_documents is None
+    assert RewriteSettings(epsilon=100.0, max_documents=0) == RewriteSettings(epsilon=100.0)
+    assert RewriteSettings(epsilon=100.0).wire()["max_documents"] == 0
+    assert RewriteSettings(epsilon=100.0, max_documents=3).wire()["max_documents"] == 3
+    rng = np.random.default_rng(0)
+    assert select_documents(7, None, rng) == list(range(7))
+    assert len(select_documents(7, 3, rng)) == 3 and select_documents(2, 3, rng) == [0, 1]
+    with pytest.raises(ConfigError, match=r"max_documents must be an integer >= 1 \(or None: all\)"):
+        RewriteSettings(epsilon=100.0, max_documents=-2)

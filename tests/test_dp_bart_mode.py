@@ -190,10 +190,10 @@ def test_rewrite_command_round_trips_a_jsonl_file(rewriter, tmp_path, capsys):
 
 
 def test_without_a_cap_the_user_guarantee_covers_the_largest_owner(rewriter, tmp_path):
-    """rewrite.max_documents = 0: every training sentence is rewritten, and the per-user epsilon composes over
+    """rewrite.max_documents None: every training sentence is rewritten, and the per-user epsilon composes over
     the largest owner's documents (not over one), labelled data-dependent."""
     fake, privatized, pooled = rewriter
-    summary = run_local(_cfg(tmp_path / "all", max_documents=0))
+    summary = run_local(_cfg(tmp_path / "all", max_documents=None))
     local = summary["local"]
     assert len(pooled[0]) == len(privatized) > 8 * 5
     assert local["documents_per_user"] > 5 and "data-dependent" in local["documents_per_user_source"]

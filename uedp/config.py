@@ -24,9 +24,10 @@ off), `privacy.target_holders = None` (off), `privacy.seed = None` (cryptographi
 "auto"` (sized by memory: runtime/simulate.py gpu_share), `federation.num_nodes = None` (one node per corpus user),
 `federation.eval_sentences = None` (the whole test split), `federation.poll_interval = None` (Flower's own 3-s
 wait), `federation.round_period = None` (no schedule), `train.local_steps = None` (use local_epochs),
-`rewrite.label_epsilon = None` (labels in the clear). A Flower run config has no null (TOML), so there they keep
-their numbers (m_max 0, gamma 0.0, k_cap 0, target_holders -1, seed -1, target_epsilon 0.0, client_gpus 0.0,
-num_nodes 0, eval_sentences 0, poll_interval 0.0, round_period 0.0, local_steps 0, label_epsilon 0.0):
+`rewrite.label_epsilon = None` (labels in the clear), `rewrite.max_documents = None` (every document). A Flower run
+config has no null (TOML), so there they keep their numbers (m_max 0, gamma 0.0, k_cap 0, target_holders -1, seed
+-1, target_epsilon 0.0, client_gpus 0.0, num_nodes 0, eval_sentences 0, poll_interval 0.0, round_period 0.0,
+local_steps 0, label_epsilon 0.0, max_documents 0):
 `to_run_config()` writes them, and every reader accepts them with the same meaning (config files, Hydra overrides,
 and a RunConfig built in Python when it is validated). Other values that stand for a rule: `privacy.target_on = ""`
 (the target bounds every epsilon the mechanism claims), `federation.device = "auto"` (cuda where torch sees a GPU,
@@ -317,7 +318,7 @@ class FederationConfig:
     # node id outside a simulation, an explicit opt-in that labels the run NOT private (uedp.flower.places)
     node_order_places: bool = False
     # seconds between the starts of consecutive rounds (a public schedule, > round_timeout), and an owners-mode
-    # run starts after exactly wait_timeout; 0: rounds run back to back, and their timing (when messages
+    # run starts after exactly wait_timeout; None: rounds run back to back, and their timing (when messages
     # arrive, how long a round takes) is outside the guarantee (docs/proofs.md section 1, "Timing")
     round_period: float | None = None
     # where each machine's torch work runs (uedp.devices): a node's local training and the server's evaluation;
@@ -339,7 +340,8 @@ class RewriteConfig:
     variant: str = "clv"  # clv | pr | pr+ | adept (the ADePT mechanism on our model)
     noise: str = "gaussian"  # gaussian | laplace
     label_epsilon: float | None = None  # labels by randomized response (None: labels in the clear: not private)
-    max_documents: int = 150  # per user: a public cap, so the per-user guarantee is a public number
+    # per user: a public cap, so the per-user guarantee is a public number (None: all, a data-dependent guarantee)
+    max_documents: int | None = 150
     epochs: int = 3  # central training epochs on the pooled rewrites (train.* optimizer, lr, batch size)
     # "": the rewriter trained (and cached) on public text by uedp.rewriting.store.load_rewriter; a PATH: a saved
     # rewriter directory (Rewriter.save: weights.pt, tokenizer.json, rewriter.json), the same path on every

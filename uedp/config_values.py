@@ -10,13 +10,14 @@ budget stop), `federation.client_gpus = "auto"` (a Ray simulation's GPU share pe
 memory), `federation.num_nodes = None` (one node per corpus user), `federation.eval_sentences = None` (central
 evaluation on the whole test split), `federation.poll_interval = None` (Flower's own 3-s wait for replies),
 `federation.round_period = None` (no schedule: rounds back to back), `train.local_steps = None` (train.local_epochs
-epochs), `rewrite.label_epsilon = None` (labels in the clear). A Flower run config (pyproject's
+epochs), `rewrite.label_epsilon = None` (labels in the clear), `rewrite.max_documents = None` (every document of
+each user; the per-user epsilon then depends on the data). A Flower run config (pyproject's
 `[tool.flwr.app.config]`, `flwr run --run-config`: TOML, which has no null) and a Flower record (a ConfigRecord
 refuses None) spell them as numbers, the `SENTINELS` wire values: m_max 0, gamma 0.0, k_cap 0, target_holders -1,
 seed -1, target_epsilon 0.0, client_gpus 0.0, num_nodes 0, eval_sentences 0, poll_interval 0.0, round_period 0.0,
-local_steps 0, label_epsilon 0.0. RunConfig.to_run_config writes those (`to_wire`; `from_wire` reads one back), and
-every reader (from_run_config, from_flat, from_nested, so config files and Hydra overrides too) accepts the wire
-value with the same meaning and holds it as None or "auto".
+local_steps 0, label_epsilon 0.0, max_documents 0. RunConfig.to_run_config writes those (`to_wire`; `from_wire`
+reads one back), and every reader (from_run_config, from_flat, from_nested, so config files and Hydra overrides
+too) accepts the wire value with the same meaning and holds it as None or "auto".
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ SENTINELS = {
     "train.local_steps": Sentinel(None, 0, "train.local_epochs epochs"),
     "federation.round_period": Sentinel(None, 0.0, "no schedule: rounds run back to back"),
     "rewrite.label_epsilon": Sentinel(None, 0.0, "labels in the clear: not private"),
+    "rewrite.max_documents": Sentinel(None, 0, "every document of each user: the per-user epsilon then depends on "
+                                               "the data"),
 }
 
 

@@ -40,7 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--noise", default="gaussian", choices=("gaussian", "laplace"))
     p.add_argument("--label-epsilon", type=float, default=None,
                    help="labels by randomized response (default: in the clear)")
-    p.add_argument("--max-documents", type=int, default=0, help="rewrite at most N documents per user (0: all)")
+    p.add_argument("--max-documents", type=int, default=None,
+                   help="rewrite at most N documents per user (default: all)")
     p.add_argument("--seed", type=int, default=None, help="reproducible noise: the output is NOT private")
     p.add_argument("--public-for", default="jsonl",
                    help="corpus the rewriter must be independent of (its public training text excludes it)")
@@ -124,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
             record["label"] = names[label]
         lines.append(json.dumps(record, ensure_ascii=False) + "\n")
     per_user = max(len(d) for d in by_user.values())
-    documents = min(per_user, settings.max_documents) if settings.max_documents else per_user
+    documents = per_user if settings.max_documents is None else min(per_user, settings.max_documents)
     meta = {"input": str(args.inp), "output": str(args.out), "documents": len(chosen), "users": len(by_user),
             "rewriter": rewriter.identity(), "public_text": rewriter.public, "rewriter_path": args.rewriter or None,
             **guarantee(mechanism, settings, documents_per_user=documents, warning=warning)}

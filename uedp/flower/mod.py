@@ -29,6 +29,10 @@ that raises, gives an error reply, which the server counts as a zero contributio
 one; its reason names the exception's type only (Flower's own error reply would quote the exception's
 message, which can quote the node's text).
 
+While it calls the train function, the mod hands it what it read of that message, the instructions and the
+global arrays (`received(msg)`: read-only views), so that a node parses and decodes them once; a train function
+may equally read them from the message itself, as above.
+
 The bound is injectable (`UeDPMod(bound=...)`) for the audit's broken controls only; `uedp_mod` is the sound
 one every real run uses. Nothing about the round is logged.
 """
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +63,28 @@ from uedp.protocol import (
 
 UpdateBound = Callable[[list[np.ndarray], RoundInstructions], list[np.ndarray]]
 CallNext = Callable[[Message, Context], Message]
+
+
+@dataclass(frozen=True)
+class Received:
+    """What the mod read of the training message it is handling: the round's instructions and the global arrays
+    (read-only views of the message's buffers), handed to the train function inside it (`received`), which then
+    neither parses nor decodes them again."""
+
+    message: Message
+    instructions: RoundInstructions
+    arrays: list[np.ndarray]
+
+
+_RECEIVED: ContextVar[Received | None] = ContextVar("uedp_received", default=None)
+
+
+def received(msg: Message) -> Received | None:
+    """What a UeDP mod around this train function read of `msg`: set while the mod calls the train function with
+    this very message; None otherwise (no mod, or a mod in between passed another message), when the train
+    function reads the message itself (`RoundInstructions.of`, `decoded`)."""
+    got = _RECEIVED.get()
+    return got if got is not None and got.message is msg else None
 
 
 def bound_update(delta: list[np.ndarray], ins: RoundInstructions) -> list[np.ndarray]:
@@ -169,7 +196,11 @@ class UeDPMod:
         keys = list(glob.keys())
         old = decoded(glob)
         assert old is not None
-        reply = call_next(msg, context)
+        token = _RECEIVED.set(Received(msg, ins, old))
+        try:
+            reply = call_next(msg, context)
+        finally:
+            _RECEIVED.reset(token)
         if reply.has_error():
             return Message(Error(code=reply.error.code, reason="the train function replied with an error"),
                            reply_to=msg)

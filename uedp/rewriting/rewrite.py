@@ -53,7 +53,7 @@ class RewriteSettings:
     variant: str = "clv"  # clv | pr | pr+ | adept (docs/dp-bart-system.md)
     noise: str = "gaussian"  # gaussian (analytic) | laplace (pure epsilon: delta 0)
     label_epsilon: float | None = None  # labels released by randomized response with this epsilon (None: in the clear)
-    max_documents: int = 0  # per user (0: all; the per-user guarantee then depends on the user's data)
+    max_documents: int | None = None  # per user (None: all; the per-user guarantee then depends on the user's data)
 
     def __post_init__(self) -> None:
         if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
@@ -69,12 +69,14 @@ class RewriteSettings:
             raise ConfigError(f"rewrite label_epsilon must be a finite number > 0, or None (labels in the clear), "
                               f"got {self.label_epsilon!r}")
         object.__setattr__(self, "label_epsilon", label_epsilon)
-        object.__setattr__(self, "max_documents",
-                           integer("rewrite max_documents", self.max_documents, minimum=0, note="(0: all)"))
+        max_documents = from_wire("rewrite.max_documents", self.max_documents)  # 0 (a run config's): None
+        if max_documents is not None:
+            max_documents = integer("rewrite max_documents", max_documents, minimum=1, note="(or None: all)")
+        object.__setattr__(self, "max_documents", max_documents)
 
     def wire(self) -> dict[str, Any]:
         """The settings as a Flower record and the rewrite cache key hold them (a ConfigRecord refuses None:
-        label_epsilon None is its run-config number, 0.0)."""
+        label_epsilon and max_documents None are their run-config numbers, 0.0 and 0)."""
         return {name: to_wire(f"rewrite.{name}", value) for name, value in asdict(self).items()}
 
     @property
@@ -176,9 +178,9 @@ def _compose(mechanism: LocalMechanism, n: int) -> Any:
     return mechanism.compose(n)
 
 
-def select_documents(n: int, cap: int, rng: np.random.Generator) -> list[int]:
-    """Indices of the documents a user rewrites: all (cap 0 or n <= cap) or `cap` drawn without replacement."""
-    if cap <= 0 or n <= cap:
+def select_documents(n: int, cap: int | None, rng: np.random.Generator) -> list[int]:
+    """Indices of the documents a user rewrites: all (cap None or n <= cap) or `cap` drawn without replacement."""
+    if cap is None or n <= cap:
         return list(range(n))
     return sorted(int(i) for i in rng.choice(n, size=cap, replace=False))
 
