@@ -468,7 +468,7 @@ BREAKDOWN = [  # (key, row label, what it is); client rows are sums over the rou
     ("configure", "server: configure_train", "sampling, instructions, one Message per sampled client"),
     ("send_and_receive", "server: send_and_receive (wall)", "from pushing the messages to the last reply"),
     ("decode", "- clients: model deserialization (sum)", "the message to the client round: instructions, "
-     "ArrayRecord -> ndarrays (the client mod's and the train function's)"),
+     "ArrayRecord -> ndarrays (the client mod's, handed to the train function)"),
     ("compute", "- clients: compute (sum)", "client_update: read/encode the user (cache miss), select, train "
      "(the new model)"),
     ("encode", "- clients: update, clip and reply (sum)", "ArrayRecord(new model), then the client mod's part: "
