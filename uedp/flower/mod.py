@@ -196,6 +196,8 @@ class UeDPMod:
         keys = list(glob.keys())
         old = decoded(glob)
         assert old is not None
+        for a in old:  # the train function gets these very arrays (`received`): never written in place
+            a.flags.writeable = False
         token = _RECEIVED.set(Received(msg, ins, old))
         try:
             reply = call_next(msg, context)
