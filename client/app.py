@@ -204,10 +204,10 @@ class NodeSetup:
 
     cfg: RunConfig
     data: NodeData
-    owners: bool  # federation.data = owners
+    owners: bool  # federation.data = owners (cfg.owners, read once: a round never calls into the config)
     key: tuple  # the run config's flat items, sorted: the client round's cache key (client.update)
     model_name: str
-    model_options: dict[str, Any]
+    model_options: dict[str, Any]  # cfg.model's options, parsed once
 
     @classmethod
     def of(cls, cfg: RunConfig, node_config: Mapping[str, Any]) -> NodeSetup:
@@ -279,23 +279,22 @@ class TrainFunction:
         base = msg.content.config_records.get(BASE_RECORD)
         if base is not None:  # the model starts from a public checkpoint: this node's own copy must be the server's
             check_base(node.model_name, node.model_options, str(base.get("digest", "")))
-        extra: dict[str, Any] = {}
-        if isinstance(self.update, ClientRound):
-            extra["key"] = node.key  # the run config's flat items, computed once per node
-            if first_training(context.state):  # the client round logs the node's expected trainable share, once
-                extra["log_share"] = True
-                if self.cfg is None:  # the app `flwr run` starts: print the node's log where it runs alone
-                    node_log_to_stderr()
+        ours = isinstance(self.update, ClientRound)
+        share: dict[str, bool] = {}  # the client round logs the node's expected trainable share, once
+        if ours and first_training(context.state):
+            share["log_share"] = True
+            if self.cfg is None:  # the app `flwr run` starts: print the node's log where it runs alone
+                node_log_to_stderr()
         if node.owners:  # this owner's own file, the tokenizer the server shipped
             if not hasattr(self.update, "owner"):
                 raise TypeError(f"federation.data = owners needs a client round with .owner, got {self.update!r}")
             tokenizer = shipped_tokenizer(dict(msg.content[TOKENIZER_RECORD]))
-            extra.pop("key", None)
             new, metrics = self.update.owner(node.cfg, node.data.data_path, tokenizer, weights, ins, training,  # type: ignore[attr-defined]
-                                             identity=str(context.node_id), **extra)
+                                             identity=str(context.node_id), **share)
         else:
             assert node.data.partition_id is not None  # read_node_config requires it
-            new, metrics = self.update(node.cfg, node.data.partition_id, weights, ins, training, **extra)  # type: ignore[call-arg]
+            key = {"key": node.key} if ours else {}  # the run config's flat items, computed once per node
+            new, metrics = self.update(node.cfg, node.data.partition_id, weights, ins, training, **share, **key)  # type: ignore[call-arg]
         keys = list(record.keys())
         if isinstance(new, SplitModels):
             content = RecordDict({ARRAYS_RECORD: model_record(keys, new.free),

@@ -14,6 +14,7 @@ point, is the one exception: Hydra owns its command line.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
 
 AddParser = Callable[[argparse.ArgumentParser], None]
@@ -26,12 +27,16 @@ class UsageError(Exception):
 
 
 def command(doc: str | None, add_parser: AddParser, run: Run) -> Callable[[Sequence[str] | None], int]:
-    """`main(argv=None) -> int` of an entry point: its parser (described by `doc`), then `run` on the options."""
+    """`main(argv=None) -> int` of an entry point: its parser (described by `doc`), then `run` on the options,
+    which also hold the words parsed (`options.words`: `argv`, or the command line's) for a study's record of the
+    command."""
 
     def main(argv: Sequence[str] | None = None) -> int:
         parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
         add_parser(parser)
-        options = parser.parse_args(argv)
+        words = list(sys.argv[1:] if argv is None else argv)
+        parser.set_defaults(words=words)
+        options = parser.parse_args(words)
         try:
             return int(run(options) or 0)
         except UsageError as exc:

@@ -8,7 +8,6 @@ What it does, and how to read its output: studies/audit.py.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from experiments import UsageError, audit_local, audit_mechanism, command
@@ -46,7 +45,7 @@ def run(options: argparse.Namespace) -> int:
     except ConfigError as exc:  # a bad variant, key or value fails before any training
         raise UsageError(str(exc)) from exc
     print(audit(quick=options.quick, out=options.out, variants=variants, num_candidates=options.candidates,
-                overrides=overrides, command=("python -m experiments.audit " + " ".join(sys.argv[1:])).strip(),
+                overrides=overrides, command=("python -m experiments.audit " + " ".join(options.words)).strip(),
                 again=options.reanalyse))
     return 0
 

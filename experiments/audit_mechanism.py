@@ -10,7 +10,6 @@ What it does, and how to read its output: studies/audit_mechanism.py.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from experiments import UsageError, command
@@ -37,7 +36,7 @@ def run(options: argparse.Namespace) -> int:
         select_settings(names, controls, options.overrides)
     except ValueError as exc:  # an unknown setting, control or override, before any trial
         raise UsageError(str(exc)) from exc
-    words = sys.argv[1:]  # as typed: after `experiments.audit mechanism`, or after `experiments.audit_mechanism`
+    words = options.words  # as given: after `experiments.audit mechanism`, or after `experiments.audit_mechanism`
     words = words[1:] if words[:1] == ["mechanism"] else words
     run_study(names, controls, trials=options.trials, real_trials=options.real_trials, out=options.out,
               seed=options.seed, overrides=options.overrides,

@@ -156,7 +156,7 @@ def run_local_dp(grid: Grid, cfg: RunConfig, *, stream: TextIO) -> dict[str, Any
           f"{documents} documents; population={data.population}", file=stream, flush=True)
     metric = get_task(cfg.task.name).metric  # the task registry (uedp.tasks)
     model, device, initial, final = train_on_rewrites(cfg, data, rewrites, metrics, metric=metric,
-                                                      seed=cfg.privacy.seed if fixed else None, stream=stream)
+                                                      seed=cfg.privacy.seed, stream=stream)
     spec = spec_for(cfg.strategy.name, cfg.strategy.estimator)  # local (dp_bart): summary method "local_dp"
     summary = {
         "strategy": spec.strategy, "method": spec.summary_method, "estimator": None, "rounds": cfg.rewrite.epochs,

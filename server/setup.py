@@ -132,7 +132,7 @@ def setup(cfg: RunConfig, *, components: Components, stream: TextIO) -> tuple[Ru
     cut = data.test.truncation() if data.test is not None else None  # the evaluation set's text only
     if cut is not None:
         print(cut.line("evaluation", longest=False), file=stream, flush=True)
-    model = data.new_model(model_spec(cfg), seed=p.seed if fixed else None)
+    model = data.new_model(model_spec(cfg), seed=p.seed)
     initial_model: dict[str, Any] = {"source": "random"}
     if cfg.model.init:  # a public start: weights trained on public text only (uedp.models.public_start)
         initial_model = {"source": "public", **load_public_start(

@@ -52,7 +52,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from studies.detectors import GOLD_DIR, SETS, gold_corpus
+from studies.detectors import GOLD_DIR, SETS, gold_corpus, publish
 from uedp.categories import key_category, resolve_categories
 from uedp.config import EntityConfig
 from uedp.data.corpus import Corpus
@@ -481,9 +481,8 @@ def report(sets: Sequence[str], detector: str, *, gold_dir: Path = GOLD_DIR, vdi
     result = study(sets, detector, gold_dir=gold_dir, settings=Settings(vdi=vdi))
     text = render(result)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
         command = f"python -m experiments.entity_detection --sets {','.join(sets)} --detector {detector}"
         command += f" --out {out}" + (f" --vdi {vdi:g}" if vdi is not None else "")
-        (out / "entity-detection.md").write_text(text + f"\n\nCommand: `{command}`\n")
+        publish(out, "entity-detection.md", text, command)
         (out / "entity-detection.json").write_text(to_json(result) + "\n")
     return text

@@ -28,6 +28,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from uedp.config import RunConfig
+from uedp.markdown import table
 
 ROOT = Path(__file__).resolve().parent.parent
 SIDES = ("server", "node")
@@ -177,19 +178,18 @@ def round_config(out: Path, *, users: int = 8, rounds: int = 3) -> RunConfig:
 
 def render(trace: RoundTrace) -> str:
     """The trace as markdown: totals per side, the node's reads per message, and each module's calls."""
-    lines = [f"Round {trace.round}: {trace.messages} training messages answered by the nodes.", "",
-             "| side | project calls | module switches | modules entered |", "|---|---|---|---|"]
-    for name in SIDES:
-        side = trace.sides[name]
-        lines.append(f"| {name} | {side.total_calls:,} | {side.total_switches:,} | {len(side.calls)} |")
-    lines.append(f"| both | {sum(s.total_calls for s in trace.sides.values()):,} | "
-                 f"{sum(s.total_switches for s in trace.sides.values()):,} | {len(trace.modules)} |")
-    lines += ["", "| on a node, per training message | calls |", "|---|---|"]
-    for label, module, function in NODE_READS:
-        lines.append(f"| {label} (`{module}` `{function}`) | {trace.per_message(module, function):g} |")
-    lines += ["", "| module | server calls | node calls | switches into it |", "|---|---|---|---|"]
+    sides = [(name, side.total_calls, side.total_switches, len(side.calls)) for name, side in trace.sides.items()]
+    sides.append(("both", sum(s[1] for s in sides), sum(s[2] for s in sides), len(trace.modules)))
     server, node = trace.sides["server"], trace.sides["node"]
-    for module in sorted(trace.modules, key=lambda m: (-(server.calls[m] + node.calls[m]), m)):
-        lines.append(f"| `{module}` | {server.calls[module]:,} | {node.calls[module]:,} | "
-                     f"{server.switches[module] + node.switches[module]:,} |")
-    return "\n".join(lines) + "\n"
+    modules = sorted(trace.modules, key=lambda m: (-(server.calls[m] + node.calls[m]), m))
+    return "\n\n".join([
+        f"Round {trace.round}: {trace.messages} training messages answered by the nodes.",
+        table(["side", "project calls", "module switches", "modules entered"],
+              [(name, f"{calls:,}", f"{switches:,}", modules) for name, calls, switches, modules in sides]),
+        table(["on a node, per training message", "calls"],
+              [(f"{label} (`{module}` `{function}`)", f"{trace.per_message(module, function):g}")
+               for label, module, function in NODE_READS]),
+        table(["module", "server calls", "node calls", "switches into it"],
+              [(f"`{m}`", f"{server.calls[m]:,}", f"{node.calls[m]:,}", f"{server.switches[m] + node.switches[m]:,}")
+               for m in modules]),
+    ]) + "\n"

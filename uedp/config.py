@@ -52,7 +52,7 @@ from uedp.config_training import (
     ClientTrainConfig,
     ServerConfig,
 )
-from uedp.config_values import AUTO, SENTINELS, assign, coerce, json_object, leaves, show, to_wire
+from uedp.config_values import AUTO, SENTINELS, assign, coerce, json_object, label_list, leaves, show, to_wire
 from uedp.devices import check_device
 from uedp.errors import ConfigError
 from uedp.privacy.mechanisms import spec_for
@@ -105,7 +105,7 @@ class TaskConfig:
     labels: str = ""  # classification with federation.data = "owners": the public label set, comma-separated
 
     def label_list(self) -> list[str] | None:
-        return [x.strip() for x in self.labels.split(",") if x.strip()] or None
+        return label_list(self.labels)
 
 
 @dataclass
@@ -254,12 +254,12 @@ class PrivacyConfig:
             setattr(self, name, coerce(f"privacy.{name}", getattr(self, name), f.default))
         for name in ("q_u", "q_e", "q_s"):
             probability(f"privacy.{name}", getattr(self, name))
-        for name, value, rule in (("m_max", self.m_max, '>= 1, or "auto" (automatic)'),
-                                  ("k_cap", self.k_cap, ">= 1, or None (off)"),
-                                  ("target_holders", self.target_holders, ">= 0, or None (off)"),
-                                  ("seed", self.seed, ">= 0, or None (cryptographically seeded noise)")):
-            if value not in (None, AUTO) and value < (0 if rule.startswith(">= 0") else 1):
-                raise ConfigError(f"privacy.{name} must be {rule}, got {value}")
+        for name, value, minimum, rule in (("m_max", self.m_max, 1, '"auto" (automatic)'),
+                                           ("k_cap", self.k_cap, 1, "None (off)"),
+                                           ("target_holders", self.target_holders, 0, "None (off)"),
+                                           ("seed", self.seed, 0, "None (cryptographically seeded noise)")):
+            if value not in (None, AUTO) and value < minimum:
+                raise ConfigError(f"privacy.{name} must be >= {minimum}, or {rule}, got {value}")
         if self.beta <= 0 or not 0 < self.w_max <= 1:
             raise ConfigError(f"privacy.beta must be > 0 and privacy.w_max in (0, 1]; got {self.beta}, {self.w_max}")
         if self.gamma != AUTO and self.gamma < 0:

@@ -83,6 +83,11 @@ def from_wire(key: str, value: Any) -> Any:
     return value
 
 
+def label_list(labels: str) -> list[str] | None:
+    """A comma-separated public label set (task.labels) as its names, None where it names none."""
+    return [x.strip() for x in labels.split(",") if x.strip()] or None
+
+
 def show(value: Any, *, quote: bool = True, limit: int = 80) -> str:
     """`repr(value)` (or `str` when not `quote`), cut to `limit` characters: an error message names a huge
     value without repeating it."""
@@ -157,8 +162,7 @@ def coerce(key: str, value: Any, default: Any) -> Any:
     if isinstance(value, str):
         raise ConfigError(f"config key {key} must be of type {type(sentinel.wire).__name__} or "
                           f"{sentinel.spelling()} ({sentinel.meaning}), got {show(value)}")
-    value = _typed(key, value, sentinel.wire)
-    return sentinel.value if value == sentinel.wire else value
+    return from_wire(key, _typed(key, value, sentinel.wire))
 
 
 def _typed(key: str, value: Any, default: Any) -> Any:

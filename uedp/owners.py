@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
+from uedp.config_values import label_list
 from uedp.data.corpus import Corpus
 from uedp.errors import CorpusError
 from uedp.files import PRIVATE, atomic_path, atomic_write_bytes
@@ -55,7 +56,7 @@ class OwnerTask:
         """The public label set of a classification task (None where empty), None for any other task."""
         if self.task != CLASSIFICATION:
             return None
-        return [x.strip() for x in self.labels.split(",") if x.strip()] or None
+        return label_list(self.labels)
 
 
 def model_shape(tokenizer: TextTokenizer, task: OwnerTask) -> ModelShape:

@@ -29,7 +29,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 import torch
 
 from uedp.config import RunConfig
@@ -66,7 +65,7 @@ __all__ = [
     "UserData", "data_key", "encode_sentences", "entity_policy", "evaluation_split", "final_model", "load_manifest",
     "load_split", "load_tokenizer", "load_user_data", "manifest_path", "model_spec", "new_model", "owner_task",
     "prepare", "pretrain_run", "private_dataset", "release_labels", "release_options", "rewriter_corpus",
-    "run_tokenizer", "server_data", "special_ids_key", "split_rows", "tokenizer_spec",
+    "run_tokenizer", "server_data", "special_ids_key", "tokenizer_spec",
 ]
 
 
@@ -159,13 +158,6 @@ def load_user_data(cfg: RunConfig, partition_id: int, *, deidentified: bool = Fa
     user, rows, annotations = participant_rows(manifest, partition_id)
     return user_data(user, rows, annotations, manifest.text_tokenizer(), policy=entity_policy(cfg),
                      task=cfg.task.name, max_len=cfg.task.max_len, deidentified=deidentified)
-
-
-def split_rows(cfg: RunConfig, split: str, *, limit: int | None = None) -> pa.Table:
-    """The corpus rows of a split, restricted to the participating users; with a `limit`, at most `limit` of
-    them, a fixed subset (EVAL_SUBSET_SEED) in corpus order (uedp.prepare.corpus.read_split)."""
-    manifest = load_manifest(cfg)
-    return read_split(manifest.corpus_dir, manifest.users, split, limit=limit)
 
 
 def load_split(cfg: RunConfig, split: str, *, limit: int | None = None) -> EncodedSentences:

@@ -78,7 +78,7 @@ from uedp.flower.plan import MechanismSettings, plan_round
 from uedp.privacy.accounting import Mechanism, epsilon_and_bound, truncation_delta
 from uedp.privacy.aggregation import aggregate, denominator
 from uedp.privacy.calibration import calibrate_epsilon_function, calibrate_identical
-from uedp.privacy.composition import pairs_epsilon, undetected_bound
+from uedp.privacy.composition import composed_kinds, pairs_epsilon, undetected_bound
 from uedp.privacy.ledger import RoundRecord
 from uedp.privacy.mechanisms import audited_spec, get
 from uedp.privacy.noise import NoiseSource
@@ -114,8 +114,7 @@ def accounted_epsilon(adjacency: str, sens: Sensitivities, *, sigma: float, q_u:
         return math.inf, None, "truncation"
     candidates = candidate_pairs(adjacency, _in_units(sens), sigma / sens.unit, q_u=q_u, q_e=q_e, q_s=q_s,
                                  kinds=kinds)
-    eps_, bound = undetected_bound([{b: ((pair, rounds),) for b, pair in kind.items()} for kind in candidates],
-                                   delta=d)
+    eps_, bound = undetected_bound(composed_kinds([(candidates, rounds)]), delta=d)
     return eps_, _pair_of(candidates, bound), bound
 
 

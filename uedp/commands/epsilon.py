@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from uedp.config import AUTO, PrivacyConfig
 from uedp.errors import ConfigError
 from uedp.privacy.accountant import UeDPAccountant
-from uedp.privacy.accounting import DEFAULT_DELTA, Mechanism, mechanism, safe_m_max
+from uedp.privacy.accounting import DEFAULT_DELTA, Mechanism, safe_m_max
 from uedp.privacy.calibration import calibrate_identical
 from uedp.privacy.composition import check_delta
 from uedp.privacy.holders import holders_epsilon
@@ -173,9 +173,10 @@ def _noise_multiplier(args: argparse.Namespace, setting: _Setting) -> float:
                                holders=args.target_holders)
 
 
-def _ledger_epsilons(args: argparse.Namespace, setting: _Setting, z: float) -> tuple[dict, list[tuple]]:
-    """(every epsilon of the ledger of T identical rounds, per K of --holders: (K, undetected, detected, mixed))."""
-    record = _record(args, setting, z=z)
+def _ledger_epsilons(args: argparse.Namespace, setting: _Setting, record: RoundRecord) -> tuple[dict, list[tuple]]:
+    """(every epsilon of the ledger of T identical rounds of `record`, per K of --holders: (K, undetected, detected,
+    mixed))."""
+    z = record.z
     privacy = PrivacyConfig(q_u=args.q_u, q_e=setting.q_e, q_s=setting.q_s, m_max=setting.m_max or AUTO,
                             k_cap=args.k_cap or None, beta=args.beta, w_max=args.w_max, noise_multiplier=z,
                             target_epsilon=None, target_on=args.target_on, delta=args.delta)
@@ -209,15 +210,14 @@ def _lower_bounds(args: argparse.Namespace, setting: _Setting, sigma: float) -> 
 def run(args: argparse.Namespace) -> int:
     setting = _check(args)  # validation first (ConfigError names the option), then the work
     z = _noise_multiplier(args, setting)
-    mech = mechanism(setting.spec.rule, z=z, q_u=args.q_u, q_e=setting.q_e, q_s=setting.q_s, m_max=setting.m_max,
-                     k_cap=args.k_cap)
+    record = _record(args, setting, z=z)
+    mech, sigma = record.mechanism, record.sigma
     start = time.perf_counter()
-    eps, per_k = _ledger_epsilons(args, setting, z)
+    eps, per_k = _ledger_epsilons(args, setting, record)
     lower = _lower_bounds(args, setting, mech.sigma)
     seconds = time.perf_counter() - start
     keys = USER_KEYS if setting.user_level else KEYS
     values = {k: float(eps[k]) for k in keys}
-    sigma = _record(args, setting, z=z).sigma
     if args.json:
         _print_json(args, setting, z, sigma, mech, eps, values, per_k, lower)
     else:

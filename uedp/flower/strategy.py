@@ -359,10 +359,6 @@ class UserEntityDP(Strategy):
                                             self._accountant)
         return clock() - t0
 
-    def due(self, server_round: int) -> float:
-        """When round `server_round` (of this process's `start`) is due to start: `start` + server_round periods."""
-        return self._schedule.due(server_round)
-
     # -- Strategy API ---------------------------------------------------------------------------------------
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> RoundMessages:

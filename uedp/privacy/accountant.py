@@ -174,8 +174,11 @@ class UeDPAccountant:
         """Each claimed epsilon after the rounds charged ({f"eps_{adjacency}": value})."""
         if not self.claims or not len(self._ledger):
             return {}
-        epsilons = self._ledger.epsilons(delta)  # every epsilon, composed once per round and delta
-        return {f"eps_{c}": float(epsilons[f"eps_{c}"]) for c in self.claims}
+        from uedp.privacy.accounting import epsilon_of
+
+        d = self.delta if delta is None else delta
+        runs = self._ledger.runs()
+        return {f"eps_{c}": epsilon_of(runs, c, delta=d, num_users=self._num_users) for c in self.claims}
 
     def get_epsilon(self, delta: float | None = None) -> float:
         """The LARGEST claimed epsilon at `delta` (0 before the first round; inf for a noiseless mechanism)."""

@@ -65,6 +65,7 @@ from uedp.privacy.composition import (
     _check_vdi,
     _rdp_epsilon,
     check_delta,
+    composed_kinds,
     undetected_bound,
 )
 from uedp.privacy.mechanisms import sampling_rates
@@ -297,9 +298,7 @@ def epsilon_and_bound(
         return math.inf, "truncation"
     if not checked:
         return 0.0, str(adjacency)
-    per_run = [(m.candidates(adjacency), c) for m, c in checked]
-    kinds = [{b: tuple((pairs[k][b], c) for pairs, c in per_run) for b in bounds}
-             for k, bounds in enumerate(per_run[0][0])]
+    kinds = composed_kinds([(m.candidates(adjacency), c) for m, c in checked])
     return undetected_bound(kinds, delta=d, value_discretization_interval=vdi)
 
 

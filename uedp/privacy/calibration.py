@@ -287,11 +287,11 @@ def calibrate_epsilon_function(
 
 
 def clear_caches() -> None:
-    """Empty every in-memory cache (functools) of uedp.privacy.accounting and of this module: per-round
+    """Empty every in-memory cache (functools) of uedp.privacy.composition, pairs and this module: per-round
     PLDs, RDP curves, epsilons, the code digest. For timings from cold caches (studies/benchmark.py) and
     tests; values do not change (the caches only remember pure functions' results). The calibration disk
     cache (`calibration_cache_dir`) is NOT touched: turn it off with UEDP_CALIBRATION_CACHE=off."""
-    for module in (accounting, composition, pairs, sys.modules[__name__]):
+    for module in (composition, pairs, sys.modules[__name__]):
         for obj in vars(module).values():
             if callable(getattr(obj, "cache_clear", None)) and getattr(obj, "__module__", None) == module.__name__:
                 obj.cache_clear()

@@ -202,6 +202,14 @@ def pairs_rdp_epsilon(pairs: PairCounts, *, delta: float) -> float:
     return _rdp_epsilon(_check_pairs(pairs), check_delta(delta))
 
 
+def composed_kinds(per_run: Sequence[tuple[Sequence[Mapping[str, Pair]], int]]) -> list[dict[str, PairCounts]]:
+    """`undetected_bound`'s candidates from runs of rounds: `per_run` holds each run's candidate pairs (one mapping
+    per kind of sentence, bound name -> the round's dominating pair: uedp.privacy.pairs.candidate_pairs) and its
+    number of rounds; each kind's bound composes its pairs over the runs, in order."""
+    return [{b: tuple((pairs[k][b], c) for pairs, c in per_run) for b in bounds}
+            for k, bounds in enumerate(per_run[0][0])]
+
+
 def undetected_bound(
     candidates: Sequence[Mapping[str, PairCounts]], *, delta: float, value_discretization_interval: float | None = None
 ) -> tuple[float, str]:

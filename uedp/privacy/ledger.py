@@ -175,9 +175,6 @@ class Ledger:
         self.num_users = num_users
         self._records: list[RoundRecord] = []
         self._hashes: list[str] = []  # _hashes[i]: the chain's hash after record i
-        # the last `epsilons` computed, by (records, delta): the ledger only grows, so a round's epsilons are
-        # composed once however many readers ask (the budget's claims, the round's report)
-        self._epsilons: tuple[tuple[int, float], dict[str, float | int | str]] | None = None
         for record in records:
             self.append(record)
 
@@ -251,10 +248,7 @@ class Ledger:
         """eps_uedp, eps_user, eps_undetected, eps_rdp_bound (+ delta, rounds, the undetected bound's name
         and delta_trunc), computed from the records."""
         delta = self.delta if delta is None else check_delta(delta, self.num_users)
-        key = (len(self._records), delta)
-        if self._epsilons is None or self._epsilons[0] != key:
-            self._epsilons = (key, epsilons_of(self.runs(), delta=delta, num_users=self.num_users).as_dict())
-        return dict(self._epsilons[1])
+        return epsilons_of(self.runs(), delta=delta, num_users=self.num_users).as_dict()
 
     def check_budget(
         self, next_record: RoundRecord, *, target_epsilon: float, adjacency: str | Sequence[str] = "uedp"
